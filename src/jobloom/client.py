@@ -1,0 +1,149 @@
+"""Enqueueing: options checked, payloads encoded, and calls in one event-loop tick coalesced into one transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import coordinator
+from . import options as opt
+from .coordinator import NewJob
+from .errors import InvalidOption
+from .performer import PerformerSpec
+from .records import job_from_row
+from .types import Job, to_datetime
+
+if TYPE_CHECKING:
+    from .store.base import Store, Tx
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """Per-job options given at enqueue; ``None`` means the performer's default."""
+
+    delay: float | None = None
+    run_at: datetime | float | None = None
+    priority: int | None = None
+    unique_key: str | None = None
+    concurrency_key: str | None = None
+    max_attempts: int | None = None
+    delivery: str | None = None
+
+
+def build_job(spec: PerformerSpec, payload: Any, o: EnqueueOptions, now: float) -> NewJob:
+    """Validate one enqueue request and encode it as a row to insert."""
+    b = spec.binding
+    data = spec.dump_payload(payload)
+    if o.delay is not None and o.run_at is not None:
+        raise InvalidOption("delay", o.delay, "either delay or run_at, not both", b)
+    delay = opt.seconds("delay", o.delay, b)
+    if o.run_at is None:
+        run_at = now + (delay or 0.0)
+    elif isinstance(o.run_at, datetime):
+        if o.run_at.tzinfo is None:
+            raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime (or epoch seconds)", b)
+        run_at = o.run_at.timestamp()
+    elif isinstance(o.run_at, int | float) and not isinstance(o.run_at, bool):
+        run_at = float(o.run_at)
+    else:
+        raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime or epoch seconds", b)
+    priority = spec.priority if o.priority is None else o.priority
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise InvalidOption("priority", priority, "an integer", b)
+    for name, value in (("unique_key", o.unique_key), ("concurrency_key", o.concurrency_key)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidOption(name, value, "a string", b)
+    max_attempts = opt.positive_int("max_attempts", o.max_attempts, b) or spec.max_attempts
+    delivery = spec.delivery if o.delivery is None else opt.delivery(o.delivery, b)
+    key = o.concurrency_key
+    if key is None and spec.concurrency_key is not None:
+        key = spec.key_for(spec.payload_adapter.validate_python(payload))
+    return NewJob(
+        binding=b, payload=data, priority=priority, run_at=run_at,
+        state="queued" if run_at <= now else "scheduled", max_attempts=max_attempts, delivery=delivery,
+        timeout=spec.timeout, unique_key=o.unique_key,
+        unique_until=None if o.unique_key is None else now + spec.unique_for,
+        concurrency_key=key, created_at=now,
+    )
+
+
+def job_from_new(job_id: int, new: NewJob) -> Job:
+    """The :class:`Job` just inserted, without reading it back."""
+    import json
+
+    return Job(
+        id=job_id, binding=new.binding, state=new.state, payload=json.loads(new.payload), attempt=0,
+        max_attempts=new.max_attempts, priority=new.priority, run_at=to_datetime(new.run_at),
+        unique_key=new.unique_key, concurrency_key=new.concurrency_key, delivery=new.delivery, result=None,
+        error=None, created_at=to_datetime(new.created_at), started_at=None,  # type: ignore[arg-type]
+        finished_at=None,
+    )
+
+
+class Enqueuer:
+    """Collects the enqueue calls of one loop tick and inserts them in one transaction."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pending: list[tuple[NewJob, asyncio.Future[Job]]] = []
+        self._flushing = False
+
+    def submit(self, job: NewJob) -> asyncio.Future[Job]:
+        """Queue ``job`` for the next flush; the future resolves once it is committed."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Job] = loop.create_future()
+        self._pending.append((job, fut))
+        if not self._flushing:
+            self._flushing = True
+            loop.call_soon(lambda: loop.create_task(self._flush()))
+        return fut
+
+    async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
+        """Insert ``jobs`` now, in one transaction."""
+        async def work(tx: Tx) -> list[Job]:
+            return await _insert(tx, jobs)
+
+        created = await self.store.transact(work)
+        await self.store.notify()
+        return created
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        self._flushing = False
+        if not batch:
+            return
+        try:
+            jobs = await self.insert([j for j, _ in batch])
+        except BaseException as exc:
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, fut), job in zip(batch, jobs, strict=True):
+            if not fut.done():
+                fut.set_result(job)
+
+
+async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
+    now = time.time()
+    ids = await coordinator.enqueue(tx, jobs, now)
+    out: list[Job] = []
+    for new, (job_id, created) in zip(jobs, ids, strict=True):
+        if created:
+            out.append(job_from_new(job_id, new))
+        else:
+            row = await tx.fetchone("get_job", {"id": job_id})
+            assert row is not None
+            out.append(job_from_row(row))
+    return out
+
+
+async def insert_in(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
+    """Insert jobs inside a transaction that the caller owns."""
+    return await _insert(tx, jobs)

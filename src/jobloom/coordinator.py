@@ -1,0 +1,348 @@
+"""The coordinator: every decision about a binding's jobs, each applied inside one store transaction.
+
+One function per transition (enqueue, dispatch, report, reap, promote, heartbeat, cancel, retry,
+release). Each takes an open :class:`~jobloom.store.Tx`, decides with the pure functions of
+:mod:`jobloom.decide` and :mod:`jobloom.lifecycle`, and applies the result with named SQL, fenced
+by the attempt number so that a stale worker can never overwrite a newer truth.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import lifecycle
+from .decide import decide
+from .errors import InvalidTransition, JobNotFound
+from .records import policy_from_row
+from .store.base import Tx
+from .types import Candidate, Policy
+
+LEASE_GRACE = 1.0
+_rng = random.Random()
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A job to insert, already validated and encoded."""
+
+    binding: str
+    payload: str
+    priority: int
+    run_at: float
+    state: str
+    max_attempts: int
+    delivery: str
+    timeout: float | None
+    unique_key: str | None
+    unique_until: float | None
+    concurrency_key: str | None
+    created_at: float
+
+    def params(self) -> dict[str, Any]:
+        """The row as named parameters."""
+        return {
+            "binding": self.binding, "state": self.state, "payload": self.payload, "priority": self.priority,
+            "run_at": self.run_at, "max_attempts": self.max_attempts, "delivery": self.delivery,
+            "timeout": self.timeout, "unique_key": self.unique_key, "unique_until": self.unique_until,
+            "concurrency_key": self.concurrency_key, "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A job handed to a worker: run attempt ``attempt`` under a lease until reported."""
+
+    id: int
+    binding: str
+    payload: str
+    attempt: int
+    max_attempts: int
+    timeout: float | None
+    delivery: str
+    started_at: float
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A worker's report of one attempt; (job_id, attempt) makes it idempotent."""
+
+    job_id: int
+    attempt: int
+    kind: str
+    worker: str
+    started_at: float
+    finished_at: float
+    result: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    retry_after: float | None = None
+
+
+@dataclass(slots=True)
+class ReportResult:
+    """What a batch of reports did: applied, fenced off as stale, or duplicates of applied ones."""
+
+    applied: int = 0
+    stale: list[int] = field(default_factory=list)
+    duplicate: int = 0
+    finished: list[int] = field(default_factory=list)
+
+
+async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int, bool]]:
+    """Insert jobs; a job whose unique key is taken returns the holder's id instead (``created=False``)."""
+    out: list[tuple[int, bool] | None] = [None] * len(jobs)
+    plain: list[int] = []
+    for i, job in enumerate(jobs):
+        if job.unique_key is None:
+            plain.append(i)
+            continue
+        key = {"binding": job.binding, "unique_key": job.unique_key}
+        await tx.execute("lock_unique", key)
+        row = await tx.fetchone("find_unique", key)
+        if row is not None:
+            holder_id, holder_state, until = row
+            if holder_state not in ("succeeded", "failed", "stalled", "cancelled", "skipped") or (
+                until is not None and until > now
+            ):
+                out[i] = (holder_id, False)
+                continue
+        (new_id,) = await tx.insert_many("insert_job", [job.params()])
+        out[i] = (new_id, True)
+    if plain:
+        ids = await tx.insert_many("insert_job", [jobs[i].params() for i in plain])
+        for i, new_id in zip(plain, ids, strict=True):
+            out[i] = (new_id, True)
+    return [o for o in out if o is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """Jobs handed out by one dispatch, and when a rate token comes next if tokens ran out."""
+
+    claimed: list[Claimed]
+    next_token_at: float | None = None
+
+
+async def dispatch(
+    tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float
+) -> Dispatched:
+    """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit."""
+    if capacity <= 0:
+        return Dispatched([])
+    row = await tx.fetchone("get_binding", {"binding": binding})
+    policy, bucket, _ = policy_from_row(row)
+    locked = False
+    if policy.limited:
+        row = await tx.fetchone("lock_binding", {"binding": binding})
+        policy, bucket, _ = policy_from_row(row)
+        locked = True
+    running = 0
+    if policy.concurrency is not None:
+        running = (await tx.fetchone("count_running", {"binding": binding}) or (0,))[0]
+    by_key: dict[str, int] | None = None
+    full: set[str] = set()
+    selected: list[int] = []
+    next_token_at: float | None = None
+    room = capacity
+    for _ in range(8):
+        want = min(room, policy.concurrency - running if policy.concurrency is not None else room)
+        if want <= 0:
+            break
+        cands = await _candidates(tx, binding, policy, sorted(full), want + 16)
+        if not cands:
+            break
+        if by_key is None and any(c.key is not None for c in cands):
+            if not locked:
+                await tx.fetchone("lock_binding", {"binding": binding})
+                locked = True
+            rows = await tx.fetch("running_by_key", {"binding": binding})
+            by_key = {k: n for k, n in rows}
+            newly_full = {k for k, n in by_key.items() if n >= policy.key_concurrency}
+            if any(c.key in newly_full for c in cands):
+                full |= newly_full
+                continue
+        decision = decide(
+            now, cands, policy, bucket, running=running, running_by_key=by_key, capacity=room
+        )
+        bucket = decision.bucket
+        next_token_at = decision.next_token_at
+        if not decision.selected:
+            break
+        selected.extend(decision.selected)
+        picked = set(decision.selected)
+        for c in cands:
+            if c.id in picked and c.key is not None and by_key is not None:
+                by_key[c.key] = by_key.get(c.key, 0) + 1
+                if by_key[c.key] >= policy.key_concurrency:
+                    full.add(c.key)
+        running += len(decision.selected)
+        room -= len(decision.selected)
+        if not decision.skipped_keys or decision.blocked_by is not None:
+            break
+    if policy.rate is not None and bucket is not None:
+        await tx.execute(
+            "save_bucket", {"binding": binding, "tokens": bucket.tokens, "tokens_at": bucket.updated_at}
+        )
+    if not selected:
+        return Dispatched([], next_token_at)
+    rows = await tx.fetch(
+        "claim", {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
+    )
+    return Dispatched([Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now) for r in rows], next_token_at)
+
+
+async def _candidates(
+    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int
+) -> list[Candidate]:
+    params = {"binding": binding, "full_keys": full_keys, "limit": limit}
+    rows = await tx.fetch("candidates_by_priority", params)
+    if policy.priority_aging and rows:
+        seen = {r[0] for r in rows}
+        rows += [r for r in await tx.fetch("candidates_by_age", params) if r[0] not in seen]
+    return [Candidate(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+async def report(tx: Tx, outcomes: Sequence[Outcome], now: float) -> ReportResult:
+    """Apply attempt outcomes. A report for an attempt that is no longer running is never applied."""
+    result = ReportResult()
+    if not outcomes:
+        return result
+    unique: dict[tuple[int, int], Outcome] = {}
+    for o in outcomes:
+        unique.setdefault((o.job_id, o.attempt), o)
+    outcomes = list(unique.values())
+    rows = await tx.fetch("lock_running", {"ids": [o.job_id for o in outcomes]})
+    current = {r[0]: r for r in rows}
+    finishes: list[dict[str, Any]] = []
+    attempts: list[dict[str, Any]] = []
+    backoffs: dict[str, Any] = {}
+    for o in outcomes:
+        row = current.get(o.job_id)
+        if row is None or row[2] != "running" or row[3] != o.attempt:
+            await _stale(tx, o, now, result)
+            continue
+        _, binding, _, attempt, retries_from, max_attempts, delivery, cancel_requested, _, _ = row
+        if o.kind == lifecycle.SUCCEEDED:
+            nxt = lifecycle.Transition("succeeded")
+        else:
+            if binding not in backoffs:
+                backoffs[binding] = policy_from_row(await tx.fetchone("get_binding", {"binding": binding}))[2]
+            nxt = lifecycle.next_state(
+                o.kind, now=now, attempt=attempt, retries_from=retries_from, max_attempts=max_attempts,
+                delivery=delivery, cancel_requested=bool(cancel_requested), backoff=backoffs[binding],
+                retry_after=o.retry_after, rng=_rng,
+            )
+        finished = nxt.state != "scheduled"
+        finishes.append({
+            "id": o.job_id, "attempt": o.attempt, "state": nxt.state, "result": o.result,
+            "error": o.error, "run_at": nxt.run_at if nxt.run_at is not None else now,
+            "finished_at": now if finished else None,
+        })
+        attempts.append(_attempt_row(o))
+        if finished:
+            result.finished.append(o.job_id)
+        current[o.job_id] = (*row[:2], nxt.state, *row[3:])
+    await tx.executemany("finish_attempt", finishes)
+    await tx.executemany("insert_attempt", attempts)
+    result.applied += len(finishes)
+    return result
+
+
+def _attempt_row(o: Outcome) -> dict[str, Any]:
+    return {
+        "job_id": o.job_id, "attempt": o.attempt, "worker": o.worker, "started_at": o.started_at,
+        "finished_at": o.finished_at, "outcome": o.kind, "error": o.error, "traceback": o.traceback,
+    }
+
+
+async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
+    prior = await tx.fetchone("get_attempt", {"job_id": o.job_id, "attempt": o.attempt})
+    if prior is not None and prior[0] == o.worker and prior[1] == o.kind:
+        result.duplicate += 1  # the same report, applied before: idempotent
+        return
+    result.stale.append(o.job_id)
+    if prior is None:
+        await tx.execute("insert_attempt", _attempt_row(o) | {"outcome": "lost", "error": "lease lost"})
+    await tx.execute(
+        "record_stale_report", {"job_id": o.job_id, "attempt": o.attempt, "outcome": o.kind, "at": now}
+    )
+
+
+async def reap(tx: Tx, now: float, *, limit: int = 100) -> list[int]:
+    """Expired leases: the worker is gone. Retry (at-least-once) or ``stalled`` (at-most-once)."""
+    rows = await tx.fetch("expired_leases", {"cutoff": now - LEASE_GRACE, "limit": limit})
+    if not rows:
+        return []
+    outcomes = [
+        Outcome(job_id=r[0], attempt=r[3], kind=lifecycle.LOST, worker=r[8] or "?", started_at=r[9] or now,
+                finished_at=now, error="lease expired: the worker stopped heartbeating")
+        for r in rows
+    ]
+    await report(tx, outcomes, now)
+    return [r[0] for r in rows]
+
+
+async def promote(tx: Tx, now: float, *, limit: int = 1000) -> int:
+    """``scheduled`` jobs whose time has come become ``queued``."""
+    return await tx.execute("promote_due", {"now": now, "limit": limit})
+
+
+async def heartbeat(
+    tx: Tx, worker: str, ids: Iterable[int], now: float, lease: float
+) -> tuple[set[int], set[int]]:
+    """Extend the leases of ``worker``'s running jobs; return (still held, cancel requested)."""
+    rows = await tx.fetch("heartbeat", {"ids": list(ids), "worker": worker, "lease_expires": now + lease})
+    return {r[0] for r in rows}, {r[0] for r in rows if r[1]}
+
+
+async def cancel_requests(tx: Tx, worker: str) -> set[int]:
+    """Running jobs of ``worker`` that someone asked to cancel."""
+    return {r[0] for r in await tx.fetch("cancel_requests", {"worker": worker})}
+
+
+async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> str:
+    """Cancel at once if not running; ask the worker if running. Returns the resulting state."""
+    row = await tx.fetchone("lock_job", {"id": job_id})
+    if row is None:
+        raise JobNotFound(job_id)
+    state = row[1]
+    if state in ("waiting", "scheduled", "queued"):
+        await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
+        return "cancelled"
+    if state == "running":
+        await tx.execute("request_cancel", {"id": job_id})
+        return "running"
+    raise InvalidTransition(job_id, state, "cancel")
+
+
+async def retry(tx: Tx, job_id: int, now: float) -> None:
+    """A person's retry of a ``failed``, ``stalled`` or ``cancelled`` job: queued again, history kept."""
+    row = await tx.fetchone("lock_job", {"id": job_id})
+    if row is None:
+        raise JobNotFound(job_id)
+    if row[1] not in ("failed", "stalled", "cancelled"):
+        raise InvalidTransition(job_id, row[1], "retry")
+    await tx.execute("retry_now", {"id": job_id, "now": now})
+
+
+async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int]]) -> int:
+    """Give back claimed jobs that never started (graceful shutdown): ``queued`` again, no attempt spent."""
+    n = 0
+    for job_id, attempt in claims:
+        n += await tx.execute("release", {"id": job_id, "attempt": attempt, "worker": worker})
+    return n
+
+
+async def next_due(tx: Tx) -> float | None:
+    """The earliest moment something becomes due: a scheduled job, or a lease to reap."""
+    moments = []
+    row = await tx.fetchone("next_scheduled")
+    if row and row[0] is not None:
+        moments.append(float(row[0]))
+    row = await tx.fetchone("next_lease_expiry")
+    if row and row[0] is not None:
+        moments.append(float(row[0]) + LEASE_GRACE)
+    return min(moments) if moments else None

@@ -1,0 +1,188 @@
+"""Performers: the classes that do one kind of work, with their options and typed payloads."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+import pydantic
+
+from . import options as opt
+from .errors import InvalidOption, InvalidPayload, PayloadTooLarge
+from .options import Backoff, Delivery, RateLimit
+from .types import JobContext, Policy
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+MAX_PAYLOAD_BYTES = 128 * 1024
+MAX_RESULT_BYTES = 128 * 1024
+
+
+class Performer(Generic[P, R]):
+    """Subclass and implement ``perform``; class attributes are the binding's options (DESIGN §3).
+
+    ``async def perform`` runs on the worker's event loop; a plain ``def perform`` runs in a thread.
+    """
+
+    binding: ClassVar[str | None] = None
+    priority: ClassVar[int] = 0
+    max_attempts: ClassVar[int] = 3
+    backoff: ClassVar[Backoff] = Backoff()
+    timeout: ClassVar[float | None] = 60.0
+    delivery: ClassVar[Delivery] = "at_least_once"
+    concurrency: ClassVar[int | None] = None
+    concurrency_key: ClassVar[Any] = None
+    key_concurrency: ClassVar[int] = 1
+    rate_limit: ClassVar[str | RateLimit | None] = None
+    priority_aging: ClassVar[float | None] = 60.0
+    unique_for: ClassVar[float] = 24 * 3600.0
+    retention: ClassVar[dict[str, float] | float | None] = None
+
+    ctx: JobContext
+    env: Any
+
+    def perform(self, payload: P) -> R:  # pragma: no cover - always overridden
+        """Do the work for one payload; the return value is stored as the job's result."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class PerformerSpec:
+    """A performer class with its options checked and its payload and result codecs prepared."""
+
+    cls: type[Performer[Any, Any]]
+    binding: str
+    priority: int
+    max_attempts: int
+    backoff: Backoff
+    timeout: float | None
+    delivery: Delivery
+    policy: Policy
+    concurrency_key: Any
+    unique_for: float
+    retention: dict[str, float]
+    is_async: bool
+    payload_adapter: pydantic.TypeAdapter[Any]
+    result_adapter: pydantic.TypeAdapter[Any]
+
+    def dump_payload(self, payload: Any) -> str:
+        """Validate ``payload`` against the payload type and encode it as JSON."""
+        try:
+            value = self.payload_adapter.validate_python(payload)
+            data = self.payload_adapter.dump_json(value)
+        except pydantic.ValidationError as exc:
+            raise InvalidPayload(self.binding, describe_validation(exc)) from None
+        except pydantic.PydanticSerializationError as exc:
+            raise InvalidPayload(self.binding, str(exc)) from None
+        if len(data) > MAX_PAYLOAD_BYTES:
+            raise PayloadTooLarge(f"payload for {self.binding}", len(data), MAX_PAYLOAD_BYTES)
+        return data.decode()
+
+    def load_payload(self, data: str) -> Any:
+        """Decode a stored payload into the performer's payload type."""
+        try:
+            return self.payload_adapter.validate_json(data)
+        except pydantic.ValidationError as exc:
+            raise InvalidPayload(self.binding, describe_validation(exc)) from None
+
+    def dump_result(self, result: Any) -> str | None:
+        """Encode a result as JSON, refusing one over the size limit."""
+        if result is None:
+            return None
+        try:
+            data = self.result_adapter.dump_json(result)
+        except (pydantic.PydanticSerializationError, ValueError) as exc:
+            raise InvalidPayload(self.binding, f"result cannot be stored as JSON: {exc}") from None
+        if len(data) > MAX_RESULT_BYTES:
+            raise PayloadTooLarge(f"result of {self.binding}", len(data), MAX_RESULT_BYTES)
+        return data.decode()
+
+    def key_for(self, payload: Any) -> str | None:
+        """The concurrency key of a (validated) payload, from the ``concurrency_key`` function."""
+        fn = self.concurrency_key
+        if fn is None:
+            return None
+        key = fn(payload)
+        return None if key is None else str(key)
+
+
+def describe_validation(exc: pydantic.ValidationError) -> str:
+    """A one-line account of what did not validate: which field, what was expected, what came."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "payload"
+        parts.append(f"field {loc!r}: {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(parts)
+
+
+def _type_args(cls: type) -> tuple[Any, Any]:
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, Performer):
+                args = typing.get_args(base)
+                if len(args) == 2 and not any(isinstance(a, TypeVar) for a in args):
+                    return args[0], args[1]
+    return Any, Any
+
+
+def _retention(value: Any, binding: str) -> dict[str, float]:
+    base = {"succeeded": 86400.0, "failed": 7 * 86400.0, "stalled": 7 * 86400.0, "cancelled": 7 * 86400.0,
+            "skipped": 7 * 86400.0}
+    if value is None:
+        return base
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return dict.fromkeys(base, float(value))
+    if isinstance(value, dict):
+        for state, secs in value.items():
+            if state not in base:
+                raise InvalidOption("retention", value, f"keys among {sorted(base)}", binding)
+            base[state] = opt.seconds(f"retention[{state!r}]", secs, binding, allow_none=False) or 0.0
+        return base
+    raise InvalidOption("retention", value, "seconds, or a dict of state -> seconds", binding)
+
+
+def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
+    """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
+    if not (isinstance(cls, type) and issubclass(cls, Performer)):
+        raise InvalidOption("performers", cls, "subclasses of jobloom.Performer")
+    binding = cls.binding or cls.__name__
+    if cls.perform is Performer.perform:
+        raise InvalidOption("perform", cls, "a perform(self, payload) method", binding)
+    backoff = cls.backoff
+    if not isinstance(backoff, Backoff):
+        raise InvalidOption("backoff", backoff, "a jobloom.Backoff", binding)
+    if not isinstance(cls.priority, int) or isinstance(cls.priority, bool):
+        raise InvalidOption("priority", cls.priority, "an integer", binding)
+    rate = None if cls.rate_limit is None else RateLimit.parse(cls.rate_limit, binding)
+    key_fn = cls.concurrency_key
+    if key_fn is not None and not callable(key_fn):
+        raise InvalidOption("concurrency_key", key_fn, "a function payload -> str | None", binding)
+    policy = Policy(
+        concurrency=opt.positive_int("concurrency", cls.concurrency, binding),
+        key_concurrency=opt.positive_int("key_concurrency", cls.key_concurrency, binding, allow_none=False) or 1,
+        rate=rate,
+        priority_aging=opt.seconds("priority_aging", cls.priority_aging, binding) or None,
+    )
+    payload_t, result_t = _type_args(cls)
+    if isinstance(key_fn, staticmethod):
+        key_fn = key_fn.__func__
+    return PerformerSpec(
+        cls=cls,
+        binding=binding,
+        priority=cls.priority,
+        max_attempts=opt.positive_int("max_attempts", cls.max_attempts, binding, allow_none=False) or 1,
+        backoff=backoff,
+        timeout=opt.seconds("timeout", cls.timeout, binding),
+        delivery=opt.delivery(cls.delivery, binding),
+        policy=policy,
+        concurrency_key=key_fn,
+        unique_for=opt.seconds("unique_for", cls.unique_for, binding, allow_none=False) or 0.0,
+        retention=_retention(cls.retention, binding),
+        is_async=inspect.iscoroutinefunction(cls.perform),
+        payload_adapter=pydantic.TypeAdapter(payload_t),
+        result_adapter=pydantic.TypeAdapter(result_t),
+    )

@@ -1,0 +1,110 @@
+"""The store seam: a driver gives transactions that run named SQL, wake-ups, and migrations.
+
+The coordinator's logic is written once against :class:`Tx`; each driver supplies its dialect's
+SQL (``sql/<dialect>/*.sql``) and its way to serialize, notify and retry transient conflicts.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from ..errors import StoreError
+
+T = TypeVar("T")
+Params = Mapping[str, Any]
+
+
+class Tx(abc.ABC):
+    """One open transaction. Query names refer to the dialect's named SQL."""
+
+    @abc.abstractmethod
+    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """Run a named query and return all rows."""
+
+    async def fetchone(self, name: str, params: Params | None = None) -> tuple[Any, ...] | None:
+        """Run a named query and return its first row, if any."""
+        rows = await self.fetch(name, params)
+        return rows[0] if rows else None
+
+    @abc.abstractmethod
+    async def execute(self, name: str, params: Params | None = None) -> int:
+        """Run a named statement; return the number of rows it changed."""
+
+    @abc.abstractmethod
+    async def executemany(self, name: str, rows: Sequence[Params]) -> None:
+        """Run a named statement once per parameter set."""
+
+    @abc.abstractmethod
+    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
+        """Run a named INSERT once per row; return the new ids in row order."""
+
+
+class Wakeups(abc.ABC):
+    """A subscription to wake-up signals from other processes."""
+
+    @abc.abstractmethod
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait for a signal (True) or the timeout (False); signals received meanwhile are merged."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop listening."""
+
+
+class Store(abc.ABC):
+    """A driver for one database. Every decision runs inside :meth:`transact`."""
+
+    dialect: str
+    url: str
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect (idempotent)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections."""
+
+    @abc.abstractmethod
+    async def transact(self, fn: Callable[[Tx], Awaitable[T]], *, exclusive: bool = True) -> T:
+        """Run ``fn`` in one transaction, committing on return.
+
+        A transient conflict (a busy SQLite lock, a PostgreSQL serialization failure or lost
+        connection) rolls back and runs ``fn`` again, so ``fn`` must have no effects outside ``tx``.
+        ``exclusive=False`` marks a read-only transaction.
+        """
+
+    @abc.abstractmethod
+    async def notify(self) -> None:
+        """Wake idle workers in other processes (after a commit that made work runnable)."""
+
+    @abc.abstractmethod
+    async def wakeups(self) -> Wakeups:
+        """Subscribe to wake-up signals."""
+
+    @abc.abstractmethod
+    async def applied_migrations(self) -> list[str]:
+        """Names of the migrations applied to this store."""
+
+    @abc.abstractmethod
+    async def migrate(self) -> list[str]:
+        """Apply missing migrations; return the names applied now."""
+
+
+def open_store(url: str, **options: Any) -> Store:
+    """Build the driver for ``url`` (``sqlite:///path.db`` or ``postgresql://...``); not yet connected."""
+    if url.startswith("sqlite:"):
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(url, **options)
+    if url.startswith(("postgresql:", "postgres:")):
+        try:
+            from .postgres import PostgresStore
+        except ImportError as exc:  # pragma: no cover - depends on the installation
+            raise StoreError(
+                f"the PostgreSQL store needs psycopg 3: pip install 'jobloom[postgres]' ({exc})"
+            ) from exc
+        return PostgresStore(url, **options)
+    raise StoreError(f"unsupported store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db")

@@ -1,0 +1,166 @@
+-- Named queries of the SQLite store. Lists are passed as JSON arrays and read with json_each.
+
+-- name: insert_job
+INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
+                          unique_key, unique_until, concurrency_key, created_at)
+VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
+        :unique_key, :unique_until, :concurrency_key, :created_at)
+
+-- name: lock_unique
+SELECT 1
+
+-- name: find_unique
+SELECT id, state, unique_until FROM jobloom_jobs
+WHERE binding = :binding AND unique_key = :unique_key
+ORDER BY id DESC LIMIT 1
+
+-- name: get_job
+SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested
+FROM jobloom_jobs WHERE id = :id
+
+-- name: get_jobs
+SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested
+FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: list_jobs
+SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested
+FROM jobloom_jobs
+WHERE (:state IS NULL OR state = :state) AND (:binding IS NULL OR binding = :binding)
+  AND (:before IS NULL OR id < :before)
+ORDER BY id DESC LIMIT :limit
+
+-- name: count_by_state
+SELECT binding, state, count(*) FROM jobloom_jobs GROUP BY binding, state
+
+-- name: get_attempts
+SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceback, reported_outcome, reported_at
+FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
+
+-- name: get_binding
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+FROM jobloom_bindings WHERE binding = :binding
+
+-- name: list_bindings
+SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+FROM jobloom_bindings ORDER BY binding
+
+-- name: lock_binding
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+FROM jobloom_bindings WHERE binding = :binding
+
+-- name: upsert_binding
+INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, updated_at)
+VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :now)
+ON CONFLICT (binding) DO UPDATE SET
+    concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
+    burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
+    updated_at = excluded.updated_at
+
+-- name: set_overrides
+INSERT INTO jobloom_bindings (binding, overrides, updated_at) VALUES (:binding, :overrides, :now)
+ON CONFLICT (binding) DO UPDATE SET overrides = excluded.overrides, updated_at = excluded.updated_at
+
+-- name: save_bucket
+UPDATE jobloom_bindings SET tokens = :tokens, tokens_at = :tokens_at WHERE binding = :binding
+
+-- name: count_running
+SELECT count(*) FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
+
+-- name: running_by_key
+SELECT concurrency_key, count(*) FROM jobloom_jobs
+WHERE binding = :binding AND state = 'running' AND concurrency_key IS NOT NULL
+GROUP BY concurrency_key
+
+-- name: candidates_by_priority
+SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued
+WHERE binding = :binding AND state = 'queued'
+  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
+ORDER BY priority DESC, run_at, id LIMIT :limit
+
+-- name: candidates_by_age
+SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_age
+WHERE binding = :binding AND state = 'queued'
+  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
+ORDER BY run_at, id LIMIT :limit
+
+-- name: claim
+UPDATE jobloom_jobs
+SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+    started_at = :now, cancel_requested = 0
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, priority, run_at, unique_key,
+          concurrency_key, created_at
+
+-- name: promote_due
+UPDATE jobloom_jobs SET state = 'queued'
+WHERE id IN (SELECT id FROM jobloom_jobs WHERE state = 'scheduled' AND run_at <= :now ORDER BY run_at LIMIT :limit)
+
+-- name: lock_running
+SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
+       started_at
+FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: expired_leases
+SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
+       started_at
+FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
+
+-- name: finish_attempt
+UPDATE jobloom_jobs
+SET state = :state, result = :result, error = :error, run_at = :run_at, finished_at = :finished_at,
+    lease_owner = NULL, lease_expires = NULL
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: insert_attempt
+INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
+VALUES (:job_id, :attempt, :worker, :started_at, :finished_at, :outcome, :error, :traceback)
+ON CONFLICT (job_id, attempt) DO NOTHING
+
+-- name: get_attempt
+SELECT worker, outcome FROM jobloom_attempts WHERE job_id = :job_id AND attempt = :attempt
+
+-- name: record_stale_report
+UPDATE jobloom_attempts SET reported_outcome = :outcome, reported_at = :at
+WHERE job_id = :job_id AND attempt = :attempt
+
+-- name: release
+UPDATE jobloom_jobs
+SET state = 'queued', attempt = attempt - 1, lease_owner = NULL, lease_expires = NULL, started_at = NULL
+WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker
+
+-- name: heartbeat
+UPDATE jobloom_jobs SET lease_expires = :lease_expires
+WHERE id IN (SELECT value FROM json_each(:ids)) AND lease_owner = :worker AND state = 'running'
+RETURNING id, cancel_requested
+
+-- name: cancel_requests
+SELECT id FROM jobloom_jobs
+WHERE state = 'running' AND lease_owner = :worker AND cancel_requested = 1
+
+-- name: next_scheduled
+SELECT min(run_at) FROM jobloom_jobs WHERE state = 'scheduled'
+
+-- name: next_lease_expiry
+SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
+
+-- name: has_queued
+SELECT 1 FROM jobloom_jobs WHERE state = 'queued' AND binding IN (SELECT value FROM json_each(:bindings)) LIMIT 1
+
+-- name: lock_job
+SELECT id, state, attempt FROM jobloom_jobs WHERE id = :id
+
+-- name: cancel_now
+UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason
+WHERE id = :id AND state IN ('waiting', 'scheduled', 'queued')
+
+-- name: request_cancel
+UPDATE jobloom_jobs SET cancel_requested = 1 WHERE id = :id AND state = 'running'
+
+-- name: retry_now
+UPDATE jobloom_jobs
+SET state = 'queued', retries_from = attempt, run_at = :now, error = NULL, result = NULL, finished_at = NULL,
+    cancel_requested = 0
+WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled')

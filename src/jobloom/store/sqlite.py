@@ -1,0 +1,224 @@
+"""The embedded SQLite store: one file, WAL, every write transaction serialized by the write lock."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlparse
+
+from ..errors import StoreError
+from .base import Params, Store, Tx, Wakeups
+from .sql import load_migrations, load_queries
+from .wake import SocketWakeups, WakeFolder
+
+T = TypeVar("T")
+_QUERIES = load_queries("sqlite")
+_BUSY_DEADLINE = 60.0
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of a ``sqlite:///relative.db`` or ``sqlite:////absolute.db`` URL."""
+    parsed = urlparse(url)
+    path = unquote(parsed.path)
+    if parsed.netloc:
+        raise StoreError(f"unsupported SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////abs/path.db")
+    if path.startswith("/"):
+        path = path[1:]
+    if not path or path == ":memory:":
+        raise StoreError(f"SQLite URL {url!r} names no file: workers share the store through a file")
+    return os.path.abspath(path)
+
+
+def _adapt(params: Params | None) -> Mapping[str, Any] | None:
+    if params is None:
+        return None
+    if any(isinstance(v, list | tuple | set | frozenset) for v in params.values()):
+        return {k: json.dumps(list(v)) if isinstance(v, list | tuple | set | frozenset) else v
+                for k, v in params.items()}
+    return params
+
+
+class SQLiteTx(Tx):
+    """A transaction on the store's connection; statements run synchronously (they are short)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """Run a named query and return all rows."""
+        return self.conn.execute(_QUERIES[name], _adapt(params) or {}).fetchall()
+
+    async def execute(self, name: str, params: Params | None = None) -> int:
+        """Run a named statement; return the number of rows it changed."""
+        return self.conn.execute(_QUERIES[name], _adapt(params) or {}).rowcount
+
+    async def executemany(self, name: str, rows: Sequence[Params]) -> None:
+        """Run a named statement once per parameter set."""
+        if rows:
+            self.conn.executemany(_QUERIES[name], [_adapt(r) for r in rows])
+
+    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
+        """Insert rows; inside one write transaction SQLite assigns consecutive rowids."""
+        if not rows:
+            return []
+        cur = self.conn.executemany(_QUERIES[name], rows)
+        last = self.conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+        count = cur.rowcount if cur.rowcount and cur.rowcount > 0 else len(rows)
+        first = last - count + 1
+        return list(range(first, last + 1))
+
+
+class SQLiteStore(Store):
+    """SQLite driver. Busy locks are waited on asynchronously, so the event loop never blocks on them."""
+
+    dialect = "sqlite"
+
+    def __init__(self, url: str, **options: Any) -> None:
+        if options:
+            raise StoreError(f"the SQLite store takes no options; got {sorted(options)}")
+        self.url = url
+        self.path = sqlite_path(url)
+        self._conn: sqlite3.Connection | None = None
+        self._lock: asyncio.Lock | None = None
+        self._waker = WakeFolder(self.path + ".wake")
+
+    async def open(self) -> None:
+        """Open the file in WAL mode (creating it and its folder if needed)."""
+        if self._conn is not None:
+            return
+        folder = os.path.dirname(self.path)
+        if folder and not os.path.isdir(folder):
+            os.makedirs(folder, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 0")
+        for _ in range(200):
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                await asyncio.sleep(0.01)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        self._conn = conn
+        self._lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        """Close the connection."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._waker.close()
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The open connection (``open`` first)."""
+        if self._conn is None:
+            raise StoreError("the store is not open")
+        return self._conn
+
+    async def _begin(self, exclusive: bool) -> None:
+        if not exclusive:
+            self.conn.execute("BEGIN")
+            return
+        delay = 0.0002
+        deadline = time.monotonic() + _BUSY_DEADLINE
+        while True:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise StoreError(f"the SQLite write lock stayed busy for {_BUSY_DEADLINE:.0f} s") from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.005)
+
+    async def transact(self, fn: Callable[[Tx], Awaitable[T]], *, exclusive: bool = True) -> T:
+        """Run ``fn`` in one transaction (``BEGIN IMMEDIATE`` when it writes)."""
+        if self._conn is None:
+            await self.open()
+        assert self._lock is not None
+        async with self._lock:
+            while True:
+                await self._begin(exclusive)
+                try:
+                    result = await fn(SQLiteTx(self.conn))
+                    self.conn.execute("COMMIT")
+                    return result
+                except sqlite3.OperationalError as exc:
+                    self.conn.execute("ROLLBACK") if self.conn.in_transaction else None
+                    if "locked" in str(exc) or "busy" in str(exc):
+                        await asyncio.sleep(0.001)
+                        continue
+                    raise
+                except BaseException:
+                    if self.conn.in_transaction:
+                        self.conn.execute("ROLLBACK")
+                    raise
+
+    async def notify(self) -> None:
+        """Wake workers of this file in other processes."""
+        self._waker.send()
+
+    async def wakeups(self) -> Wakeups:
+        """Listen for wake-ups on this file."""
+        return SocketWakeups(self.path + ".wake")
+
+    async def applied_migrations(self) -> list[str]:
+        """Migrations recorded in the file."""
+        if self._conn is None:
+            await self.open()
+        exists = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobloom_migrations'"
+        ).fetchone()
+        if not exists:
+            return []
+        return [r[0] for r in self.conn.execute("SELECT name FROM jobloom_migrations ORDER BY version")]
+
+    async def migrate(self) -> list[str]:
+        """Apply missing migrations, each in its own write transaction."""
+        if self._conn is None:
+            await self.open()
+        applied_now: list[str] = []
+        for mig in load_migrations(self.dialect):
+
+            async def apply(tx: Tx, mig: Any = mig) -> bool:
+                conn = self.conn
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS jobloom_migrations "
+                    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+                )
+                if conn.execute("SELECT 1 FROM jobloom_migrations WHERE version = ?", (mig.version,)).fetchone():
+                    return False
+                for statement in _split(mig.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO jobloom_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (mig.version, mig.name, time.time()),
+                )
+                return True
+
+            if await self.transact(apply):
+                applied_now.append(mig.name)
+        return applied_now
+
+
+def _split(script: str) -> list[str]:
+    statements, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                statements.append(buf.strip())
+            buf = ""
+    if buf.strip() and not buf.strip().startswith("--"):
+        statements.append(buf.strip())
+    return statements

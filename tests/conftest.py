@@ -1,0 +1,75 @@
+"""Fixtures shared by every test: store URLs for each store, and PostgreSQL isolation per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+POSTGRES_URL = os.environ.get("JOBLOOM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+_pg_checked: list[str | None] = []
+
+
+def postgres_unavailable() -> str | None:
+    """None if the test PostgreSQL answers; otherwise why not (checked once per session)."""
+    if not _pg_checked:
+        try:
+            import psycopg
+
+            with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
+                conn.execute("SELECT 1")
+            _pg_checked.append(None)
+        except Exception as exc:
+            _pg_checked.append(f"{type(exc).__name__}: {exc}")
+    return _pg_checked[0]
+
+
+def require_postgres() -> None:
+    """Skip (or, with CI=true, fail) when the test PostgreSQL server is not reachable."""
+    why = postgres_unavailable()
+    if why is None:
+        return
+    message = (
+        f"PostgreSQL at {POSTGRES_URL} is not reachable ({why}). Start one, or point "
+        "JOBLOOM_TEST_POSTGRES_URL at a server, to run the PostgreSQL tests."
+    )
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL with a private schema for this test, dropped afterwards."""
+    require_postgres()
+    import psycopg
+
+    schema = f"jl_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: object) -> str:
+    """A SQLite URL for a fresh file in this test's temporary folder."""
+    return f"sqlite:///{tmp_path}/jobloom.db"
+
+
+STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=STORES)
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Each store in turn: the conformance and integration suites run once per store."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("postgres_url"))
