@@ -1,0 +1,82 @@
+"""One worker process: load the app, run start-up hooks (retried with backoff), work until SIGTERM.
+
+Started by the supervisor as ``python -m jobloom.process MODULE:ATTR [options]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import logging
+import signal
+import sys
+
+from .app import App
+from .loading import load_app
+from .worker import Worker
+
+log = logging.getLogger("jobloom.worker")
+
+
+async def run_startup_hooks(app: App, *, max_delay: float = 30.0) -> None:
+    """Run each start-up hook once, in order, before any job; a failing hook is retried with backoff."""
+    for hook in app.startup_hooks:
+        delay = 0.1
+        while True:
+            try:
+                value = hook()
+                if inspect.isawaitable(value):
+                    await value
+                break
+            except Exception as exc:
+                name = getattr(hook, "__name__", repr(hook))
+                log.warning("start-up hook %s failed (%s: %s); retrying in %.1f s",
+                            name, type(exc).__name__, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, max_delay)
+
+
+async def serve_process(app: App, *, concurrency: int, bindings: list[str] | None, grace: float) -> None:
+    """Run one worker in this process until SIGTERM or SIGINT, then drain gracefully."""
+    worker = Worker(app, concurrency=concurrency, bindings=bindings, grace=grace)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.stop)
+    await run_startup_hooks(app)
+    log.info("worker_started worker=%s bindings=%s concurrency=%d", worker.name, ",".join(worker.bindings),
+             concurrency)
+    try:
+        await worker.run()
+    finally:
+        log.info("worker_stopped worker=%s", worker.name)
+        await app.close()
+
+
+def configure_logging(level: str) -> None:
+    """Plain key=value log lines on stderr."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of a worker process."""
+    parser = argparse.ArgumentParser(prog="python -m jobloom.process")
+    parser.add_argument("app")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--bindings", default="")
+    parser.add_argument("--grace", type=float, default=25.0)
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level)
+    app = load_app(args.app)
+    bindings = [b for b in args.bindings.split(",") if b] or None
+    asyncio.run(serve_process(app, concurrency=args.concurrency, bindings=bindings, grace=args.grace))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
