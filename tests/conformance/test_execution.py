@@ -1,0 +1,286 @@
+"""Running jobs on every store: results, retries, timeouts, cancellation, limits and history."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+import jobloom
+from tests.helpers import eventually
+
+from .performers import (
+    Counter,
+    Echo,
+    FailTwice,
+    Forever,
+    Huge,
+    Limited,
+    Nap,
+    Perm,
+    RetryLater,
+    Slow,
+    Tenant,
+    Throttled,
+    counter,
+)
+
+ALL = [Echo, FailTwice, Perm, RetryLater, Slow, Forever, Huge, Limited, Tenant, Throttled, Nap]
+
+
+@pytest.fixture
+async def app(store_url: str):
+    counter.reset()
+    app = jobloom.App(store_url, performers=ALL, auto_migrate=True, lease=1.0)
+    yield app
+    await app.close()
+
+
+async def run_worker(app: jobloom.App, **kw: Any) -> tuple[jobloom.Worker, asyncio.Task[None]]:
+    worker = jobloom.Worker(app, grace=kw.pop("grace", 2.0), **kw)
+    return worker, asyncio.create_task(worker.run())
+
+
+async def stop(worker: jobloom.Worker, task: asyncio.Task[None]) -> None:
+    worker.stop()
+    await asyncio.wait_for(task, 15)
+
+
+async def test_success_stores_the_result(app: jobloom.App) -> None:
+    job = await app.enqueue(Echo, {"x": 1})
+    assert await app.drain() == 1
+    done = await app.get_job(job.id)
+    assert done.state == "succeeded"
+    assert done.result == {"echo": {"x": 1}}
+    assert done.attempt == 1
+    assert done.finished_at is not None and done.started_at is not None
+    [attempt] = await app.attempts(job.id)
+    assert attempt.outcome == "succeeded" and attempt.attempt == 1 and attempt.worker
+
+
+async def test_failures_retry_then_succeed_with_history(app: jobloom.App) -> None:
+    job = await app.enqueue(FailTwice, {"key": "f1"})
+    for _ in range(3):
+        await app.drain()
+    done = await app.get_job(job.id)
+    assert done.state == "succeeded" and done.attempt == 3
+    attempts = await app.attempts(job.id)
+    assert [a.outcome for a in attempts] == ["failed", "failed", "succeeded"]
+    assert "RuntimeError: failure 1" in (attempts[0].error or "")
+    assert "Traceback" in (attempts[0].traceback or "") and "in perform" in (attempts[0].traceback or "")
+
+
+async def test_exhausted_attempts_end_failed_and_manual_retry_gives_a_new_budget(app: jobloom.App) -> None:
+    job = await app.enqueue(FailTwice, {"key": "f2"}, max_attempts=2)
+    await app.drain()
+    await app.drain()
+    failed = await app.get_job(job.id)
+    assert failed.state == "failed" and failed.attempt == 2
+    assert failed.error == "RuntimeError: failure 2"
+    again = await app.retry(job.id)
+    assert again.state == "queued"
+    await app.drain()
+    done = await app.get_job(job.id)
+    assert done.state == "succeeded" and done.attempt == 3
+    assert [a.attempt for a in await app.attempts(job.id)] == [1, 2, 3]
+
+
+async def test_permanent_fails_at_once(app: jobloom.App) -> None:
+    job = await app.enqueue(Perm, {})
+    await app.drain()
+    done = await app.get_job(job.id)
+    assert done.state == "failed" and done.attempt == 1
+    assert done.error == "Permanent: bad input"
+
+
+async def test_retry_asks_for_a_delay(app: jobloom.App) -> None:
+    job = await app.enqueue(RetryLater, {})
+    before = time.time()
+    await app.drain()
+    waiting = await app.get_job(job.id)
+    assert waiting.state == "scheduled"
+    assert waiting.run_at is not None
+    assert before + 29 <= waiting.run_at.timestamp() <= time.time() + 31
+    [attempt] = await app.attempts(job.id)
+    assert attempt.outcome == "retry"
+
+
+async def test_timeout_counts_as_a_failed_attempt(app: jobloom.App) -> None:
+    job = await app.enqueue(Slow, {}, max_attempts=1)
+    await app.drain()
+    done = await app.get_job(job.id)
+    assert done.state == "failed"
+    [attempt] = await app.attempts(job.id)
+    assert attempt.outcome == "timeout" and "timed out after 0.2 s" in (attempt.error or "")
+
+
+async def test_result_over_the_limit_fails_with_a_clear_error(app: jobloom.App) -> None:
+    job = await app.enqueue(Huge, {}, max_attempts=1)
+    await app.drain()
+    done = await app.get_job(job.id)
+    assert done.state == "failed"
+    assert "result of Huge is" in (done.error or "") and "limit is 131072 bytes" in (done.error or "")
+
+
+async def test_cancel_before_running(app: jobloom.App) -> None:
+    queued = await app.enqueue(Echo, {})
+    scheduled = await app.enqueue(Echo, {}, delay=100)
+    assert (await app.cancel(queued.id)).state == "cancelled"
+    assert (await app.cancel(scheduled.id)).state == "cancelled"
+    assert await app.drain() == 0
+    with pytest.raises(jobloom.InvalidTransition, match=f"cannot cancel job {queued.id}: it is cancelled"):
+        await app.cancel(queued.id)
+
+
+async def test_cancel_a_running_job_cancels_its_task(app: jobloom.App) -> None:
+    job = await app.enqueue(Forever, {})
+    worker, task = await run_worker(app)
+    try:
+        await eventually(lambda: _state(app, job.id, "running"), what="job running")
+        cancelling = await app.cancel(job.id)
+        assert cancelling.state == "running" and cancelling.cancel_requested
+        t0 = time.monotonic()
+        await eventually(lambda: _state(app, job.id, "cancelled"), timeout=5, what="job cancelled")
+        assert time.monotonic() - t0 < 2
+        assert [a.outcome for a in await app.attempts(job.id)] == ["cancelled"]
+    finally:
+        await stop(worker, task)
+
+
+async def test_invalid_transitions_name_the_state(app: jobloom.App) -> None:
+    job = await app.enqueue(Echo, {})
+    with pytest.raises(jobloom.InvalidTransition, match=f"cannot retry job {job.id}: it is queued"):
+        await app.retry(job.id)
+    await app.drain()
+    with pytest.raises(jobloom.InvalidTransition, match="it is succeeded"):
+        await app.cancel(job.id)
+    with pytest.raises(jobloom.InvalidTransition, match="it is succeeded"):
+        await app.retry(job.id)
+
+
+async def test_wait_returns_the_finished_job(app: jobloom.App) -> None:
+    job = await app.enqueue(Echo, {"w": 1})
+    worker, task = await run_worker(app)
+    try:
+        done = await app.wait(job.id, timeout=10)
+        assert done.state == "succeeded" and done.result == {"echo": {"w": 1}}
+    finally:
+        await stop(worker, task)
+    pending = await app.enqueue(Echo, {}, delay=100)
+    with pytest.raises(jobloom.WaitTimeout, match="still scheduled"):
+        await app.wait(pending.id, timeout=0.2)
+
+
+async def test_priority_order(app: jobloom.App) -> None:
+    low = await app.enqueue(Limited, {"name": "low"}, priority=0)
+    high = await app.enqueue(Limited, {"name": "high"}, priority=10)
+    mid = await app.enqueue(Limited, {"name": "mid"}, priority=5)
+    await app.drain(concurrency=1)
+    jobs = [await app.get_job(j.id) for j in (high, mid, low)]
+    starts = [j.started_at for j in jobs]
+    assert starts == sorted(starts), "higher priority must start first"  # type: ignore[type-var]
+
+
+async def test_concurrency_is_never_exceeded_in_one_process(app: jobloom.App) -> None:
+    for i in range(12):
+        await app.enqueue(Limited, {"name": str(i)})
+    await app.drain(concurrency=10)
+    assert counter.peak("Limited") == 2
+    assert all(j.state == "succeeded" for j in await app.list_jobs(binding="Limited"))
+
+
+async def test_a_full_key_never_blocks_other_keys(app: jobloom.App) -> None:
+    for i in range(6):
+        await app.enqueue(Tenant, {"tenant": "big", "n": i}, priority=10)
+    small = await app.enqueue(Tenant, {"tenant": "small", "n": 0})
+    worker, task = await run_worker(app, concurrency=10)
+    try:
+        await eventually(lambda: _state(app, small.id, "succeeded"), what="small tenant's job done")
+        assert counter.peak("Tenant:big") == 1
+        jobs = await app.list_jobs(binding="Tenant")
+        assert sum(j.state == "succeeded" for j in jobs) < 7, "small ran while big still queued"
+        await eventually(lambda: _all_done(app, "Tenant"), timeout=15, what="all tenant jobs done")
+        assert counter.peak("Tenant:big") == 1 and counter.peak("Tenant:small") == 1
+    finally:
+        await stop(worker, task)
+
+
+async def test_rate_limit_spaces_dispatches(app: jobloom.App) -> None:
+    for i in range(6):
+        await app.enqueue(Throttled, {"n": i})
+    worker, task = await run_worker(app, concurrency=10)
+    try:
+        t0 = time.monotonic()
+        await eventually(lambda: _all_done(app, "Throttled"), timeout=10, what="throttled jobs done")
+        elapsed = time.monotonic() - t0
+        # 10/s with a burst of 1: six starts need at least 0.5 s
+        assert elapsed >= 0.45
+        starts = sorted(j.started_at.timestamp() for j in await app.list_jobs(binding="Throttled"))  # type: ignore[union-attr]
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        assert min(gaps) >= 0.09
+    finally:
+        await stop(worker, task)
+
+
+async def test_priority_aging_lifts_old_jobs(app: jobloom.App) -> None:
+    await app.set_limits("Nap", priority_aging=0.1)
+    old = await app.enqueue(Nap, {"n": "old"}, priority=0)
+    await asyncio.sleep(0.35)  # the old job gains 3 aging periods before the new one arrives: 3 > 2
+    new = await app.enqueue(Nap, {"n": "new"}, priority=2)
+    await app.drain(concurrency=1)
+    a, b = await app.get_job(old.id), await app.get_job(new.id)
+    assert a.started_at is not None and b.started_at is not None
+    assert a.started_at < b.started_at
+
+
+async def test_strict_priority_without_aging(app: jobloom.App) -> None:
+    await app.set_limits("Nap", priority_aging=None)
+    old = await app.enqueue(Nap, {"n": "old"}, priority=0)
+    await asyncio.sleep(0.2)
+    new = await app.enqueue(Nap, {"n": "new"}, priority=2)
+    await app.drain(concurrency=1)
+    a, b = await app.get_job(old.id), await app.get_job(new.id)
+    assert a.started_at is not None and b.started_at is not None
+    assert b.started_at < a.started_at
+
+
+async def test_set_limits_takes_effect_at_the_next_dispatch(app: jobloom.App) -> None:
+    await app.set_limits("Limited", concurrency=1)
+    for i in range(5):
+        await app.enqueue(Limited, {"name": str(i)})
+    await app.drain(concurrency=10)
+    assert counter.peak("Limited") == 1
+    with pytest.raises(jobloom.InvalidOption, match="rate_limit on Limited: 'soon'"):
+        await app.set_limits("Limited", rate_limit="soon")
+
+
+async def test_heartbeats_keep_a_long_job_alive(app: jobloom.App) -> None:
+    job = await app.enqueue(Nap, {"n": "long", "seconds": 2.5})  # lease is 1 s
+    worker, task = await run_worker(app)
+    try:
+        done = await app.wait(job.id, timeout=15)
+        assert done.state == "succeeded" and done.attempt == 1
+    finally:
+        await stop(worker, task)
+
+
+async def test_graceful_stop_lets_running_jobs_finish(app: jobloom.App) -> None:
+    job = await app.enqueue(Nap, {"n": "g", "seconds": 0.5})
+    worker, task = await run_worker(app, grace=5)
+    await eventually(lambda: _state(app, job.id, "running"), what="running")
+    await stop(worker, task)
+    assert (await app.get_job(job.id)).state == "succeeded"
+
+
+async def _state(app: jobloom.App, job_id: int, state: str) -> bool:
+    return (await app.get_job(job_id)).state == state
+
+
+async def _all_done(app: jobloom.App, binding: str) -> bool:
+    jobs = await app.list_jobs(binding=binding)
+    return bool(jobs) and all(j.state == "succeeded" for j in jobs)
+
+
+_ = Counter
