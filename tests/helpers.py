@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 
 async def eventually(
-    check: Callable[[], Awaitable[Any]], *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
+    check: Callable[[], Awaitable[Any] | Any], *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
 ) -> Any:
-    """Await ``check()`` until it returns something truthy; fail after ``timeout`` seconds."""
+    """Call (and await, if async) ``check()`` until it gives something truthy; fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
-        last = await check()
+        last = check()
+        if inspect.isawaitable(last):
+            last = await last
         if last:
             return last
         await asyncio.sleep(interval)

@@ -1,0 +1,63 @@
+"""Real worker processes for the integration tests, always cleaned up."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+class Processes:
+    """Starts worker processes of ``itapp`` and kills whatever is left at the end of the test."""
+
+    def __init__(self, url: str, state_dir: Path) -> None:
+        self.url = url
+        self.state_dir = state_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+        shutil.copy(HERE / "itapp.py", state_dir / "itapp.py")
+        self.env = {**os.environ, "PYTHONPATH": str(state_dir), "JOBLOOM_IT_URL": url,
+                    "JOBLOOM_IT_DIR": str(state_dir)}
+
+    def worker(self, *, concurrency: int = 16, grace: float = 5.0, lease: float = 1.0) -> subprocess.Popen[bytes]:
+        env = {**self.env, "JOBLOOM_IT_LEASE": str(lease)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobloom.process", "itapp:app", "--concurrency", str(concurrency),
+             "--grace", str(grace), "--log-level", "warning"],
+            env=env, cwd=self.state_dir,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def python(self, code: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, "-c", code], env=self.env, cwd=self.state_dir,
+                                stdout=subprocess.PIPE)
+        self.procs.append(proc)
+        return proc
+
+    def read(self, name: str) -> list[str]:
+        path = self.state_dir / name
+        return path.read_text().split("\n")[:-1] if path.exists() else []
+
+    def cleanup(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+        for p in self.procs:
+            p.wait(timeout=10)
+
+
+@pytest.fixture
+def procs(store_url: str, tmp_path: Path) -> Iterator[Processes]:
+    p = Processes(store_url, tmp_path)
+    try:
+        yield p
+    finally:
+        p.cleanup()

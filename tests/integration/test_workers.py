@@ -1,0 +1,140 @@
+"""Guarantees under real worker processes and real faults, on every store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+
+import jobloom
+from tests.helpers import eventually
+
+from .conftest import Processes
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def app(procs: Processes):
+    import sys
+
+    sys.path.insert(0, str(procs.state_dir))
+    os.environ["JOBLOOM_IT_DIR"] = str(procs.state_dir)
+    import importlib
+
+    import itapp  # type: ignore[import-not-found]
+
+    importlib.reload(itapp)
+    app = jobloom.App(procs.url, performers=list(itapp.app.specs[b].cls for b in itapp.app.specs),
+                      auto_migrate=True, lease=1.0)
+    await app.store()
+    yield app
+    await app.close()
+    sys.path.remove(str(procs.state_dir))
+
+
+async def _count(app: jobloom.App, binding: str, state: str) -> int:
+    return sum(1 for j in await app.list_jobs(binding=binding, state=state, limit=10_000))
+
+
+async def test_three_processes_never_exceed_concurrency_three(app: jobloom.App, procs: Processes) -> None:
+    await app.enqueue_many([("Gate", {}) for _ in range(150)])
+    for _ in range(3):
+        procs.worker(concurrency=10)
+    await eventually(lambda: _count(app, "Gate", "succeeded"), timeout=60, what="first job")
+    await eventually(
+        lambda: _all(app, "Gate", 150), timeout=90, interval=0.1, what="all 150 gate jobs succeeded"
+    )
+    raw = (procs.state_dir / "gauge").read_text().split()
+    now, peak = int(raw[0]), int(raw[1])
+    assert now == 0
+    assert peak == 3, f"peak simultaneous runs was {peak}, the limit is 3"
+
+
+async def test_kill_9_mid_job(app: jobloom.App, procs: Processes) -> None:
+    least = await app.enqueue("Crashy", {})
+    most = await app.enqueue("CrashyOnce", {})
+    others = await app.enqueue_many([("Plain", {"n": i}) for i in range(50)])
+    victim = procs.worker()
+    await eventually(lambda: _lines(procs, "crashy", 1) and _lines(procs, "once", 1), timeout=30,
+                     what="both jobs started")
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=10)
+    procs.worker()
+    done = await app.wait(least.id, timeout=30)
+    assert done.state == "succeeded" and done.result == "recovered" and done.attempt == 2
+    stalled = await app.wait(most.id, timeout=30)
+    assert stalled.state == "stalled" and stalled.attempt == 1
+    assert len(procs.read("once")) == 1, "an at-most-once job must never start twice"
+    outcomes = [a.outcome for a in await app.attempts(least.id)]
+    assert outcomes == ["lost", "succeeded"]
+    for job in others:
+        assert (await app.wait(job.id, timeout=30)).state == "succeeded"
+
+
+async def test_rate_limit_holds_across_processes(app: jobloom.App, procs: Processes) -> None:
+    await app.enqueue_many([("Rated", {}) for _ in range(120)])
+    for _ in range(3):
+        procs.worker()
+    await eventually(lambda: len(procs.read("rated")) >= 80, timeout=30, what="80 rated starts")
+    starts = sorted(float(x) for x in procs.read("rated"))
+    t0 = starts[0]
+    in_window = sum(1 for s in starts if t0 <= s < t0 + 3.0)
+    expected = 20 * 3 + 1  # a burst of one, then 20 per second
+    assert abs(in_window - expected) <= 0.1 * expected, f"{in_window} starts in 3 s, expected ~{expected}"
+
+
+async def test_unique_key_race_from_four_processes(app: jobloom.App, procs: Processes) -> None:
+    code = (
+        "import os, time, itapp\n"
+        "while not os.path.exists('go'): time.sleep(0.005)\n"
+        "ids = [itapp.app.enqueue_sync('Plain', {'n': 1}, unique_key='the-one').id for _ in range(5)]\n"
+        "print(' '.join(map(str, ids)))\n"
+        "itapp.app.close_sync()\n"
+    )
+    racers = [procs.python(code) for _ in range(4)]
+    await app.list_jobs()  # the store exists before the racers start
+    (procs.state_dir / "go").write_text("")
+    ids = set()
+    for r in racers:
+        out, _ = r.communicate(timeout=60)
+        assert r.returncode == 0
+        ids |= {int(x) for x in out.split()}
+    assert len(ids) == 1
+    jobs = [j for j in await app.list_jobs(binding="Plain", limit=1000) if j.unique_key == "the-one"]
+    assert len(jobs) == 1
+
+
+async def test_cpu_bound_sync_job_longer_than_twice_the_lease_is_not_reaped(
+    app: jobloom.App, procs: Processes
+) -> None:
+    job = await app.enqueue("CpuBound", {"seconds": 2.5})  # lease is 1 s
+    procs.worker()
+    done = await app.wait(job.id, timeout=30)
+    assert done.state == "succeeded" and done.attempt == 1 and done.result == 1
+    assert [a.outcome for a in await app.attempts(job.id)] == ["succeeded"]
+
+
+async def test_sigterm_drains_gracefully(app: jobloom.App, procs: Processes) -> None:
+    job = await app.enqueue("CpuBound", {"seconds": 1.0})
+    w = procs.worker(grace=10)
+    await eventually(lambda: _state(app, job.id, "running"), timeout=30, what="running")
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(timeout=20) == 0
+    done = await app.get_job(job.id)
+    assert done.state == "succeeded" and done.attempt == 1
+
+
+async def _all(app: jobloom.App, binding: str, n: int) -> bool:
+    return await _count(app, binding, "succeeded") == n
+
+
+async def _state(app: jobloom.App, job_id: int, state: str) -> bool:
+    return (await app.get_job(job_id)).state == state
+
+
+def _lines(procs: Processes, name: str, n: int) -> Any:
+    return len(procs.read(name)) >= n
