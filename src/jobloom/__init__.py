@@ -46,6 +46,7 @@ __all__ = [
     "MigrationsMissing",
     "PayloadTooLarge",
     "Performer",
+    "Permanent",
     "RateLimit",
     "Retry",
     "StoreError",

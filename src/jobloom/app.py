@@ -8,7 +8,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ class EnqueueRequest:
 
     performer: PerformerRef
     payload: Any
-    options: EnqueueOptions = EnqueueOptions()
+    options: EnqueueOptions = field(default_factory=EnqueueOptions)
 
 
 class _Core:
@@ -91,7 +91,7 @@ class App:
 
     def spec(self, performer: PerformerRef) -> PerformerSpec:
         """The spec of a performer class or binding name; unknown ones raise ``UnknownBinding``."""
-        name = performer if isinstance(performer, str) else (
+        name: str = performer if isinstance(performer, str) else str(
             getattr(performer, "binding", None) or getattr(performer, "__name__", repr(performer))
         )
         spec = self.specs.get(name)

@@ -15,7 +15,7 @@ from .coordinator import NewJob
 from .errors import InvalidOption
 from .performer import PerformerSpec
 from .records import job_from_row
-from .types import Job, to_datetime
+from .types import Job
 
 if TYPE_CHECKING:
     from .store.base import Store, Tx
@@ -73,14 +73,9 @@ def build_job(spec: PerformerSpec, payload: Any, o: EnqueueOptions, now: float) 
 
 def job_from_new(job_id: int, new: NewJob) -> Job:
     """The :class:`Job` just inserted, without reading it back."""
-    import json
-
     return Job(
-        id=job_id, binding=new.binding, state=new.state, payload=json.loads(new.payload), attempt=0,
-        max_attempts=new.max_attempts, priority=new.priority, run_at=to_datetime(new.run_at),
-        unique_key=new.unique_key, concurrency_key=new.concurrency_key, delivery=new.delivery, result=None,
-        error=None, created_at=to_datetime(new.created_at), started_at=None,  # type: ignore[arg-type]
-        finished_at=None,
+        job_id, new.binding, new.state, 0, new.max_attempts, new.priority, new.unique_key, new.concurrency_key,
+        new.delivery, None, new.payload, None, new.run_at, new.created_at, None, None,
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 import pydantic
+from pydantic_core import PydanticSerializationError
 
 from . import options as opt
 from .errors import InvalidOption, InvalidPayload, PayloadTooLarge
@@ -75,7 +76,7 @@ class PerformerSpec:
             data = self.payload_adapter.dump_json(value)
         except pydantic.ValidationError as exc:
             raise InvalidPayload(self.binding, describe_validation(exc)) from None
-        except pydantic.PydanticSerializationError as exc:
+        except PydanticSerializationError as exc:
             raise InvalidPayload(self.binding, str(exc)) from None
         if len(data) > MAX_PAYLOAD_BYTES:
             raise PayloadTooLarge(f"payload for {self.binding}", len(data), MAX_PAYLOAD_BYTES)
@@ -94,7 +95,7 @@ class PerformerSpec:
             return None
         try:
             data = self.result_adapter.dump_json(result)
-        except (pydantic.PydanticSerializationError, ValueError) as exc:
+        except (PydanticSerializationError, ValueError) as exc:
             raise InvalidPayload(self.binding, f"result cannot be stored as JSON: {exc}") from None
         if len(data) > MAX_RESULT_BYTES:
             raise PayloadTooLarge(f"result of {self.binding}", len(data), MAX_RESULT_BYTES)

@@ -15,21 +15,13 @@ JOB_COLUMNS = (
 )
 
 
-def _json(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
 def job_from_row(row: tuple[Any, ...]) -> Job:
     """A ``get_job``-shaped row to a :class:`Job`."""
     (id_, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
      delivery, result, error, created_at, started_at, finished_at, cancel_requested) = row
     return Job(
-        id=id_, binding=binding, state=state, payload=_json(payload), attempt=attempt,
-        max_attempts=max_attempts, priority=priority, run_at=to_datetime(run_at), unique_key=unique_key,
-        concurrency_key=concurrency_key, delivery=delivery, result=_json(result), error=error,
-        created_at=to_datetime(created_at),  # type: ignore[arg-type]
-        started_at=to_datetime(started_at), finished_at=to_datetime(finished_at),
-        cancel_requested=bool(cancel_requested),
+        id_, binding, state, attempt, max_attempts, priority, unique_key, concurrency_key, delivery, error,
+        payload, result, run_at, created_at, started_at, finished_at, bool(cancel_requested),
     )
 
 

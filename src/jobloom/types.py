@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from .options import RateLimit
@@ -14,32 +16,82 @@ def to_datetime(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
-@dataclass(frozen=True, slots=True)
+_FINISHED = frozenset({"succeeded", "failed", "stalled", "cancelled", "skipped"})
+
+
+@dataclass(frozen=True, eq=False)
 class Job:
-    """A snapshot of one job as the store holds it."""
+    """A snapshot of one job as the store holds it.
+
+    Payload, result and times are stored as JSON text and epoch seconds, and decoded on first
+    access (``payload``, ``result``, ``run_at``, ``created_at``, ``started_at``, ``finished_at``).
+    """
 
     id: int
     binding: str
     state: str
-    payload: Any
     attempt: int
     max_attempts: int
     priority: int
-    run_at: datetime | None
     unique_key: str | None
     concurrency_key: str | None
     delivery: str
-    result: Any
     error: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    payload_json: str = field(repr=False)
+    result_json: str | None = field(repr=False)
+    run_ts: float | None = field(repr=False)
+    created_ts: float = field(repr=False)
+    started_ts: float | None = field(repr=False)
+    finished_ts: float | None = field(repr=False)
     cancel_requested: bool = False
+
+    @cached_property
+    def payload(self) -> Any:
+        """The payload, decoded from JSON (a dict for dataclass and model payloads)."""
+        return json.loads(self.payload_json)
+
+    @cached_property
+    def result(self) -> Any:
+        """The stored result, decoded from JSON (None until succeeded)."""
+        return None if self.result_json is None else json.loads(self.result_json)
+
+    @property
+    def run_at(self) -> datetime | None:
+        """Not runnable before this moment."""
+        return to_datetime(self.run_ts)
+
+    @property
+    def created_at(self) -> datetime:
+        """When it was enqueued."""
+        return datetime.fromtimestamp(self.created_ts, UTC)
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When its latest attempt started."""
+        return to_datetime(self.started_ts)
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When it reached a terminal state."""
+        return to_datetime(self.finished_ts)
 
     @property
     def finished(self) -> bool:
         """Whether the job is in a terminal state (until retried by hand)."""
-        return self.state in ("succeeded", "failed", "stalled", "cancelled", "skipped")
+        return self.state in _FINISHED
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Job) and self.id == other.id and self.state == other.state and (
+            self.attempt == other.attempt
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.state, self.attempt))
+
+    def __repr__(self) -> str:
+        extra = f", error={self.error!r}" if self.error else ""
+        return (f"Job(id={self.id}, binding={self.binding!r}, state={self.state!r}, attempt={self.attempt}, "
+                f"priority={self.priority}, payload={self.payload_json[:80]}{extra})")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import coordinator, lifecycle
 from .coordinator import Claimed, Outcome
@@ -291,7 +291,7 @@ class Worker:
             try:
                 store = await self.app.store()
 
-                async def work(tx: Tx) -> tuple[set[int], set[int]]:
+                async def work(tx: Tx, ids: list[int] = ids) -> tuple[set[int], set[int]]:
                     return await coordinator.heartbeat(tx, self.name, ids, time.time(), self.lease)
 
                 held, cancels = await store.transact(work)

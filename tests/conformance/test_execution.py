@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -218,7 +219,7 @@ async def test_rate_limit_spaces_dispatches(app: jobloom.App) -> None:
         # 10/s with a burst of 1: six starts need at least 0.5 s
         assert elapsed >= 0.45
         starts = sorted(j.started_at.timestamp() for j in await app.list_jobs(binding="Throttled"))  # type: ignore[union-attr]
-        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(starts)]
         assert min(gaps) >= 0.09
     finally:
         await stop(worker, task)

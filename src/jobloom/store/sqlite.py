@@ -60,7 +60,7 @@ class SQLiteTx(Tx):
     async def executemany(self, name: str, rows: Sequence[Params]) -> None:
         """Run a named statement once per parameter set."""
         if rows:
-            self.conn.executemany(_QUERIES[name], [_adapt(r) for r in rows])
+            self.conn.executemany(_QUERIES[name], [_adapt(r) or {} for r in rows])
 
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
         """Insert rows; inside one write transaction SQLite assigns consecutive rowids."""
