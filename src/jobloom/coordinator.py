@@ -115,7 +115,12 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
         ids = await tx.insert_many("insert_job", [jobs[i].params() for i in plain])
         for i, new_id in zip(plain, ids, strict=True):
             out[i] = (new_id, True)
-    return [o for o in out if o is not None]
+    done = [o for o in out if o is not None]
+    await emit(tx, [
+        event(now, job_id, job.binding, "enqueued" if job.state == "queued" else job.state)
+        for job, (job_id, created) in zip(jobs, done, strict=True) if created
+    ])
+    return done
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +196,7 @@ async def dispatch(
     rows = await tx.fetch(
         "claim", {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
     )
+    await emit(tx, [event(now, r[0], r[1], "started", r[3]) for r in rows])
     return Dispatched([Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now) for r in rows], next_token_at)
 
 
@@ -219,6 +225,7 @@ async def report(tx: Tx, outcomes: Sequence[Outcome], now: float) -> ReportResul
     finishes: list[dict[str, Any]] = []
     attempts: list[dict[str, Any]] = []
     backoffs: dict[str, Any] = {}
+    events: list[dict[str, Any]] = []
     for o in outcomes:
         row = current.get(o.job_id)
         if row is None or row[2] != "running" or row[3] != o.attempt:
@@ -242,11 +249,14 @@ async def report(tx: Tx, outcomes: Sequence[Outcome], now: float) -> ReportResul
             "finished_at": now if finished else None,
         })
         attempts.append(_attempt_row(o))
+        events.append(event(now, o.job_id, binding, "retried" if nxt.state == "scheduled" else nxt.state,
+                            o.attempt, o.finished_at - o.started_at))
         if finished:
             result.finished.append(o.job_id)
         current[o.job_id] = (*row[:2], nxt.state, *row[3:])
     await tx.executemany("finish_attempt", finishes)
     await tx.executemany("insert_attempt", attempts)
+    await emit(tx, events)
     result.applied += len(finishes)
     return result
 
@@ -287,7 +297,9 @@ async def reap(tx: Tx, now: float, *, limit: int = 100) -> list[int]:
 
 async def promote(tx: Tx, now: float, *, limit: int = 1000) -> int:
     """``scheduled`` jobs whose time has come become ``queued``."""
-    return await tx.execute("promote_due", {"now": now, "limit": limit})
+    rows = await tx.fetch("promote_due", {"now": now, "limit": limit})
+    await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+    return len(rows)
 
 
 async def heartbeat(
@@ -311,6 +323,7 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> 
     state = row[1]
     if state in ("waiting", "scheduled", "queued"):
         await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
+        await emit(tx, [event(now, job_id, row[3], "cancelled", row[2])])
         return "cancelled"
     if state == "running":
         await tx.execute("request_cancel", {"id": job_id})
@@ -326,14 +339,31 @@ async def retry(tx: Tx, job_id: int, now: float) -> None:
     if row[1] not in ("failed", "stalled", "cancelled"):
         raise InvalidTransition(job_id, row[1], "retry")
     await tx.execute("retry_now", {"id": job_id, "now": now})
+    await emit(tx, [event(now, job_id, row[3], "requeued", row[2])])
 
 
-async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int]]) -> int:
+async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int, str]], now: float) -> int:
     """Give back claimed jobs that never started (graceful shutdown): ``queued`` again, no attempt spent."""
     n = 0
-    for job_id, attempt in claims:
-        n += await tx.execute("release", {"id": job_id, "attempt": attempt, "worker": worker})
+    for job_id, attempt, binding in claims:
+        if await tx.execute("release", {"id": job_id, "attempt": attempt, "worker": worker}):
+            n += 1
+            await emit(tx, [event(now, job_id, binding, "released", attempt - 1)])
     return n
+
+
+def event(
+    at: float, job_id: int, binding: str, kind: str, attempt: int = 0, duration: float | None = None
+) -> dict[str, Any]:
+    """One outbox row: what happened to which job, when (and how long the attempt ran)."""
+    return {"at": at, "job_id": job_id, "binding": binding, "kind": kind, "attempt": attempt,
+            "duration": duration}
+
+
+async def emit(tx: Tx, events: Sequence[dict[str, Any]]) -> None:
+    """Append events to the outbox, in the transaction that made the state changes."""
+    if events:
+        await tx.executemany("insert_event", events)
 
 
 async def next_due(tx: Tx) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import typing
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -45,8 +46,11 @@ class Performer(Generic[P, R]):
     ctx: JobContext
     env: Any
 
-    def perform(self, payload: P) -> R:  # pragma: no cover - always overridden
-        """Do the work for one payload; the return value is stored as the job's result."""
+    def perform(self, payload: P) -> R | Awaitable[R]:  # pragma: no cover - always overridden
+        """Do the work for one payload; the return value is stored as the job's result.
+
+        Override it as ``async def perform(self, payload: P) -> R`` or as a plain ``def``.
+        """
         raise NotImplementedError
 
 

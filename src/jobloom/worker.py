@@ -315,7 +315,8 @@ class Worker:
                     await self._kick.wait()
             if self.outcomes:
                 await self._cycle_with_retry(claim=False)
-        unstarted = [(r.claimed.id, r.claimed.attempt) for r in self.running.values() if not r.started]
+        unstarted = [(r.claimed.id, r.claimed.attempt, r.claimed.binding)
+                     for r in self.running.values() if not r.started]
         for job_id, rec in list(self.running.items()):
             if rec.started:
                 self._stop_job(job_id, "shutdown")
@@ -325,12 +326,12 @@ class Worker:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         if unstarted:
-            released = {j for j, _ in unstarted}
+            released = {j for j, _, _ in unstarted}
             self.outcomes = [o for o in self.outcomes if o.job_id not in released]
             store = await self.app.store()
 
             async def work(tx: Tx) -> int:
-                return await coordinator.release(tx, self.name, unstarted)
+                return await coordinator.release(tx, self.name, unstarted, time.time())
 
             await store.transact(work)
         if self.outcomes:

@@ -182,7 +182,7 @@ async def test_release_returns_unstarted_jobs_without_spending_an_attempt(app: j
     [c] = await claim(app, "Echo", "w1", now=time.time())
 
     async def rel(t: Any) -> int:
-        return await coordinator.release(t, "w1", [(c.id, c.attempt)])
+        return await coordinator.release(t, "w1", [(c.id, c.attempt, c.binding)], time.time())
 
     assert await tx(app, rel) == 1
     back = await app.get_job(job.id)
@@ -206,3 +206,41 @@ async def test_capacity_bounds_one_claim(app: jobloom.App) -> None:
         await app.enqueue(Echo, {})
     got = await claim(app, "Echo", "w1", now=time.time(), capacity=3)
     assert len(got) == 3
+
+
+async def events_of(app: jobloom.App, job_id: int) -> list[str]:
+    async def work(t: Any) -> list[Any]:
+        return await t.fetch("events_after", {"after": 0, "limit": 10_000})
+    return [r[4] for r in await tx(app, work) if r[2] == job_id]
+
+
+async def test_every_state_change_appends_an_event(app: jobloom.App) -> None:
+    ok = await app.enqueue(Echo, {})
+    await app.drain()
+    assert await events_of(app, ok.id) == ["enqueued", "started", "succeeded"]
+    later = await app.enqueue(Echo, {}, delay=60)
+    await app.cancel(later.id)
+    await app.retry(later.id)
+    assert await events_of(app, later.id) == ["scheduled", "cancelled", "requeued"]
+    once = await app.enqueue(Once, {})
+    now = time.time()
+    await claim(app, "Once", "w1", now=now, lease=1.0)
+
+    async def reap(t: Any) -> list[int]:
+        return await coordinator.reap(t, now + 10)
+
+    await tx(app, reap)
+    assert await events_of(app, once.id) == ["enqueued", "started", "stalled"]
+
+
+async def test_a_rolled_back_transition_leaves_no_event(app: jobloom.App) -> None:
+    job = await app.enqueue(Echo, {})
+
+    async def fail_after_claim(t: Any) -> None:
+        await coordinator.dispatch(t, "Echo", capacity=1, worker="w", now=time.time(), lease=5)
+        raise RuntimeError("crash inside the transaction")
+
+    with pytest.raises(RuntimeError):
+        await tx(app, fail_after_claim)
+    assert await events_of(app, job.id) == ["enqueued"]
+    assert (await app.get_job(job.id)).state == "queued"

@@ -97,6 +97,7 @@ RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, priori
 -- name: promote_due
 UPDATE jobloom_jobs SET state = 'queued'
 WHERE id IN (SELECT id FROM jobloom_jobs WHERE state = 'scheduled' AND run_at <= :now ORDER BY run_at LIMIT :limit)
+RETURNING id, binding, attempt
 
 -- name: lock_running
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
@@ -150,7 +151,7 @@ SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
 SELECT 1 FROM jobloom_jobs WHERE state = 'queued' AND binding IN (SELECT value FROM json_each(:bindings)) LIMIT 1
 
 -- name: lock_job
-SELECT id, state, attempt FROM jobloom_jobs WHERE id = :id
+SELECT id, state, attempt, binding FROM jobloom_jobs WHERE id = :id
 
 -- name: cancel_now
 UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason
@@ -164,3 +165,11 @@ UPDATE jobloom_jobs
 SET state = 'queued', retries_from = attempt, run_at = :now, error = NULL, result = NULL, finished_at = NULL,
     cancel_requested = 0
 WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled')
+
+-- name: insert_event
+INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
+VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
+
+-- name: events_after
+SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events
+WHERE seq > :after ORDER BY seq LIMIT :limit
