@@ -57,8 +57,10 @@ class Backoff:
         if self.kind == "fixed":
             raw = self.base
         else:
-            exponent = min(attempt - 1, 64)
-            raw = min(self.max, self.base * self.factor**exponent)
+            try:
+                raw = min(self.max, self.base * self.factor ** (attempt - 1))
+            except OverflowError:  # factor ** (attempt - 1) is past any float, so past max too
+                raw = self.max if self.base > 0 else 0.0
         rand = (rng or random).random()
         if self.jitter == "equal":
             return raw / 2 + rand * raw / 2
