@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from . import coordinator
 from .client import EnqueueOptions, Enqueuer, build_job
 from .errors import JobNotFound, MigrationsMissing, UnknownBinding, WaitTimeout
+from .housekeeping import Housekeeper
 from .performer import Performer, PerformerSpec, inspect_performer
 from .records import attempt_from_row, backoff_json, job_from_row
 from .store import Store, open_store
@@ -79,6 +80,7 @@ class App:
             self.specs[spec.binding] = spec
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
         self.startup_hooks: list[Hook] = []
+        self.housekeepers: list[Housekeeper] = []
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._bridge: _SyncBridge | None = None
 

@@ -106,7 +106,10 @@ class Worker:
                     await asyncio.sleep(0)  # let just-started jobs run before the next cycle
                     if self.outcomes or (result.claimed and self._free() > 0):
                         continue
-                await self._sleep_until(result.next_due)
+                due = await self._housekeeping(result.next_due)
+                if due is not None and due <= time.time():
+                    continue
+                await self._sleep_until(due)
         finally:
             await self._shutdown()
             listener.cancel()
@@ -131,6 +134,26 @@ class Worker:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         return self.attempts_run
+
+    async def _housekeeping(self, due: float | None) -> float | None:
+        """Run the housekeepers that are due; return the earliest next due moment of all.
+
+        ``next_due`` is asked on every pass, so it must be cheap (kept in memory, refreshed on runs).
+        """
+        store = await self.app.store()
+        for keeper in self.app.housekeepers:
+            try:
+                when = await keeper.next_due(self.app, time.time())
+                if when is not None and when <= time.time():
+                    if await keeper.run(self.app, time.time()):
+                        await store.notify()
+                    when = await keeper.next_due(self.app, time.time())
+            except Exception as exc:
+                log.warning("housekeeper %s failed (%s: %s)", keeper.name, type(exc).__name__, exc)
+                when = time.time() + 1.0
+            if when is not None:
+                due = when if due is None else min(due, when)
+        return due
 
     def _free(self) -> int:
         return self.concurrency - len(self.running)

@@ -19,15 +19,17 @@ class Migration:
 
 
 def load_queries(dialect: str) -> dict[str, str]:
-    """Parse ``-- name: x`` sections of the dialect's queries file into a dict."""
-    text = resources.files(__package__).joinpath("sql", dialect, "queries.sql").read_text()
-    parts = _NAME.split(text)
+    """Parse the ``-- name: x`` sections of the dialect's ``queries*.sql`` files (one per concept)."""
+    folder = resources.files(__package__).joinpath("sql", dialect)
     queries: dict[str, str] = {}
-    for i in range(1, len(parts), 2):
-        name, body = parts[i], parts[i + 1].strip().rstrip(";").strip()
-        if name in queries:
-            raise ValueError(f"duplicate query name {name!r} in {dialect}/queries.sql")
-        queries[name] = body
+    files = sorted(e.name for e in folder.iterdir() if e.name.startswith("queries") and e.name.endswith(".sql"))
+    for filename in files:
+        parts = _NAME.split(folder.joinpath(filename).read_text())
+        for i in range(1, len(parts), 2):
+            name, body = parts[i], parts[i + 1].strip().rstrip(";").strip()
+            if name in queries:
+                raise ValueError(f"duplicate query name {name!r} in {dialect}/{filename}")
+            queries[name] = body
     return queries
 
 
