@@ -58,5 +58,5 @@ def next_state(
         return Transition("failed")
     if attempt - retries_from >= max_attempts:
         return Transition("failed")
-    delay = retry_after if (outcome == RETRY and retry_after is not None) else backoff.delay(attempt, rng)
+    delay = retry_after if (outcome == RETRY and retry_after is not None) else backoff.delay(attempt - retries_from, rng)
     return Transition("scheduled", now + max(0.0, delay))
