@@ -1,0 +1,64 @@
+"""The performers that benchmarks run, and the app that bench worker processes load.
+
+Worker processes are started as ``jobloom worker jobloom.bench.performers:worker_app``; the
+store they use comes from ``JOBLOOM_BENCH_URL`` and ``JOBLOOM_BENCH_OPTIONS`` (JSON store options,
+e.g. the PostgreSQL ``schema``), set by the bench for each private store it creates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ..app import App
+from ..performer import Performer
+
+URL_ENV = "JOBLOOM_BENCH_URL"
+OPTIONS_ENV = "JOBLOOM_BENCH_OPTIONS"
+APP_REF = "jobloom.bench.performers:worker_app"
+# High enough never to bind at any worker concurrency a benchmark uses: they measure the checks only.
+NEVER_BINDS = 1_000_000
+KEYS = 100
+
+
+def tenant(payload: dict[str, Any]) -> str:
+    """The concurrency key of a bench payload: one of ``KEYS`` tenants."""
+    return f"t{int(payload.get('i', 0)) % KEYS}"
+
+
+class Noop(Performer[dict[str, Any], None]):
+    """A job that does nothing: what is measured is jobloom's own cost per job."""
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        """Return at once."""
+        return None
+
+
+class Limited(Performer[dict[str, Any], None]):
+    """:class:`Noop` with a concurrency limit, a per-key limit and a rate limit that never bind."""
+
+    concurrency = NEVER_BINDS
+    concurrency_key = staticmethod(tenant)
+    key_concurrency = NEVER_BINDS
+    rate_limit = f"{NEVER_BINDS}/s burst {NEVER_BINDS}"
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        """Return at once."""
+        return None
+
+
+PERFORMERS: list[type[Performer[Any, Any]]] = [Noop, Limited]
+
+
+def bench_app(url: str, options: dict[str, Any] | None = None, **kwargs: Any) -> App:
+    """An app with the bench performers on ``url`` (store ``options`` as for :class:`App`)."""
+    return App(url, performers=PERFORMERS, **(options or {}), **kwargs)
+
+
+def worker_app() -> App:
+    """The app of a bench worker process, on the store named by the environment."""
+    url = os.environ.get(URL_ENV)
+    if not url:
+        raise RuntimeError(f"{URL_ENV} is not set: bench worker processes are started by `jobloom bench`")
+    return bench_app(url, json.loads(os.environ.get(OPTIONS_ENV) or "{}"), auto_migrate=False)

@@ -1,0 +1,356 @@
+"""The benchmark workloads: enqueue, drain, latency, limits, history and flows.
+
+Each workload runs against private stores (:mod:`jobloom.bench.sandbox`), with no-op jobs unless
+it says otherwise, and returns :class:`~jobloom.bench.model.Measurement` values. Throughput of
+workers is taken from the store's own timestamps (first ``started_at`` to last ``finished_at``),
+so process start-up and the bench's polling are not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jobloom
+
+from ..performer import Performer
+from .model import Measurement
+from .performers import Limited, Noop
+from .processes import BenchError, Producer, WorkerGroup
+from .progress import Reporter
+from .sandbox import Sandbox, Target
+
+DEFAULT_JOBS = 20_000
+DEFAULT_LATENCY_JOBS = 500
+FILL_BATCH = 5_000
+POLL = 0.1
+
+
+@dataclass(slots=True)
+class Params:
+    """The knobs of a run. ``jobs=None`` means each workload's default (20,000; latency 500)."""
+
+    jobs: int | None = None
+    concurrency: int = 100
+    processes: tuple[int, ...] = (1, 2)
+    tasks: int = 100
+    batch: int = 1_000
+    rate: float = 50.0
+    history_rows: int = 1_000_000
+    timeout: float | None = None
+
+    def n(self, default: int = DEFAULT_JOBS) -> int:
+        """The job count for a workload whose default is ``default``."""
+        return self.jobs if self.jobs is not None else default
+
+    def deadline(self, n: int) -> float:
+        """Seconds to wait for ``n`` jobs to finish before calling the run failed."""
+        return self.timeout if self.timeout is not None else max(120.0, n / 100)
+
+
+@dataclass(slots=True)
+class Context:
+    """What a workload works with: the user's store, the parameters and the progress reporter."""
+
+    target: Target
+    params: Params
+    progress: Reporter = field(default_factory=Reporter)
+
+    async def sandbox(self) -> Sandbox:
+        """A fresh, migrated private store."""
+        box = self.target.sandbox()
+        await box.prepare()
+        return box
+
+
+Workload = Callable[[Context], Awaitable[list[Measurement]]]
+
+
+# -- enqueue ---------------------------------------------------------------------------------------
+
+
+async def _timed_enqueue(
+    ctx: Context, label: str, n: int, body: Callable[[jobloom.App, Callable[[int], None]], Awaitable[None]]
+) -> tuple[float, float]:
+    """Run ``body`` on a fresh store; return (jobs per second, seconds). One warm-up job is not timed."""
+    box = await ctx.sandbox()
+    app = box.app()
+    try:
+        await app.enqueue(Noop, {"i": -1})
+        ctx.progress.begin(label, n)
+        t0 = time.perf_counter()
+        await body(app, ctx.progress.update)
+        seconds = time.perf_counter() - t0
+        ctx.progress.end()
+        stored = box.last_id() - 1
+        if stored != n:
+            raise BenchError(f"{label}: {stored} jobs stored, {n} expected")
+    finally:
+        await app.close()
+        box.close()
+    return n / seconds, seconds
+
+
+async def enqueue(ctx: Context) -> list[Measurement]:
+    """Enqueue N jobs: one awaited call at a time; from concurrent tasks (coalesced); with ``enqueue_many``."""
+    n, tasks, batch = ctx.params.n(), ctx.params.tasks, ctx.params.batch
+    step = max(1, n // 100)
+
+    async def sequential(app: jobloom.App, tick: Callable[[int], None]) -> None:
+        for i in range(n):
+            await app.enqueue(Noop, {"i": i})
+            if i % step == 0:
+                tick(i)
+
+    async def concurrent(app: jobloom.App, tick: Callable[[int], None]) -> None:
+        done = [0]
+
+        async def one_task(first: int) -> None:
+            for i in range(first, n, tasks):
+                await app.enqueue(Noop, {"i": i})
+                done[0] += 1
+                if done[0] % step == 0:
+                    tick(done[0])
+
+        await asyncio.gather(*(one_task(k) for k in range(tasks)))
+
+    async def many(app: jobloom.App, tick: Callable[[int], None]) -> None:
+        for start in range(0, n, batch):
+            await app.enqueue_many([(Noop, {"i": i}) for i in range(start, min(n, start + batch))])
+            tick(min(n, start + batch))
+
+    out = []
+    for key, label, body, how in (
+        ("enqueue.sequential", "enqueue, one awaited call at a time", sequential, {}),
+        ("enqueue.concurrent", f"enqueue, {tasks} concurrent tasks", concurrent, {"tasks": tasks}),
+        ("enqueue.many", f"enqueue_many, {batch:,} jobs per call", many, {"batch": batch}),
+    ):
+        rate, seconds = await _timed_enqueue(ctx, label, n, body)
+        out.append(Measurement(key, label, rate, "jobs/s", details={"jobs": n, "seconds": seconds, **how}))
+    return out
+
+
+# -- drain -----------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Drained:
+    """One drain: throughput from the store's timestamps, and the workers' peak memory."""
+
+    jobs: int
+    seconds: float
+    rate: float
+    peak_rss_mb: float | None
+    wall_seconds: float
+
+    def details(self, processes: int, concurrency: int, **extra: Any) -> dict[str, Any]:
+        """The figures behind a measurement."""
+        return {"jobs": self.jobs, "processes": processes, "concurrency": concurrency,
+                "seconds": round(self.seconds, 4), "wall_seconds": round(self.wall_seconds, 3),
+                "peak_rss_mb": None if self.peak_rss_mb is None else round(self.peak_rss_mb, 1), **extra}
+
+
+async def fill(box: Sandbox, n: int, performer: type[Performer[Any, Any]] = Noop,
+               tick: Callable[[int], None] | None = None) -> None:
+    """Queue ``n`` jobs (set-up, not measured) with ``enqueue_many``."""
+    app = box.app()
+    try:
+        for start in range(0, n, FILL_BATCH):
+            end = min(n, start + FILL_BATCH)
+            await app.enqueue_many([(performer, {"i": i}) for i in range(start, end)])
+            if tick is not None:
+                tick(end)
+    finally:
+        await app.close()
+
+
+async def wait_finished(
+    ctx: Context, box: Sandbox, after_id: int, n: int, label: str, alive: Callable[[], None],
+    output: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll the store until ``n`` jobs above ``after_id`` are finished; all must have succeeded."""
+    deadline = time.monotonic() + ctx.params.deadline(n)
+    ctx.progress.begin(label, n)
+    while True:
+        finished, failed = box.finished(after_id)
+        ctx.progress.update(finished)
+        if failed:
+            raise BenchError(f"{label}: {failed} job(s) did not succeed")
+        if finished >= n:
+            break
+        alive()
+        if time.monotonic() > deadline:
+            said = output().strip()
+            raise BenchError(f"{label}: only {finished} of {n} jobs finished within {ctx.params.deadline(n):.0f} s"
+                             + (f"; the workers said:\n{said}" if said else ""))
+        await asyncio.sleep(POLL)
+    ctx.progress.end()
+
+
+async def drain_once(
+    ctx: Context, box: Sandbox, n: int, *, processes: int, performer: type[Performer[Any, Any]] = Noop,
+    label: str = "drain",
+) -> Drained:
+    """Queue ``n`` jobs, then run ``jobloom worker`` until all are done; measure from the store."""
+    ctx.progress.begin(f"{label}: queueing", n)
+    after = box.last_id()
+    await fill(box, n, performer, ctx.progress.update)
+    ctx.progress.end()
+    group = WorkerGroup(box, processes=processes, concurrency=ctx.params.concurrency)
+    t0 = time.perf_counter()
+    group.start()
+    try:
+        await wait_finished(ctx, box, after, n, label, group.check, group.output)
+        wall = time.perf_counter() - t0
+    finally:
+        group.stop()
+    count, first, last = box.span(after)
+    if count != n or first is None or last is None:
+        raise BenchError(f"{label}: {count} of {n} jobs succeeded")
+    seconds = max(float(last) - float(first), 1e-9)
+    return Drained(n, seconds, n / seconds, group.peak_rss_mb, wall)
+
+
+async def drain(ctx: Context) -> list[Measurement]:
+    """N queued jobs, then one ``jobloom worker`` with 1 process (and with 2) runs them all."""
+    n, c = ctx.params.n(), ctx.params.concurrency
+    out = []
+    for p in ctx.params.processes:
+        box = await ctx.sandbox()
+        try:
+            label = f"drain, {p} process{'es' if p > 1 else ''} x {c}"
+            d = await drain_once(ctx, box, n, processes=p, label=label)
+        finally:
+            box.close()
+        details = d.details(p, c)
+        out.append(Measurement(f"drain.p{p}", label, d.rate, "jobs/s", details=details))
+        out.append(Measurement(f"drain.p{p}.rss", f"{label}: worker peak RSS", d.peak_rss_mb, "MiB",
+                               better="lower", details=details))
+    return out
+
+
+# -- latency ---------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank percentile (``q`` in 0..100) of non-empty ``values``."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+async def latency(ctx: Context) -> list[Measurement]:
+    """An idle worker; jobs enqueued at a steady rate from another process; enqueue-to-start times."""
+    n, rate, c = ctx.params.n(DEFAULT_LATENCY_JOBS), ctx.params.rate, ctx.params.concurrency
+    box = await ctx.sandbox()
+    group = WorkerGroup(box, processes=1, concurrency=c)
+    producer: Producer | None = None
+    try:
+        group.start()
+        ctx.progress.begin("latency: worker warming up", None)
+        warm = box.last_id()
+        await fill(box, 1)
+        await wait_finished(ctx, box, warm, 1, "latency: warm-up job", group.check)
+        await asyncio.sleep(0.5)  # let the worker go idle: what is measured is waking it
+        after = box.last_id()
+        producer = Producer(box, rate=rate, count=n)
+
+        def alive() -> None:
+            group.check()
+            producer.done()  # raises if it failed
+
+        await wait_finished(ctx, box, after, n, f"latency: {n} jobs at {rate:g}/s", alive)
+        delays = [d * 1000 for d in box.start_delays(after)]
+    finally:
+        if producer is not None:
+            producer.stop()
+        group.stop()
+        box.close()
+    details = {"jobs": len(delays), "rate": rate, "processes": 1, "concurrency": c,
+               "mean_ms": round(sum(delays) / len(delays), 3)}
+    return [
+        Measurement("latency.p50", "latency p50, enqueue to start", percentile(delays, 50), "ms", "lower",
+                    details=details),
+        Measurement("latency.p99", "latency p99, enqueue to start", percentile(delays, 99), "ms", "lower",
+                    details=details),
+        Measurement("latency.max", "latency max, enqueue to start", max(delays), "ms", "lower", details=details),
+    ]
+
+
+# -- limits and history: the same drain, with and without ---------------------------------------
+
+
+async def limits(ctx: Context) -> list[Measurement]:
+    """The drain with concurrency, per-key and rate limits set high enough never to bind, against none."""
+    n, c = ctx.params.n(), ctx.params.concurrency
+    runs: dict[str, Drained] = {}
+    for name, performer in (("none", Noop), ("limited", Limited)):
+        box = await ctx.sandbox()
+        try:
+            runs[name] = await drain_once(ctx, box, n, processes=1, performer=performer,
+                                          label=f"limits: drain, {name}")
+        finally:
+            box.close()
+    none, limited = runs["none"], runs["limited"]
+    how = "concurrency, per-key (100 keys) and rate limits that never bind"
+    return [
+        Measurement("limits.none", "limits: drain, no limits", none.rate, "jobs/s", details=none.details(1, c)),
+        Measurement("limits.limited", "limits: drain, limits set", limited.rate, "jobs/s",
+                    details=limited.details(1, c, limits=how)),
+        Measurement("limits.ratio", "limits: limited / none", limited.rate / none.rate, "ratio",
+                    details={"limits": how}),
+    ]
+
+
+async def history(ctx: Context) -> list[Measurement]:
+    """The drain on a table already holding many finished jobs, against an empty one."""
+    n, c, rows = ctx.params.n(), ctx.params.concurrency, ctx.params.history_rows
+    box = await ctx.sandbox()
+    try:
+        empty = await drain_once(ctx, box, n, processes=1, label="history: drain, empty table")
+    finally:
+        box.close()
+    box = await ctx.sandbox()
+    try:
+        ctx.progress.begin(f"history: inserting {rows:,} finished jobs", None)
+        t0 = time.perf_counter()
+        await asyncio.to_thread(box.insert_history, rows)
+        setup = time.perf_counter() - t0
+        ctx.progress.end()
+        full = await drain_once(ctx, box, n, processes=1, label=f"history: drain, {rows:,} finished")
+    finally:
+        box.close()
+    return [
+        Measurement("history.empty", "history: drain, empty table", empty.rate, "jobs/s",
+                    details=empty.details(1, c)),
+        Measurement("history.full", f"history: drain, {rows:,} finished jobs", full.rate, "jobs/s",
+                    details=full.details(1, c, history_rows=rows, setup_seconds=round(setup, 1))),
+        Measurement("history.ratio", "history: full / empty", full.rate / empty.rate, "ratio",
+                    details={"history_rows": rows}),
+    ]
+
+
+# -- flows -----------------------------------------------------------------------------------------
+
+
+async def flows(ctx: Context) -> list[Measurement]:
+    """Diamond flows (4 nodes) completed per second; not available until ``jobloom.Flow`` exists."""
+    if not hasattr(jobloom, "Flow"):
+        note = "not available: jobloom.Flow does not exist yet"
+    else:
+        note = "not available: jobloom.Flow exists, but this workload has not been written against it yet"
+    return [Measurement("flows.rate", "flows: diamond (4 nodes) completed", None, "flows/s", note=note)]
+
+
+WORKLOADS: dict[str, Workload] = {
+    "enqueue": enqueue,
+    "drain": drain,
+    "latency": latency,
+    "limits": limits,
+    "history": history,
+    "flows": flows,
+}

@@ -1,0 +1,72 @@
+"""Every bench workload runs with tiny sizes and reports (how fast is not asserted here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import jobloom
+from jobloom.bench import WORKLOADS, Params, run
+
+pytestmark = pytest.mark.slow
+
+TINY = Params(jobs=40, concurrency=20, processes=(1, 2), tasks=8, batch=16, rate=100.0, history_rows=2_000,
+              timeout=60.0)
+LATENCY = Params(jobs=10, concurrency=20, rate=100.0, timeout=60.0)
+EXPECTED = {
+    "enqueue": ["enqueue.sequential", "enqueue.concurrent", "enqueue.many"],
+    "drain": ["drain.p1", "drain.p1.rss", "drain.p2", "drain.p2.rss"],
+    "latency": ["latency.p50", "latency.p99", "latency.max"],
+    "limits": ["limits.none", "limits.limited", "limits.ratio"],
+    "history": ["history.empty", "history.full", "history.ratio"],
+    "flows": ["flows.rate"],
+}
+
+
+def test_every_workload_has_a_smoke_test() -> None:
+    assert set(EXPECTED) == set(WORKLOADS)
+
+
+@pytest.mark.parametrize("workload", list(EXPECTED))
+def test_workload_runs_and_reports(workload: str, store_url: str) -> None:
+    report = run(workload, store_url, LATENCY if workload == "latency" else TINY)
+    assert [m.key for m in report.measurements] == EXPECTED[workload]
+    assert report.dialect in ("sqlite", "postgres")
+    for m in report.measurements:
+        if m.key == "flows.rate" and not hasattr(jobloom, "Flow"):
+            assert m.value is None and "not available" in m.note
+            continue
+        assert m.value is not None and m.value > 0, m
+    json.dumps(report.as_dict())  # the --json form is serializable
+    if workload == "drain":
+        assert all(m.details["processes"] in (1, 2) for m in report.measurements)
+
+
+def test_sqlite_sandboxes_are_removed(sqlite_url: str) -> None:
+    folder = os.path.dirname(sqlite_url.removeprefix("sqlite://"))
+    run("drain", sqlite_url, Params(jobs=10, concurrency=5, processes=(1,), timeout=60.0))
+    assert os.listdir(folder) == []
+
+
+def test_command_prints_json(sqlite_url: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "jobloom.bench", "enqueue", "-n", "20", "--url", sqlite_url,
+         "--json", "--no-progress"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    report = json.loads(out.stdout)
+    assert report["workload"] == "enqueue"
+    assert [m["key"] for m in report["measurements"]] == EXPECTED["enqueue"]
+    assert report["environment"]["logical_cores"] >= 1
+
+
+def test_command_prints_a_table(sqlite_url: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "jobloom.bench", "flows", "--url", sqlite_url, "--no-progress"],
+        capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "COLUMNS": "120"},
+    )
+    assert "flows: diamond (4 nodes) completed" in out.stdout
