@@ -22,9 +22,12 @@ from .errors import (
     UnknownBinding,
     WaitTimeout,
 )
+from .flow import Flow, FlowError, Node
+from .flowrun import RunNotFound
 from .options import Backoff, RateLimit
+from .steps import EventTimeout, LeaseLost
 from .performer import Performer
-from .types import Attempt, Job, JobContext
+from .types import Attempt, Job, JobContext, NodeState, Run
 from .worker import Worker
 
 __version__ = "0.1.0"
@@ -35,6 +38,9 @@ __all__ = [
     "Backoff",
     "EnqueueOptions",
     "EnqueueRequest",
+    "EventTimeout",
+    "Flow",
+    "FlowError",
     "InvalidOption",
     "InvalidPayload",
     "InvalidTransition",
@@ -43,12 +49,17 @@ __all__ = [
     "JobNotFound",
     "JobTimeout",
     "JobloomError",
+    "LeaseLost",
     "MigrationsMissing",
+    "Node",
+    "NodeState",
     "PayloadTooLarge",
     "Performer",
     "Permanent",
     "RateLimit",
     "Retry",
+    "Run",
+    "RunNotFound",
     "StoreError",
     "UnknownBinding",
     "WaitTimeout",

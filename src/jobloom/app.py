@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 from . import coordinator
 from .client import EnqueueOptions, Enqueuer, build_job
 from .errors import JobNotFound, MigrationsMissing, UnknownBinding, WaitTimeout
+from .flow import Flow
+from .flowapi import FlowsAPI, flow_bindings, register_flows
 from .housekeeping import Housekeeper
 from .performer import Performer, PerformerSpec, inspect_performer
 from .records import attempt_from_row, backoff_json, job_from_row
@@ -47,7 +49,7 @@ class _Core:
         self.checked = False
 
 
-class App:
+class App(FlowsAPI):
     """A jobloom application: ``App("sqlite:///jobloom.db", performers=[...], env=...)``.
 
     ``lease`` is the lease length in seconds: a worker heartbeats to keep its jobs' leases alive,
@@ -63,6 +65,7 @@ class App:
         env: Any = None,
         lease: float = 30.0,
         *,
+        flows: Iterable[Flow] = (),
         auto_migrate: bool | None = None,
         **store_options: Any,
     ) -> None:
@@ -78,6 +81,8 @@ class App:
         for cls in performers:
             spec = inspect_performer(cls)
             self.specs[spec.binding] = spec
+        self.flows = register_flows(flows, set(self.specs))
+        self.internal_bindings = flow_bindings(self.flows)
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
         self.startup_hooks: list[Hook] = []
         self.housekeepers: list[Housekeeper] = []
@@ -144,7 +149,9 @@ class App:
         now = time.time()
         rows = []
         for name in bindings or self.specs:
-            spec = self.specs[name]
+            spec = self.specs.get(name)
+            if spec is None:
+                continue
             p = spec.policy
             rows.append({
                 "binding": name, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
@@ -216,6 +223,16 @@ class App:
             jobs.append(build_job(self.spec(req.performer), req.payload, req.options, now))
         core = await self._core()
         return await core.enqueuer.insert(jobs)
+
+    async def spawn_child(self, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
+                          **options: Any) -> Job:
+        """Enqueue a child of job ``parent_id``, idempotent by ``child_id`` (``self.ctx.spawn`` calls this)."""
+        from .flowexec import NEVER
+
+        job = build_job(self.spec(performer), payload, EnqueueOptions(**options), time.time())
+        job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
+        core = await self._core()
+        return await core.enqueuer.submit(job)
 
     def enqueue_sync(self, performer: PerformerRef, payload: Any, **options: Any) -> Job:
         """:meth:`enqueue` for synchronous code (same arguments)."""

@@ -34,10 +34,12 @@ class EnqueueOptions:
     delivery: str | None = None
 
 
-def build_job(spec: PerformerSpec, payload: Any, o: EnqueueOptions, now: float) -> NewJob:
-    """Validate one enqueue request and encode it as a row to insert."""
+def build_job(
+    spec: PerformerSpec, payload: Any, o: EnqueueOptions, now: float, *, payload_json: str | None = None
+) -> NewJob:
+    """Validate one enqueue request and encode it as a row to insert (``payload_json``: already encoded)."""
     b = spec.binding
-    data = spec.dump_payload(payload)
+    data = spec.dump_payload(payload) if payload_json is None else payload_json
     if o.delay is not None and o.run_at is not None:
         raise InvalidOption("delay", o.delay, "either delay or run_at, not both", b)
     delay = opt.seconds("delay", o.delay, b)
@@ -60,8 +62,9 @@ def build_job(spec: PerformerSpec, payload: Any, o: EnqueueOptions, now: float) 
     max_attempts = opt.positive_int("max_attempts", o.max_attempts, b) or spec.max_attempts
     delivery = spec.delivery if o.delivery is None else opt.delivery(o.delivery, b)
     key = o.concurrency_key
-    if key is None and spec.concurrency_key is not None:
-        key = spec.key_for(spec.payload_adapter.validate_python(payload))
+    if key is None and spec.concurrency_key is not None and data:
+        key = spec.key_for(spec.load_payload(data) if payload_json is not None else
+                           spec.payload_adapter.validate_python(payload))
     return NewJob(
         binding=b, payload=data, priority=priority, run_at=run_at,
         state="queued" if run_at <= now else "scheduled", max_attempts=max_attempts, delivery=delivery,

@@ -40,6 +40,8 @@ class NewJob:
     unique_until: float | None
     concurrency_key: str | None
     created_at: float
+    run_id: str | None = None
+    node: str | None = None
 
     def params(self) -> dict[str, Any]:
         """The row as named parameters."""
@@ -47,7 +49,8 @@ class NewJob:
             "binding": self.binding, "state": self.state, "payload": self.payload, "priority": self.priority,
             "run_at": self.run_at, "max_attempts": self.max_attempts, "delivery": self.delivery,
             "timeout": self.timeout, "unique_key": self.unique_key, "unique_until": self.unique_until,
-            "concurrency_key": self.concurrency_key, "created_at": self.created_at,
+            "concurrency_key": self.concurrency_key, "created_at": self.created_at, "run_id": self.run_id,
+            "node": self.node,
         }
 
 
@@ -63,6 +66,8 @@ class Claimed:
     timeout: float | None
     delivery: str
     started_at: float
+    run_id: str | None = None
+    node: str | None = None
 
 
 @dataclass(slots=True)
@@ -78,7 +83,9 @@ class Outcome:
     result: str | None = None
     error: str | None = None
     traceback: str | None = None
-    retry_after: float | None = None
+    retry_after: float | None = None  # RETRY: seconds; SUSPENDED: the absolute wake-up time
+    payload: str | None = None  # a flow node's payload, built when it ran
+    wait: str | None = None  # SUSPENDED on wait_for_event: the event's name
 
 
 @dataclass(slots=True)
@@ -197,7 +204,9 @@ async def dispatch(
         "claim", {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
     )
     await emit(tx, [event(now, r[0], r[1], "started", r[3]) for r in rows])
-    return Dispatched([Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now) for r in rows], next_token_at)
+    return Dispatched(
+        [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now, r[7], r[8]) for r in rows], next_token_at
+    )
 
 
 async def _candidates(
@@ -226,12 +235,18 @@ async def report(tx: Tx, outcomes: Sequence[Outcome], now: float) -> ReportResul
     attempts: list[dict[str, Any]] = []
     backoffs: dict[str, Any] = {}
     events: list[dict[str, Any]] = []
+    in_runs: list[tuple[int, str, str, str]] = []
+    runs = sorted({r[10] for r in rows if r[10] is not None})
+    for run_id in runs:  # serialize with every other change to these runs (fan-in happens once)
+        await tx.fetchone("lock_run", {"id": run_id})
     for o in outcomes:
         row = current.get(o.job_id)
         if row is None or row[2] != "running" or row[3] != o.attempt:
             await _stale(tx, o, now, result)
             continue
-        _, binding, _, attempt, retries_from, max_attempts, delivery, cancel_requested, _, _ = row
+        _, binding, _, attempt, retries_from, max_attempts, delivery, cancel_requested, _, _, run_id, node = row
+        if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, run_id, node):
+            o.retry_after = now
         if o.kind == lifecycle.SUCCEEDED:
             nxt = lifecycle.Transition("succeeded")
         else:
@@ -243,21 +258,28 @@ async def report(tx: Tx, outcomes: Sequence[Outcome], now: float) -> ReportResul
                 retry_after=o.retry_after, rng=_rng,
             )
         finished = nxt.state != "scheduled"
+        suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
         finishes.append({
             "id": o.job_id, "attempt": o.attempt, "state": nxt.state, "result": o.result,
             "error": o.error, "run_at": nxt.run_at if nxt.run_at is not None else now,
-            "finished_at": now if finished else None,
+            "finished_at": now if finished else None, "refund": 1 if suspended else 0, "payload": o.payload,
         })
         attempts.append(_attempt_row(o))
-        events.append(event(now, o.job_id, binding, "retried" if nxt.state == "scheduled" else nxt.state,
-                            o.attempt, o.finished_at - o.started_at))
+        kind = "suspended" if suspended else ("retried" if nxt.state == "scheduled" else nxt.state)
+        events.append(event(now, o.job_id, binding, kind, o.attempt, o.finished_at - o.started_at))
         if finished:
             result.finished.append(o.job_id)
+            if run_id is not None:
+                in_runs.append((o.job_id, run_id, node, nxt.state))
         current[o.job_id] = (*row[:2], nxt.state, *row[3:])
     await tx.executemany("finish_attempt", finishes)
     await tx.executemany("insert_attempt", attempts)
     await emit(tx, events)
     result.applied += len(finishes)
+    if in_runs:
+        from .flowrun import on_finished
+
+        await on_finished(tx, in_runs, now)
     return result
 
 
@@ -266,6 +288,15 @@ def _attempt_row(o: Outcome) -> dict[str, Any]:
         "job_id": o.job_id, "attempt": o.attempt, "worker": o.worker, "started_at": o.started_at,
         "finished_at": o.finished_at, "outcome": o.kind, "error": o.error, "traceback": o.traceback,
     }
+
+
+async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None) -> bool:
+    """Whether what a suspending job waits for has already happened (so it runs again at once)."""
+    if o.wait is None:
+        return False
+    from .flowrun import wait_satisfied
+
+    return await wait_satisfied(tx, o.job_id, o.wait, run_id, node)
 
 
 async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
@@ -322,8 +353,14 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> 
         raise JobNotFound(job_id)
     state = row[1]
     if state in ("waiting", "scheduled", "queued"):
+        if row[4] is not None:
+            await tx.fetchone("lock_run", {"id": row[4]})
         await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
         await emit(tx, [event(now, job_id, row[3], "cancelled", row[2])])
+        if row[4] is not None:
+            from .flowrun import on_finished
+
+            await on_finished(tx, [(job_id, row[4], row[5], "cancelled")], now)
         return "cancelled"
     if state == "running":
         await tx.execute("request_cancel", {"id": job_id})

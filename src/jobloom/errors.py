@@ -84,7 +84,7 @@ class WaitTimeout(JobloomError):
     """``App.wait`` gave up before the job finished."""
 
 
-class Retry(Exception):  # noqa: N818 - the name is the public API
+class Retry(Exception):
     """Raised by a performer to ask for another attempt after ``after`` seconds."""
 
     def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
@@ -93,5 +93,5 @@ class Retry(Exception):  # noqa: N818 - the name is the public API
         super().__init__(reason)
 
 
-class Permanent(Exception):  # noqa: N818 - the name is the public API
+class Permanent(Exception):
     """Raised by a performer to fail the job at once, without further attempts."""

@@ -15,7 +15,8 @@ RETRY = "retry"  # the performer raised Retry: another attempt, at its delay if 
 PERMANENT = "permanent"  # the performer raised Permanent: failed at once
 CANCELLED = "cancelled"  # cancelled while running
 LOST = "lost"  # the lease expired: the worker is gone
-OUTCOMES = frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST})
+SUSPENDED = "suspended"  # a durable sleep or event wait: runs again later, without spending an attempt
+OUTCOMES = frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, SUSPENDED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ def next_state(
 ) -> Transition:
     """Apply the retry policy to one finished attempt.
 
+    ``SUSPENDED`` takes ``retry_after`` as the absolute wake-up time.
     ``at_most_once`` jobs are never started again automatically after they may have run: an
     exception, a timeout or a lost worker ends them (``failed``, ``failed``, ``stalled``); only an
     explicit ``Retry`` from the performer (it knows a new start is safe) or a person retries them.
@@ -49,6 +51,8 @@ def next_state(
         return Transition("succeeded")
     if cancel_requested or outcome == CANCELLED:
         return Transition("cancelled")
+    if outcome == SUSPENDED:
+        return Transition("scheduled", now if retry_after is None else max(now, retry_after))
     if outcome == PERMANENT:
         return Transition("failed")
     at_most_once = delivery == "at_most_once"
@@ -58,5 +62,6 @@ def next_state(
         return Transition("failed")
     if attempt - retries_from >= max_attempts:
         return Transition("failed")
-    delay = retry_after if (outcome == RETRY and retry_after is not None) else backoff.delay(attempt - retries_from, rng)
+    explicit = outcome == RETRY and retry_after is not None
+    delay = retry_after if explicit and retry_after is not None else backoff.delay(attempt - retries_from, rng)
     return Transition("scheduled", now + max(0.0, delay))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -14,6 +14,7 @@ from pydantic_core import PydanticSerializationError
 from . import options as opt
 from .errors import InvalidOption, InvalidPayload, PayloadTooLarge
 from .options import Backoff, Delivery, RateLimit
+from .steps import StepContext
 from .types import JobContext, Policy
 
 P = TypeVar("P")
@@ -45,6 +46,19 @@ class Performer(Generic[P, R]):
 
     ctx: JobContext
     env: Any
+    _steps: StepContext
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON)."""
+        return await self._steps.step(name, fn, *args)
+
+    async def sleep(self, name: str, seconds: float) -> None:
+        """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt."""
+        await self._steps.sleep(name, seconds)
+
+    async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
+        """Suspend until ``app.send_event(job_id, name, data)``; return ``data`` (``EventTimeout`` on timeout)."""
+        return await self._steps.wait_for_event(name, timeout)
 
     def perform(self, payload: P) -> R | Awaitable[R]:  # pragma: no cover - always overridden
         """Do the work for one payload; the return value is stored as the job's result.

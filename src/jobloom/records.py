@@ -11,17 +11,17 @@ from .types import Attempt, Bucket, Job, Policy, to_datetime
 
 JOB_COLUMNS = (
     "id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key, "
-    "delivery, result, error, created_at, started_at, finished_at, cancel_requested"
+    "delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node"
 )
 
 
 def job_from_row(row: tuple[Any, ...]) -> Job:
     """A ``get_job``-shaped row to a :class:`Job`."""
     (id_, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-     delivery, result, error, created_at, started_at, finished_at, cancel_requested) = row
+     delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node) = row
     return Job(
         id_, binding, state, attempt, max_attempts, priority, unique_key, concurrency_key, delivery, error,
-        payload, result, run_at, created_at, started_at, finished_at, bool(cancel_requested),
+        payload, result, run_at, created_at, started_at, finished_at, bool(cancel_requested), run_id, node,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -44,6 +45,8 @@ class Job:
     started_ts: float | None = field(repr=False)
     finished_ts: float | None = field(repr=False)
     cancel_requested: bool = False
+    run_id: str | None = None
+    node: str | None = None
 
     @cached_property
     def payload(self) -> Any:
@@ -120,6 +123,43 @@ class JobContext:
     deadline: float | None
     worker: str
     max_attempts: int
+    run_id: str | None = None
+    node: str | None = None
+    spawner: Callable[..., Awaitable[Job]] | None = field(default=None, repr=False, compare=False)
+
+    async def spawn(self, child_id: str, performer: Any, payload: Any, **options: Any) -> Job:
+        """Enqueue a child job, idempotent by ``child_id``: the same id again returns the same job."""
+        if self.spawner is None:
+            raise RuntimeError("spawn is only available inside a running job")
+        return await self.spawner(self.job_id, child_id, performer, payload, **options)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """One node of a run (fan-out children appear as ``name:0``, ``name:1``...)."""
+
+    name: str
+    job_id: int
+    state: str
+    attempt: int
+    result: Any
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A started instance of a flow: ``running``, ``succeeded``, ``failed`` or ``cancelled``."""
+
+    id: str
+    flow: str
+    state: str
+    input: Any
+    deadline: datetime | None
+    parent_job_id: int | None
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    nodes: dict[str, NodeState]
 
 
 @dataclass(frozen=True, slots=True)

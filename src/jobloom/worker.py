@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -19,11 +20,13 @@ import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from . import coordinator, lifecycle
+from . import coordinator, flowexec, lifecycle
 from .coordinator import Claimed, Outcome
 from .errors import Permanent, Retry
+from .flow import MAP_BINDING
+from .steps import StepContext, Suspended
 from .store.base import Tx, Wakeups
 from .types import JobContext
 
@@ -69,9 +72,10 @@ class Worker:
     ) -> None:
         self.app = app
         self.concurrency = concurrency
-        self.bindings = list(bindings) if bindings else list(app.specs)
+        self.bindings = list(bindings) if bindings else [*app.specs, *app.internal_bindings]
         for b in self.bindings:
-            app.spec(b)
+            if b not in app.internal_bindings:
+                app.spec(b)
         self.name = name or worker_name()
         self.grace = grace
         self.lease = app.lease
@@ -246,34 +250,44 @@ class Worker:
 
     async def _execute(self, rec: _Running) -> None:
         c = rec.claimed
-        spec = self.app.specs.get(c.binding)
-        kind, result, error, tb, retry_after = lifecycle.SUCCEEDED, None, None, None, None
+        kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
+        payload_json: str | None = None
         deadline = None if c.timeout is None else time.time() + c.timeout
         try:
-            if spec is None:
-                raise Permanent(f"this worker has no performer for binding {c.binding!r}")
-            payload = spec.load_payload(c.payload)
-            performer = spec.cls()
-            performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts)
-            performer.env = self.app.env
             rec.started = True
             self.attempts_run += 1
             timer = asyncio.timeout(c.timeout)
             try:
                 async with timer:
-                    if spec.is_async:
-                        value = await performer.perform(payload)
+                    if c.binding in self.app.internal_bindings:
+                        value = await self._flow_node(c)
+                        result = None if value is None else json.dumps(value)
                     else:
-                        value = await asyncio.get_running_loop().run_in_executor(
-                            self._pool(), performer.perform, payload
-                        )
+                        spec = self.app.specs.get(c.binding)
+                        if spec is None:
+                            raise Permanent(f"this worker has no performer for binding {c.binding!r}")
+                        if c.node is not None and c.payload == "":
+                            payload_json = await flowexec.node_payload(self.app, c)
+                        payload = spec.load_payload(payload_json or c.payload)
+                        performer = spec.cls()
+                        performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
+                                                   c.run_id, c.node, self.app.spawn_child)
+                        performer.env = self.app.env
+                        performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
+                        if spec.is_async:
+                            value = await performer.perform(payload)
+                        else:
+                            value = await asyncio.get_running_loop().run_in_executor(
+                                self._pool(), performer.perform, payload
+                            )
+                        result = spec.dump_result(value)
             except TimeoutError:
                 if timer.expired():
                     kind, error = lifecycle.TIMEOUT, f"timed out after {c.timeout:g} s"
                 else:
                     raise
-            else:
-                result = spec.dump_result(value)
+        except Suspended as s:
+            kind, retry_after, wait = lifecycle.SUSPENDED, s.wake_at, s.wait
         except asyncio.CancelledError:
             if rec.stop_reason == "cancel":
                 kind, error = lifecycle.CANCELLED, "cancelled while running"
@@ -287,7 +301,7 @@ class Worker:
             kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
         finished = time.time()
         self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
-                                     retry_after))
+                                     retry_after, payload_json, wait))
         self.running.pop(c.id, None)
         self._kick.set()
         if log.isEnabledFor(logging.INFO):
@@ -296,6 +310,11 @@ class Worker:
                 c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000,
                 f" error={error!r}" if error else "",
             )
+
+    async def _flow_node(self, c: Claimed) -> Any:
+        if c.binding == MAP_BINDING:
+            return await flowexec.run_map(self.app, c)
+        return await flowexec.run_subflow(self.app, c)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:

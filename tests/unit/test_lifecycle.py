@@ -44,7 +44,7 @@ def step(outcome: str, **overrides: Any) -> Transition:
 
 
 def test_the_outcome_kinds() -> None:
-    assert frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST}) == OUTCOMES
+    assert frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, lifecycle.SUSPENDED}) == OUTCOMES
     assert lifecycle.FAILED == "failed"
 
 
@@ -168,3 +168,10 @@ def test_a_second_manual_retry_resets_the_budget_again() -> None:
         "scheduled", NOW + 1.0
     )
     assert step(TIMEOUT, attempt=8, retries_from=6, max_attempts=2, backoff=fixed) == Transition("failed", None)
+
+
+def test_suspended_is_scheduled_at_its_wake_up_time_without_spending_the_budget() -> None:
+    t = step(lifecycle.SUSPENDED, attempt=3, max_attempts=3, retry_after=NOW + 50)
+    assert t == Transition("scheduled", NOW + 50)
+    assert step(lifecycle.SUSPENDED, retry_after=NOW - 5) == Transition("scheduled", NOW)
+    assert step(lifecycle.SUSPENDED, cancel_requested=True, retry_after=NOW + 5).state == "cancelled"

@@ -102,21 +102,28 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _commit() -> str | None:
+def _git(*args: str) -> str | None:
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
-        )
+        out = subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=5, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout
+
+
+def _commit() -> tuple[str | None, list[str]]:
+    """HEAD of the checkout jobloom runs from, and the package's files that differ from it."""
+    commit = (_git("rev-parse", "--short=12", "HEAD") or "").strip() or None
+    package = str(Path(__file__).resolve().parent.parent)
+    status = _git("status", "--porcelain", "--", package) or ""
+    changed = sorted(line[3:] for line in status.splitlines() if line[3:])
+    return commit, changed
 
 
 def environment(postgres_version: str | None = None) -> dict[str, Any]:
     """The machine and software the numbers were measured on."""
     mem = psutil.virtual_memory().total
+    commit, changed = _commit()
     return {
         "cpu": _cpu_model(),
         "logical_cores": os.cpu_count(),
@@ -126,5 +133,6 @@ def environment(postgres_version: str | None = None) -> dict[str, Any]:
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "postgres": postgres_version,
-        "commit": _commit(),
+        "commit": commit,
+        "uncommitted_changes": changed,
     }

@@ -2,9 +2,9 @@
 
 -- name: insert_job
 INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at)
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
 VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
-        :unique_key, :unique_until, :concurrency_key, :created_at)
+        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node)
 
 -- name: lock_unique
 SELECT 1
@@ -16,17 +16,17 @@ ORDER BY id DESC LIMIT 1
 
 -- name: get_job
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
 FROM jobloom_jobs WHERE id = :id
 
 -- name: get_jobs
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
 FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: list_jobs
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
 FROM jobloom_jobs
 WHERE (:state IS NULL OR state = :state) AND (:binding IS NULL OR binding = :binding)
   AND (:before IS NULL OR id < :before)
@@ -91,8 +91,7 @@ UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = 0
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
-RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, priority, run_at, unique_key,
-          concurrency_key, created_at
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
 
 -- name: promote_due
 UPDATE jobloom_jobs SET state = 'queued'
@@ -101,18 +100,19 @@ RETURNING id, binding, attempt
 
 -- name: lock_running
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at
+       started_at, run_id, node
 FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: expired_leases
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at
+       started_at, run_id, node
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
 
 -- name: finish_attempt
 UPDATE jobloom_jobs
 SET state = :state, result = :result, error = :error, run_at = :run_at, finished_at = :finished_at,
-    lease_owner = NULL, lease_expires = NULL
+    lease_owner = NULL, lease_expires = NULL, retries_from = retries_from + :refund,
+    payload = coalesce(:payload, payload)
 WHERE id = :id AND attempt = :attempt AND state = 'running'
 
 -- name: insert_attempt
@@ -151,7 +151,7 @@ SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
 SELECT 1 FROM jobloom_jobs WHERE state = 'queued' AND binding IN (SELECT value FROM json_each(:bindings)) LIMIT 1
 
 -- name: lock_job
-SELECT id, state, attempt, binding FROM jobloom_jobs WHERE id = :id
+SELECT id, state, attempt, binding, run_id, node FROM jobloom_jobs WHERE id = :id
 
 -- name: cancel_now
 UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason

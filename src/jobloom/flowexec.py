@@ -1,0 +1,132 @@
+"""The worker's side of flows: building node payloads from upstream results, running fan-out and
+sub-flow nodes. This is where user code of a flow (``input=``, ``over=``) runs, never in the coordinator.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import coordinator
+from .client import EnqueueOptions, build_job
+from .errors import Permanent
+from .flow import Flow, FlowError, Node
+from .flowrun import CHILDREN_DONE, SUBFLOW_DONE, like_prefix, top_node
+from .steps import FOREVER, Suspended
+
+if TYPE_CHECKING:
+    from .app import App
+    from .coordinator import Claimed
+    from .store.base import Tx
+
+NEVER = 1e18  # unique_until of a fan-out child: its id is unique for good
+
+
+def node_options(node: Node) -> EnqueueOptions:
+    """The enqueue options a node declares."""
+    o = node.options
+    return EnqueueOptions(delay=o.get("delay"), priority=o.get("priority"), concurrency_key=o.get("concurrency_key"),
+                          max_attempts=o.get("max_attempts"), delivery=o.get("delivery"))
+
+
+async def _context(app: App, c: Claimed) -> tuple[Flow, Node, Any, dict[str, Any], int]:
+    store = await app.store()
+    assert c.run_id is not None and c.node is not None
+
+    async def load(tx: Tx) -> tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        run = await tx.fetchone("get_run", {"id": c.run_id})
+        assert run is not None
+        graph = json.loads(run[4])
+        ups = graph.get(top_node(c.node), [])
+        results = await tx.fetch("node_results", {"run_id": c.run_id, "nodes": ups})
+        children = []
+        for up in ups:
+            for r in await tx.fetch("children_of", {"run_id": c.run_id, "prefix": like_prefix(up)}):
+                children.append((up, *r))
+        return run, results, children
+
+    run, results, children = await store.transact(load, exclusive=False)
+    flow = app.flows.get(run[1])
+    if flow is None:
+        raise Permanent(f"this worker does not know flow {run[1]!r}")
+    node = flow.nodes.get(top_node(c.node) or "")
+    if node is None:
+        raise Permanent(f"flow {flow.name!r} has no node {c.node!r} (was the flow changed?)")
+    up: dict[str, Any] = {}
+    for name, _state, result in results:
+        up[name] = None if result is None else json.loads(result)
+    for name in {r[0] for r in children}:
+        up[name] = fanout_summary([(r[1], r[2], r[3], r[4]) for r in children if r[0] == name])
+    return flow, node, json.loads(run[3]), up, int(run[7])
+
+
+def fanout_summary(children: list[tuple[str, str, str | None, str | None]]) -> dict[str, Any]:
+    """What downstream nodes see of a fan-out: counts, and results in child order (None where failed)."""
+    ordered = sorted(children, key=lambda r: int(r[0].rsplit(":", 1)[1]))
+    return {
+        "total": len(ordered),
+        "succeeded": sum(1 for r in ordered if r[1] == "succeeded"),
+        "failed": sum(1 for r in ordered if r[1] != "succeeded"),
+        "results": [None if r[2] is None else json.loads(r[2]) for r in ordered],
+    }
+
+
+async def node_payload(app: App, c: Claimed) -> str:
+    """Build a node's payload with its ``input`` function; a function that raises fails the node."""
+    _, node, inp, up, _ = await _context(app, c)
+    try:
+        value = node.input(inp, up)
+    except Exception as exc:
+        raise Permanent(f"input of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
+    return app.spec(node.child_binding).dump_payload(value)
+
+
+async def run_map(app: App, c: Claimed) -> Any:
+    """A fan-out node: create its children once, then wait until all have finished."""
+    _, node, inp, up, _ = await _context(app, c)
+    try:
+        items = list(node.over(inp, up)) if node.over else []
+    except Exception as exc:
+        raise Permanent(f"over of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
+    spec = app.spec(node.child_binding)
+    now = time.time()
+    jobs = []
+    for i, item in enumerate(items):
+        job = build_job(spec, item, node_options(node), now)
+        job.unique_key, job.unique_until = f"flow:{c.run_id}:{node.name}:{i}", NEVER
+        job.run_id, job.node = c.run_id, f"{node.name}:{i}"
+        jobs.append(job)
+    store = await app.store()
+
+    async def spawn(tx: Tx) -> list[tuple[Any, ...]]:
+        await coordinator.enqueue(tx, jobs, now)
+        return await tx.fetch("children_of", {"run_id": c.run_id, "prefix": like_prefix(node.name)})
+
+    children = await store.transact(spawn)
+    await store.notify()
+    if all(r[1] not in ("waiting", "scheduled", "queued", "running") for r in children):
+        return fanout_summary([(r[0], r[1], r[2], r[3]) for r in children])
+    raise Suspended(FOREVER, wait=CHILDREN_DONE)
+
+
+async def run_subflow(app: App, c: Claimed) -> Any:
+    """A sub-flow node: start the child run once, then finish when it ends, with its nodes' results."""
+    from .flowapi import start_run
+
+    _, node, inp, up, depth = await _context(app, c)
+    assert node.subflow is not None
+    child_id = f"{c.run_id}/{node.name}"
+    try:
+        child_input = node.input(inp, up)
+    except Exception as exc:
+        raise Permanent(f"input of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
+    try:
+        run = await start_run(app, node.subflow, child_input, run_id=child_id, parent_job_id=c.id, depth=depth + 1)
+    except FlowError as exc:
+        raise Permanent(str(exc)) from exc
+    if run.state == "succeeded":
+        return {name: n.result for name, n in run.nodes.items()}
+    if run.state in ("failed", "cancelled"):
+        raise Permanent(f"sub-flow run {child_id!r} {run.state}: {run.error}")
+    raise Suspended(FOREVER, wait=SUBFLOW_DONE)

@@ -1,0 +1,215 @@
+"""The coordinator's side of flows: starting runs, moving nodes on when upstream finishes, ending runs.
+
+Written once against :class:`~jobloom.store.Tx` and free of user code: the run's graph is stored
+with the run, and node payloads are built by the worker that runs the node. Every change to a run
+first locks the run's row, so when the last two upstream nodes finish at the same moment on two
+workers, the downstream node is queued exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from .coordinator import NewJob, emit, event
+from .coordinator import enqueue as insert_jobs
+from .errors import InvalidTransition, JobloomError
+from .store.base import Tx
+
+ACTIVE = ("waiting", "scheduled", "queued", "running")
+CHILDREN_DONE = "jobloom.children"  # what a fan-out node waits for
+SUBFLOW_DONE = "jobloom.subflow"  # what a sub-flow node waits for
+
+
+def top_node(node: str | None) -> str | None:
+    """A fan-out child ``name:3`` belongs to node ``name``."""
+    return None if node is None else node.split(":", 1)[0]
+
+
+def like_prefix(node: str) -> str:
+    """A LIKE pattern matching the fan-out children of ``node``."""
+    escaped = node.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + ":%"
+
+
+async def start_run(
+    tx: Tx,
+    *,
+    run_id: str,
+    flow: str,
+    input_json: str,
+    graph: dict[str, list[str]],
+    deadline: float | None,
+    parent_job_id: int | None,
+    depth: int,
+    jobs: Sequence[NewJob],
+    now: float,
+) -> bool:
+    """Insert a run and its node jobs atomically; False if a run with that id exists (nothing inserted)."""
+    inserted = await tx.execute("insert_run", {
+        "id": run_id, "flow": flow, "input": input_json, "graph": json.dumps(graph), "deadline": deadline,
+        "parent_job_id": parent_job_id, "depth": depth, "now": now,
+    })
+    if not inserted:
+        return False
+    await insert_jobs(tx, jobs, now)
+    return True
+
+
+async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str]], now: float) -> None:
+    """Nodes reached a terminal state: queue ready downstream nodes, skip failed branches, end runs.
+
+    The caller holds the runs' locks (``lock_run``).
+    """
+    by_run: dict[str, list[tuple[str | None, str]]] = {}
+    for _, run_id, node, state in finished:
+        by_run.setdefault(run_id, []).append((node, state))
+    for run_id, nodes in sorted(by_run.items()):
+        run = await tx.fetchone("lock_run", {"id": run_id})
+        if run is None:
+            continue
+        graph: dict[str, list[str]] = json.loads(run[4])
+        down: dict[str, list[str]] = {n: [] for n in graph}
+        for n, ups in graph.items():
+            for up in ups:
+                down[up].append(n)
+        jobs = await tx.fetch("run_jobs", {"run_id": run_id})
+        states = {r[1]: r[2] for r in jobs}
+        for node, state in nodes:
+            if node is None:
+                continue
+            if ":" in node:  # a fan-out child: wake its parent once all children are done
+                parent = node.split(":", 1)[0]
+                prefix = parent + ":"
+                if all(s not in ACTIVE for n, s in states.items() if n and n.startswith(prefix)):
+                    await _queue(tx, "wake_node", run_id, parent, now)
+                continue
+            if state == "succeeded" and run[2] == "running":
+                for d in down.get(node, []):
+                    ready = states.get(d) == "waiting" and all(states.get(u) == "succeeded" for u in graph[d])
+                    if ready and await _queue(tx, "queue_waiting", run_id, d, now):
+                        states[d] = "queued"
+            elif state != "succeeded":
+                await _skip_downstream(tx, run_id, node, down, states, now)
+        await _maybe_end(tx, run, states, now)
+
+
+async def _queue(tx: Tx, query: str, run_id: str, node: str, now: float) -> bool:
+    rows = await tx.fetch(query, {"run_id": run_id, "node": node, "now": now})
+    await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+    return bool(rows)
+
+
+async def _skip_downstream(
+    tx: Tx, run_id: str, node: str, down: dict[str, list[str]], states: dict[str | None, str], now: float
+) -> None:
+    todo = list(down.get(node, []))
+    while todo:
+        d = todo.pop()
+        if states.get(d) != "waiting":
+            continue
+        rows = await tx.fetch("skip_waiting", {
+            "run_id": run_id, "node": d, "now": now, "reason": f"skipped: upstream node {node!r} did not succeed",
+        })
+        await emit(tx, [event(now, r[0], r[1], "skipped", r[2]) for r in rows])
+        states[d] = "skipped"
+        todo.extend(down.get(d, []))
+
+
+async def _maybe_end(tx: Tx, run: tuple[Any, ...], states: dict[str | None, str], now: float) -> None:
+    run_id, state, parent_job_id = run[0], run[2], run[6]
+    if any(s in ACTIVE for s in states.values()):
+        return
+    if state == "running":
+        top = {n: s for n, s in states.items() if n is not None and ":" not in n}
+        ok = all(s == "succeeded" for s in top.values())
+        failed = sorted(n for n, s in top.items() if s != "succeeded")
+        error = None if ok else f"nodes did not succeed: {', '.join(failed)}"
+        await tx.execute("set_run_state", {"id": run_id, "state": "succeeded" if ok else "failed",
+                                           "error": error, "finished_at": now})
+    elif run[10] is None:
+        await tx.execute("set_run_state", {"id": run_id, "state": state, "error": run[8], "finished_at": now})
+    if parent_job_id is not None:
+        rows = await tx.fetch("wake_suspended", {"id": parent_job_id, "now": now})
+        await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+
+
+async def wait_satisfied(tx: Tx, job_id: int, wait: str, run_id: str | None, node: str | None) -> bool:
+    """Whether a suspending job's wait is already over: its event arrived, its children or sub-run ended."""
+    if wait == CHILDREN_DONE and run_id is not None and node is not None:
+        rows = await tx.fetch("children_of", {"run_id": run_id, "prefix": like_prefix(node)})
+        return bool(rows) and all(r[1] not in ACTIVE for r in rows)
+    if wait == SUBFLOW_DONE and run_id is not None and node is not None:
+        child = await tx.fetchone("get_run", {"id": f"{run_id}/{node}"})
+        return child is not None and child[2] != "running"
+    return await tx.fetchone("get_signal", {"job_id": job_id, "name": wait}) is not None
+
+
+async def cancel_run(tx: Tx, run_id: str, now: float) -> str:
+    """Cancel a run: unstarted nodes at once, running ones asked to stop. Returns the run's state."""
+    run = await tx.fetchone("lock_run", {"id": run_id})
+    if run is None:
+        raise RunNotFound(run_id)
+    if run[2] != "running":
+        raise InvalidTransition(0, run[2], f"cancel run {run_id!r}")
+    rows = await tx.fetch("cancel_unstarted", {"run_id": run_id, "now": now, "reason": "run cancelled"})
+    await emit(tx, [event(now, r[0], r[1], "cancelled", r[2]) for r in rows])
+    await tx.execute("cancel_running_of_run", {"run_id": run_id})
+    await tx.execute("set_run_state", {"id": run_id, "state": "cancelled", "error": "cancelled", "finished_at": None})
+    jobs = await tx.fetch("run_jobs", {"run_id": run_id})
+    cancelled_run = (*run[:2], "cancelled", *run[3:])
+    await _maybe_end(tx, cancelled_run, {r[1]: r[2] for r in jobs}, now)
+    return "cancelled"
+
+
+async def resume_run(tx: Tx, run_id: str, now: float) -> int:
+    """Run a failed (or cancelled) run again: succeeded nodes are kept, the rest run again."""
+    run = await tx.fetchone("lock_run", {"id": run_id})
+    if run is None:
+        raise RunNotFound(run_id)
+    if run[2] not in ("failed", "cancelled"):
+        raise InvalidTransition(0, run[2], f"resume run {run_id!r}")
+    if any(r[2] in ACTIVE for r in await tx.fetch("run_jobs", {"run_id": run_id})):
+        raise InvalidTransition(0, "still stopping", f"resume run {run_id!r}")
+    graph: dict[str, list[str]] = json.loads(run[4])
+    jobs = await tx.fetch("run_jobs", {"run_id": run_id})
+    states = {r[1]: r[2] for r in jobs}
+    reset = 0
+    for job_id, node, state, _, _, attempt, binding in jobs:
+        if state == "succeeded" or node is None:
+            continue
+        top = top_node(node) or node
+        ready = ":" in node or all(states.get(u) == "succeeded" for u in graph.get(top, []))
+        target = "queued" if ready else "waiting"
+        if await tx.execute("reset_node", {"id": job_id, "state": target, "now": now}):
+            reset += 1
+            await emit(tx, [event(now, job_id, binding, "requeued" if ready else "waiting", attempt)])
+    await tx.execute("set_run_state", {"id": run_id, "state": "running", "error": None, "finished_at": None})
+    return reset
+
+
+async def fail_past_deadline(tx: Tx, now: float, limit: int = 50) -> list[str]:
+    """Runs past their deadline: unstarted nodes fail, the run fails (running nodes finish)."""
+    failed = []
+    for (run_id,) in await tx.fetch("runs_past_deadline", {"now": now, "limit": limit}):
+        run = await tx.fetchone("lock_run", {"id": run_id})
+        if run is None or run[2] != "running":
+            continue
+        rows = await tx.fetch("fail_unstarted", {"run_id": run_id, "now": now, "reason": "run deadline passed"})
+        await emit(tx, [event(now, r[0], r[1], "failed", r[2]) for r in rows])
+        await tx.execute("set_run_state", {"id": run_id, "state": "failed", "error": "deadline passed",
+                                           "finished_at": None})
+        jobs = await tx.fetch("run_jobs", {"run_id": run_id})
+        await _maybe_end(tx, (*run[:2], "failed", *run[3:8], "deadline passed", *run[9:]),
+                         {r[1]: r[2] for r in jobs}, now)
+        failed.append(run_id)
+    return failed
+
+
+class RunNotFound(JobloomError):
+    """No run with that id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}")
+        self.run_id = run_id

@@ -1,0 +1,134 @@
+"""Durable steps inside a job: ``step`` runs once and is remembered, ``sleep`` and ``wait_for_event``
+suspend the job without holding a worker or a concurrency slot (DESIGN §5).
+
+On resume the job runs again from the top; finished steps return their remembered results. Each
+record is written only while the job's attempt still holds its lease (fencing), so a worker that
+lost its job cannot leave a step behind.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import to_json
+
+from .errors import JobloomError, PayloadTooLarge
+
+if TYPE_CHECKING:
+    from .store.base import Store, Tx
+
+MAX_STEP_BYTES = 128 * 1024
+FOREVER = 10.0 ** 10  # an event wait without a timeout sleeps "forever" (until the event)
+
+
+class Suspended(BaseException):
+    """Raised inside ``perform`` to suspend the job until ``wake_at`` (or until ``wait`` happens).
+
+    A ``BaseException`` so that a performer's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, wake_at: float, wait: str | None = None) -> None:
+        super().__init__(f"suspended until {wake_at}")
+        self.wake_at = wake_at
+        self.wait = wait
+
+
+class EventTimeout(JobloomError):
+    """``wait_for_event`` gave up: the event did not arrive within its timeout."""
+
+
+class LeaseLost(JobloomError):
+    """The job's attempt no longer holds its lease: its steps can no longer be recorded."""
+
+
+class StepContext:
+    """The store access one attempt's durable steps need."""
+
+    def __init__(self, store: Store, job_id: int, attempt: int) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.attempt = attempt
+        self._done: dict[str, str | None] | None = None
+
+    async def _records(self) -> dict[str, str | None]:
+        if self._done is None:
+            async def load(tx: Tx) -> list[tuple[Any, ...]]:
+                return await tx.fetch("get_steps", {"job_id": self.job_id})
+
+            self._done = {r[0]: r[1] for r in await self.store.transact(load, exclusive=False)}
+        return self._done
+
+    async def _save(self, name: str, data: str | None) -> None:
+        async def save(tx: Tx) -> int:
+            return await tx.execute("save_step", {
+                "job_id": self.job_id, "name": name, "result": data, "now": time.time(), "attempt": self.attempt,
+            })
+
+        if not await self.store.transact(save):
+            raise LeaseLost(f"job {self.job_id} attempt {self.attempt} lost its lease; step {name!r} not recorded")
+        (await self._records())[name] = data
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job and remember its result (as JSON) across attempts."""
+        done = await self._records()
+        key = f"step:{name}"
+        if key in done:
+            data = done[key]
+            return None if data is None else json.loads(data)
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = await value
+        try:
+            data = None if value is None else to_json(value).decode()
+        except Exception as exc:
+            raise JobloomError(f"step {name!r} returned a value that cannot be stored as JSON: {exc}") from None
+        if data is not None and len(data) > MAX_STEP_BYTES:
+            raise PayloadTooLarge(f"result of step {name!r}", len(data), MAX_STEP_BYTES)
+        await self._save(key, data)
+        return None if data is None else json.loads(data)
+
+    async def sleep(self, name: str, seconds: float) -> None:
+        """Suspend the job for ``seconds`` (durably: a restart does not shorten or repeat the sleep)."""
+        done = await self._records()
+        key = f"sleep:{name}"
+        if key in done:
+            wake = float(done[key] or 0)
+        else:
+            wake = time.time() + max(0.0, float(seconds))
+            await self._save(key, repr(wake))
+        if time.time() < wake:
+            raise Suspended(wake)
+
+    async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
+        """Suspend until ``app.send_event(job_id, name, data)``; return ``data``. Raises ``EventTimeout``."""
+        async def signal(tx: Tx) -> Any:
+            return await tx.fetchone("get_signal", {"job_id": self.job_id, "name": name})
+
+        row = await self.store.transact(signal, exclusive=False)
+        if row is not None:
+            return None if row[0] is None else json.loads(row[0])
+        done = await self._records()
+        key = f"wait:{name}"
+        if key in done:
+            deadline = float(done[key] or 0)
+        else:
+            deadline = FOREVER if timeout is None else time.time() + max(0.0, float(timeout))
+            await self._save(key, repr(deadline))
+        if time.time() >= deadline:
+            raise EventTimeout(f"event {name!r} did not arrive within {timeout} s")
+        raise Suspended(deadline, wait=name)
+
+
+async def send_event(tx: Tx, job_id: int, name: str, data: str | None, now: float) -> bool:
+    """Deliver an event to a job; wake it if it is suspended. Returns whether it was woken."""
+    await tx.execute("put_signal", {"job_id": job_id, "name": name, "data": data, "now": now})
+    rows = await tx.fetch("wake_waiting_for", {"id": job_id, "now": now, "step": f"wait:{name}"})
+    if rows:
+        from .coordinator import emit, event
+
+        await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+    return bool(rows)
