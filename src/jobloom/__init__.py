@@ -25,8 +25,8 @@ from .errors import (
 from .flow import Flow, FlowError, Node
 from .flowrun import RunNotFound
 from .options import Backoff, RateLimit
-from .steps import EventTimeout, LeaseLost
 from .performer import Performer
+from .steps import EventTimeout, LeaseLost
 from .types import Attempt, Job, JobContext, NodeState, Run
 from .worker import Worker
 
