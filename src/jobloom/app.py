@@ -86,6 +86,10 @@ class App(FlowsAPI):
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
         self.startup_hooks: list[Hook] = []
         self.housekeepers: list[Housekeeper] = []
+        if self.flows:
+            from .flowrun import RunDeadlines
+
+            self.housekeepers.append(RunDeadlines())
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._bridge: _SyncBridge | None = None
 

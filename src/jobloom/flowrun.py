@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .coordinator import NewJob, emit, event
 from .coordinator import enqueue as insert_jobs
 from .errors import InvalidTransition, JobloomError
 from .store.base import Tx
+
+if TYPE_CHECKING:
+    from .app import App
 
 ACTIVE = ("waiting", "scheduled", "queued", "running")
 CHILDREN_DONE = "jobloom.children"  # what a fan-out node waits for
@@ -213,3 +216,39 @@ class RunNotFound(JobloomError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id!r}")
         self.run_id = run_id
+
+
+class RunDeadlines:
+    """A housekeeper that fails runs past their deadline (their unstarted nodes fail)."""
+
+    name = "run-deadlines"
+
+    def __init__(self, recheck: float = 5.0) -> None:
+        self.recheck = recheck
+        self._due: float | None = None
+        self._checked_at = 0.0
+
+    async def next_due(self, app: App, now: float) -> float | None:
+        """The earliest deadline of a running run (re-read at most every ``recheck`` seconds)."""
+        if self._checked_at == 0.0 or now - self._checked_at >= self.recheck:
+            store = await app.store()
+
+            async def read(tx: Tx) -> Any:
+                return await tx.fetchone("next_run_deadline")
+
+            row = await store.transact(read, exclusive=False)
+            self._checked_at = now
+            self._due = None if row is None or row[0] is None else float(row[0])
+        later = self._checked_at + self.recheck
+        return later if self._due is None else min(self._due, later)
+
+    async def run(self, app: App, now: float) -> bool:
+        """Fail the runs whose deadline passed."""
+        store = await app.store()
+
+        async def work(tx: Tx) -> list[str]:
+            return await fail_past_deadline(tx, now)
+
+        failed = await store.transact(work)
+        self._checked_at = 0.0
+        return bool(failed)

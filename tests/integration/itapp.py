@@ -86,9 +86,38 @@ class Plain(jobloom.Performer[dict[str, Any], int]):
         return int(payload["n"])
 
 
+class StepsThenHang(jobloom.Performer[dict[str, Any], list[str]]):
+    backoff = jobloom.Backoff.fixed(0.1)
+
+    async def perform(self, payload: dict[str, Any]) -> list[str]:
+        done = [await self.step(name, self._work, name) for name in ("one", "two", "three")]
+        if self.ctx.attempt == 1:
+            append("hang", str(os.getpid()))
+            await asyncio.sleep(3600)
+        return done
+
+    def _work(self, name: str) -> str:
+        append("steps", name)
+        return name.upper()
+
+
+class Node(jobloom.Performer[dict[str, Any], int]):
+    async def perform(self, payload: dict[str, Any]) -> int:
+        await asyncio.sleep(float(payload.get("sleep", 0)))
+        return int(payload.get("n", 1))
+
+
+fan_in = jobloom.Flow("fan-in")
+_a = fan_in.node("a", Node, input=lambda inp, up: {"n": 1})
+_b = fan_in.node("b", Node, after=[_a], input=lambda inp, up: {"n": 2, "sleep": 0.01})
+_c = fan_in.node("c", Node, after=[_a], input=lambda inp, up: {"n": 3, "sleep": 0.01})
+fan_in.node("d", Node, after=[_b, _c], input=lambda inp, up: {"n": up["b"] + up["c"]})
+
+
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
-    performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain],
+    performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node],
+    flows=[fan_in],
     lease=float(os.environ.get("JOBLOOM_IT_LEASE", "1.0")),
     auto_migrate=True,
 )

@@ -28,7 +28,7 @@ async def app(procs: Processes):
 
     importlib.reload(itapp)
     app = jobloom.App(procs.url, performers=list(itapp.app.specs[b].cls for b in itapp.app.specs),
-                      auto_migrate=True, lease=1.0)
+                      flows=list(itapp.app.flows.values()), auto_migrate=True, lease=1.0)
     await app.store()
     yield app
     await app.close()

@@ -1,0 +1,55 @@
+"""Flows and durable steps under real worker processes and kill -9, on every store."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+import jobloom
+from tests.helpers import eventually
+
+from .conftest import Processes
+from .test_workers import app  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.slow
+
+
+async def test_fan_in_queues_the_downstream_node_exactly_once(app: jobloom.App, procs: Processes) -> None:  # noqa: F811
+    flow = app.flows["fan-in"]
+    runs = [await app.start(flow, {}, id=f"r{i}") for i in range(100)]
+    for _ in range(3):
+        procs.worker(concurrency=20)
+
+    async def all_done() -> bool:
+        states = [(await app.get_run(r.id)).state for r in runs]
+        return all(s != "running" for s in states)
+
+    await eventually(all_done, timeout=120, interval=0.2, what="all runs finished")
+    store = await app.store()
+
+    async def events(tx: Any) -> list[Any]:
+        return await tx.fetch("events_after", {"after": 0, "limit": 1_000_000})
+
+    rows = await store.transact(events, exclusive=False)
+    for run in runs:
+        done = await app.get_run(run.id)
+        assert done.state == "succeeded", (done.id, {n: s.state for n, s in done.nodes.items()})
+        d = done.nodes["d"]
+        assert d.result == 5 and d.attempt == 1
+        assert [r[4] for r in rows if r[2] == d.job_id] == ["waiting", "queued", "started", "succeeded"]
+
+
+async def test_kill_9_after_three_steps_reruns_none_of_them(app: jobloom.App, procs: Processes) -> None:  # noqa: F811
+    job = await app.enqueue("StepsThenHang", {})
+    victim = procs.worker()
+    await eventually(lambda: len(procs.read("hang")) >= 1, timeout=30, what="three steps done, then hanging")
+    assert procs.read("steps") == ["one", "two", "three"]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=10)
+    procs.worker()
+    done = await app.wait(job.id, timeout=30)
+    assert done.state == "succeeded" and done.result == ["ONE", "TWO", "THREE"] and done.attempt == 2
+    assert procs.read("steps") == ["one", "two", "three"], "no finished step may run again"
