@@ -42,7 +42,8 @@ class _Running:
     claimed: Claimed
     task: asyncio.Task[None] | None = None
     started: bool = False
-    stop_reason: str | None = None  # "cancel", "shutdown" or "lease_lost"
+    stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
+    timer: asyncio.TimerHandle | None = None
 
 
 @dataclass(slots=True)
@@ -240,7 +241,10 @@ class Worker:
     def _start(self, claimed: Claimed) -> None:
         rec = _Running(claimed)
         self.running[claimed.id] = rec
-        rec.task = asyncio.get_running_loop().create_task(self._execute(rec))
+        loop = asyncio.get_running_loop()
+        rec.task = loop.create_task(self._execute(rec))
+        if claimed.timeout is not None:  # one timer handle per job: cheaper than a timeout context
+            rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, claimed.id, "timeout")
 
     def _stop_job(self, job_id: int, reason: str) -> None:
         rec = self.running.get(job_id)
@@ -256,41 +260,35 @@ class Worker:
         try:
             rec.started = True
             self.attempts_run += 1
-            timer = asyncio.timeout(c.timeout)
-            try:
-                async with timer:
-                    if c.binding in self.app.internal_bindings:
-                        value = await self._flow_node(c)
-                        result = None if value is None else json.dumps(value)
-                    else:
-                        spec = self.app.specs.get(c.binding)
-                        if spec is None:
-                            raise Permanent(f"this worker has no performer for binding {c.binding!r}")
-                        if c.node is not None and c.payload == "":
-                            payload_json = await flowexec.node_payload(self.app, c)
-                        payload = spec.load_payload(payload_json or c.payload)
-                        performer = spec.cls()
-                        performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
-                                                   c.run_id, c.node, self.app.spawn_child)
-                        performer.env = self.app.env
-                        performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
-                        if spec.is_async:
-                            value = await performer.perform(payload)
-                        else:
-                            value = await asyncio.get_running_loop().run_in_executor(
-                                self._pool(), performer.perform, payload
-                            )
-                        result = spec.dump_result(value)
-            except TimeoutError:
-                if timer.expired():
-                    kind, error = lifecycle.TIMEOUT, f"timed out after {c.timeout:g} s"
+            if c.binding in self.app.internal_bindings:
+                value = await self._flow_node(c)
+                result = None if value is None else json.dumps(value)
+            else:
+                spec = self.app.specs.get(c.binding)
+                if spec is None:
+                    raise Permanent(f"this worker has no performer for binding {c.binding!r}")
+                if c.node is not None and c.payload == "":
+                    payload_json = await flowexec.node_payload(self.app, c)
+                payload = spec.load_payload(payload_json or c.payload)
+                performer = spec.cls()
+                performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
+                                           c.run_id, c.node, self.app.spawn_child)
+                performer.env = self.app.env
+                performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
+                if spec.is_async:
+                    value = await performer.perform(payload)
                 else:
-                    raise
+                    value = await asyncio.get_running_loop().run_in_executor(
+                        self._pool(), performer.perform, payload
+                    )
+                result = spec.dump_result(value)
         except Suspended as s:
             kind, retry_after, wait = lifecycle.SUSPENDED, s.wake_at, s.wait
         except asyncio.CancelledError:
             if rec.stop_reason == "cancel":
                 kind, error = lifecycle.CANCELLED, "cancelled while running"
+            elif rec.stop_reason == "timeout":
+                kind, error = lifecycle.TIMEOUT, f"timed out after {c.timeout:g} s"
             else:
                 kind, error = lifecycle.LOST, f"interrupted ({rec.stop_reason or 'task cancelled'})"
         except Retry as exc:
@@ -299,6 +297,8 @@ class Worker:
             kind, error, tb = lifecycle.PERMANENT, f"Permanent: {exc}", traceback.format_exc()
         except Exception as exc:
             kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        if rec.timer is not None:
+            rec.timer.cancel()
         finished = time.time()
         self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
                                      retry_after, payload_json, wait))

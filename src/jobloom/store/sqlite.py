@@ -58,9 +58,12 @@ class SQLiteTx(Tx):
         return self.conn.execute(_QUERIES[name], _adapt(params) or {}).rowcount
 
     async def executemany(self, name: str, rows: Sequence[Params]) -> None:
-        """Run a named statement once per parameter set."""
+        """Run a named statement once per parameter set (list values are adapted if the first row has any)."""
         if rows:
-            self.conn.executemany(_QUERIES[name], [_adapt(r) or {} for r in rows])
+            if _adapt(rows[0]) is rows[0]:
+                self.conn.executemany(_QUERIES[name], rows)
+            else:
+                self.conn.executemany(_QUERIES[name], [_adapt(r) or {} for r in rows])
 
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
         """Insert rows; inside one write transaction SQLite assigns consecutive rowids."""
