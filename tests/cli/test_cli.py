@@ -1,0 +1,446 @@
+"""The ``jobloom`` command line, run as a real process against a SQLite file and a tiny app module."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+APP_MODULE = '''
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+import jobloom
+
+
+@dataclass
+class Mail:
+    to: str
+
+
+class SendMail(jobloom.Performer[Mail, str]):
+    async def perform(self, payload: Mail) -> str:
+        return f"sent to {payload.to}"
+
+
+class Boom(jobloom.Performer[Mail, None]):
+    max_attempts = 1
+
+    def perform(self, payload: Mail) -> None:
+        raise RuntimeError(f"cannot mail {payload.to}")
+
+
+class Sleepy(jobloom.Performer[Mail, None]):
+    async def perform(self, payload: Mail) -> None:
+        await asyncio.sleep(60)
+
+
+app = jobloom.App(URL, performers=[SendMail, Boom, Sleepy])
+_hook_calls = 0
+
+
+@app.on_startup
+def warm_up() -> None:
+    """Fails on its first two calls in each process, then succeeds."""
+    global _hook_calls
+    _hook_calls += 1
+    with open(HOOK_LOG, "a") as f:
+        f.write(f"{os.getpid()} {_hook_calls}\\n")
+    if _hook_calls <= 2:
+        raise ConnectionError(f"warm-up failed (call {_hook_calls})")
+'''
+
+DEADLINE = 30.0
+
+
+class Env:
+    """A temporary folder with the app module, its SQLite file, and a way to run ``jobloom``."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path
+        self.db = tmp_path / "jobs.db"
+        self.url = f"sqlite:///{self.db}"
+        self.hook_log = tmp_path / "hooks.log"
+        source = APP_MODULE.replace("URL", repr(self.url), 1).replace("HOOK_LOG", repr(str(self.hook_log)), 1)
+        (tmp_path / "jobs_app.py").write_text(textwrap.dedent(source))
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("JOBLOOM_")}
+        path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p)
+        self.env.update(PYTHONPATH=path, COLUMNS="200", NO_COLOR="1")
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "jobloom.cli", *args]
+
+    def run(self, *args: str, rc: int = 0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            self.command(*args), cwd=self.path, env={**self.env, **(env or {})}, capture_output=True, text=True,
+            timeout=60,
+        )
+        shown = f"jobloom {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == rc, shown
+        if rc == 1:
+            assert "Traceback" not in done.stderr, done.stderr
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "--json").stdout)
+
+    def enqueue(self, binding: str, payload: str, *options: str) -> int:
+        job = self.json("enqueue", binding, payload, "--app", "jobs_app:app", *options)
+        return int(job["id"])
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        return dict(self.json("jobs", "show", str(job_id), "--url", self.url)["job"])
+
+    def drain(self) -> None:
+        """Run every due job once, in a process of its own (``App.drain``)."""
+        code = "import asyncio, jobs_app; asyncio.run(jobs_app.app.drain())"
+        subprocess.run([sys.executable, "-c", code], cwd=self.path, env=self.env, check=True, timeout=60)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Env:
+    env = Env(tmp_path)
+    env.run("migrate", "--url", env.url)
+    return env
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+# -- migrate, enqueue, list, show -------------------------------------------------------------------
+
+
+def test_migrate_applies_then_reports_up_to_date(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    first = env.run("migrate", "--app", "jobs_app:app")
+    assert "applied 0001_engine" in first.stdout
+    again = env.run("migrate", "--url", env.url)
+    assert "up to date" in again.stdout
+
+
+def test_enqueue_prints_id_and_state(cli: Env) -> None:
+    out = cli.run("enqueue", "SendMail", '{"to": "a@example.com"}', "--app", "jobs_app:app").stdout
+    assert out.strip() == "job 1 (SendMail) queued"
+    later = cli.json("enqueue", "SendMail", '{"to": "b@example.com"}', "--app", "jobs_app:app", "--delay", "300",
+                     "--priority", "7", "--unique-key", "u-1", "--concurrency-key", "tenant-1", "--max-attempts", "9")
+    assert later["state"] == "scheduled"
+    assert (later["priority"], later["unique_key"], later["concurrency_key"], later["max_attempts"]) == (
+        7, "u-1", "tenant-1", 9)
+    same = cli.enqueue("SendMail", '{"to": "c@example.com"}', "--unique-key", "u-1")
+    assert same == later["id"], "a unique key that is taken returns the existing job"
+
+
+def test_jobs_list_filters_and_json(cli: Env) -> None:
+    ok = cli.enqueue("SendMail", '{"to": "a@example.com"}')
+    boom = cli.enqueue("Boom", '{"to": "b@example.com"}')
+    cli.drain()
+    table = cli.run("jobs", "list", "--url", cli.url).stdout
+    assert "SendMail" in table and "succeeded" in table
+    assert "RuntimeError: cannot mail b@example.com" in table
+    listed = cli.json("jobs", "list", "--url", cli.url)
+    assert [j["id"] for j in listed] == [boom, ok], "newest first"
+    failed = cli.json("jobs", "list", "--url", cli.url, "--state", "failed")
+    assert [j["id"] for j in failed] == [boom]
+    by_binding = cli.json("jobs", "list", "--app", "jobs_app:app", "--binding", "SendMail")
+    assert [(j["id"], j["state"], j["result"]) for j in by_binding] == [(ok, "succeeded", "sent to a@example.com")]
+    assert [j["id"] for j in cli.json("jobs", "list", "--url", cli.url, "--limit", "1")] == [boom]
+    assert [j["id"] for j in cli.json("jobs", "list", "--url", cli.url, "--before", str(boom))] == [ok]
+
+
+def test_jobs_show_has_fields_attempts_and_traceback(cli: Env) -> None:
+    boom = cli.enqueue("Boom", '{"to": "b@example.com"}')
+    cli.drain()
+    out = cli.run("jobs", "show", str(boom), "--url", cli.url).stdout
+    assert "Boom" in out and "failed" in out and "1 of 1" in out
+    assert "attempts" in out and "outcome" in out
+    assert "traceback of attempt 1:" in out
+    assert 'raise RuntimeError(f"cannot mail {payload.to}")' in out
+    assert "late report" not in out
+    shown = cli.json("jobs", "show", str(boom), "--url", cli.url)
+    assert shown["job"]["state"] == "failed"
+    [attempt] = shown["attempts"]
+    assert attempt["attempt"] == 1 and attempt["outcome"] == "failed"
+    assert attempt["error"] == "RuntimeError: cannot mail b@example.com"
+    assert "Traceback" in attempt["traceback"]
+
+
+def test_late_report_column_appears_when_a_report_was_fenced_off() -> None:
+    from datetime import UTC, datetime
+
+    from rich.console import Console
+
+    from jobloom.cli_jobs import attempts_table
+    from jobloom.types import Attempt
+
+    now = datetime.now(UTC)
+    attempts = [
+        Attempt(1, 1, "w1", now, now, "lost", "lease expired", None, reported_outcome="succeeded", reported_at=now),
+        Attempt(1, 2, "w2", now, now, "succeeded", None, None),
+    ]
+    console = Console(width=200, record=True)
+    console.print(attempts_table(attempts))
+    text = console.export_text()
+    assert "late report" in text and "succeeded at" in text
+    console = Console(width=200, record=True)
+    console.print(attempts_table(attempts[1:]))
+    assert "late report" not in console.export_text()
+
+
+def test_counts(cli: Env) -> None:
+    cli.enqueue("SendMail", '{"to": "a@example.com"}')
+    cli.enqueue("SendMail", '{"to": "b@example.com"}', "--delay", "600")
+    cli.enqueue("Boom", '{"to": "c@example.com"}')
+    assert cli.json("jobs", "counts", "--url", cli.url) == {
+        "Boom": {"queued": 1}, "SendMail": {"queued": 1, "scheduled": 1}
+    }
+    table = cli.run("jobs", "counts", "--url", cli.url).stdout
+    assert "scheduled" in table and "total" in table
+
+
+# -- retry and cancel -------------------------------------------------------------------------------
+
+
+def test_retry_and_cancel(cli: Env) -> None:
+    boom = cli.enqueue("Boom", '{"to": "b@example.com"}')
+    cli.drain()
+    assert cli.job(boom)["state"] == "failed"
+    out = cli.run("jobs", "retry", str(boom), "--url", cli.url).stdout
+    assert out.strip() == f"job {boom} (Boom) retried: queued"
+    assert cli.job(boom)["state"] == "queued"
+
+    later = cli.enqueue("SendMail", '{"to": "a@example.com"}', "--delay", "600")
+    out = cli.run("jobs", "cancel", str(later), "--app", "jobs_app:app").stdout
+    assert out.strip() == f"job {later} (SendMail) cancelled: cancelled"
+    again = cli.run("jobs", "cancel", str(later), "--url", cli.url, rc=1)
+    assert f"cannot cancel job {later}: it is cancelled" in again.stderr
+    back = cli.run("jobs", "retry", str(later), "--url", cli.url).stdout
+    assert "queued" in back
+
+    done = cli.enqueue("SendMail", '{"to": "c@example.com"}')
+    cli.drain()
+    refused = cli.run("jobs", "retry", str(done), "--url", cli.url, rc=1)
+    assert f"cannot retry job {done}: it is succeeded" in refused.stderr
+    missing = cli.run("jobs", "show", "999", "--url", cli.url, rc=1)
+    assert "no job with id 999" in missing.stderr
+
+
+# -- mistakes ---------------------------------------------------------------------------------------
+
+
+def test_bad_json_names_the_problem(cli: Env) -> None:
+    done = cli.run("enqueue", "SendMail", '{"to": ', "--app", "jobs_app:app", rc=1)
+    assert "invalid JSON payload" in done.stderr and "Expecting value" in done.stderr
+
+
+def test_payload_is_validated_by_the_performer(cli: Env) -> None:
+    done = cli.run("enqueue", "SendMail", '{"too": "a"}', "--app", "jobs_app:app", rc=1)
+    assert "invalid payload for SendMail" in done.stderr and "'to'" in done.stderr
+
+
+def test_unknown_binding(cli: Env) -> None:
+    done = cli.run("enqueue", "SendMial", "{}", "--app", "jobs_app:app", rc=1)
+    assert "unknown binding 'SendMial'" in done.stderr and "SendMail" in done.stderr
+    worker = cli.run("worker", "jobs_app:app", "--bindings", "SendMail,Nope", rc=1)
+    assert "unknown binding 'Nope'" in worker.stderr
+
+
+def test_invalid_options(cli: Env) -> None:
+    attempts = cli.run("enqueue", "SendMail", '{"to": "a"}', "--app", "jobs_app:app", "--max-attempts", "0", rc=1)
+    assert "invalid max_attempts" in attempts.stderr
+    delivery = cli.run("enqueue", "SendMail", '{"to": "a"}', "--app", "jobs_app:app", "--delivery", "twice", rc=1)
+    assert "invalid delivery" in delivery.stderr
+    state = cli.run("jobs", "list", "--url", cli.url, "--state", "done", rc=1)
+    assert "invalid state: 'done'" in state.stderr and "succeeded" in state.stderr
+    rate = cli.run("limits", "set", "SendMail", "--rate-limit", "10/fortnight", "--url", cli.url, rc=1)
+    assert "invalid rate_limit" in rate.stderr
+    # Values the parser itself rejects are usage errors: exit status 2, naming the option.
+    usage = cli.run("jobs", "list", "--url", cli.url, "--limit", "many", rc=2)
+    assert "--limit" in usage.stderr and "Traceback" not in usage.stderr
+
+
+def test_target_mistakes(cli: Env) -> None:
+    nothing = cli.run("jobs", "list", rc=1)
+    assert "--app" in nothing.stderr and "--url" in nothing.stderr
+    both = cli.run("jobs", "list", "--app", "jobs_app:app", "--url", cli.url, rc=1)
+    assert "not both" in both.stderr
+    assert "cannot import 'nowhere'" in cli.run("jobs", "list", "--app", "nowhere:app", rc=1).stderr
+    assert "must look like MODULE:ATTR" in cli.run("worker", "jobs_app", rc=1).stderr
+    assert "unsupported store URL" in cli.run("jobs", "list", "--url", "mysql://db/jobs", rc=1).stderr
+    needs_code = cli.run("enqueue", "SendMail", '{"to": "a"}', "--url", cli.url, rc=2)
+    assert "--url" in needs_code.stderr
+    unmigrated = cli.run("jobs", "list", "--url", f"sqlite:///{cli.path / 'other.db'}", rc=1)
+    assert "run `jobloom migrate`" in unmigrated.stderr
+    schema = cli.run("migrate", "--url", cli.url, "--schema", "jobs", rc=1)
+    assert "PostgreSQL" in schema.stderr
+    app_schema = cli.run("jobs", "list", "--app", "jobs_app:app", "--schema", "jobs", rc=1)
+    assert "--schema goes with --url" in app_schema.stderr
+
+
+def test_environment_gives_defaults(cli: Env) -> None:
+    job = cli.run("enqueue", "SendMail", '{"to": "a"}', "--json", env={"JOBLOOM_APP": "jobs_app:app"})
+    job_id = json.loads(job.stdout)["id"]
+    listed = json.loads(cli.run("jobs", "list", "--json", env={"JOBLOOM_URL": cli.url}).stdout)
+    assert [j["id"] for j in listed] == [job_id]
+    # Both in the environment: the app wins (it knows its store); a flag wins over the environment.
+    both = {"JOBLOOM_APP": "jobs_app:app", "JOBLOOM_URL": "mysql://nowhere"}
+    assert json.loads(cli.run("jobs", "list", "--json", env=both).stdout)[0]["id"] == job_id
+    flag = cli.run("jobs", "list", "--json", "--url", cli.url, env={"JOBLOOM_APP": "nowhere:app"})
+    assert json.loads(flag.stdout)[0]["id"] == job_id
+
+
+@pytest.mark.postgres
+def test_postgres_schema_through_url(tmp_path: Path) -> None:
+    pytest.importorskip("jobloom.store.postgres")
+    import uuid
+
+    from ..conftest import POSTGRES_URL, require_postgres
+
+    require_postgres()
+    import psycopg
+
+    env = Env(tmp_path)
+    schema = f"jl_cli_{uuid.uuid4().hex[:10]}"
+    target = ("--url", POSTGRES_URL, "--schema", schema)
+    try:
+        assert "applied" in env.run("migrate", *target).stdout
+        assert "up to date" in env.run("migrate", *target).stdout
+        assert env.json("jobs", "list", *target) == []
+        env.run("limits", "set", "SendMail", "--concurrency", "2", *target)
+        [row] = env.json("limits", "list", *target)
+        assert (row["binding"], row["concurrency"]) == ("SendMail", 2)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+# -- limits -----------------------------------------------------------------------------------------
+
+
+def test_limits_set_and_list(cli: Env) -> None:
+    out = cli.run("limits", "set", "SendMail", "--concurrency", "3", "--rate-limit", "10/s", "--app",
+                  "jobs_app:app").stdout
+    assert "SendMail" in out and "3 *" in out and "10/s *" in out
+    cli.run("limits", "set", "SendMail", "--priority-aging", "none", "--key-concurrency", "2", "--url", cli.url)
+    rows = {r["binding"]: r for r in cli.json("limits", "list", "--app", "jobs_app:app")}
+    assert set(rows) == {"Boom", "SendMail", "Sleepy"}
+    mail = rows["SendMail"]
+    assert (mail["concurrency"], mail["key_concurrency"], mail["rate_per_second"], mail["priority_aging"]) == (
+        3, 2, 10.0, None)
+    assert mail["overridden"] == ["concurrency", "key_concurrency", "priority_aging", "rate_limit"]
+    lifted = cli.run("limits", "set", "SendMail", "--concurrency", "none", "--url", cli.url).stdout
+    assert "unlimited *" in lifted
+    unknown = cli.run("limits", "set", "Nope", "--concurrency", "2", "--app", "jobs_app:app", rc=1)
+    assert "unknown binding 'Nope'" in unknown.stderr
+    bare = cli.run("limits", "set", "Later", "--concurrency", "2", "--url", cli.url)
+    assert "no worker has registered 'Later' yet" in bare.stderr
+    nothing = cli.run("limits", "set", "SendMail", "--url", cli.url, rc=1)
+    assert "nothing to set" in nothing.stderr
+    bad = cli.run("limits", "set", "SendMail", "--concurrency", "0", "--url", cli.url, rc=1)
+    assert "invalid concurrency" in bad.stderr
+
+
+# -- the bench slot ---------------------------------------------------------------------------------
+
+
+def test_bench_plugs_in_when_its_module_exists(tmp_path: Path) -> None:
+    code = textwrap.dedent('''
+        import sys, types, typer
+        bench_pkg = types.ModuleType("jobloom.bench")
+        bench_pkg.__path__ = []
+        bench_cli = types.ModuleType("jobloom.bench.cli")
+        bench_cli.app = typer.Typer()
+
+        @bench_cli.app.command()
+        def enqueue() -> None:
+            """Enqueue throughput."""
+            print("bench enqueue ran")
+
+        sys.modules["jobloom.bench"] = bench_pkg
+        sys.modules["jobloom.bench.cli"] = bench_cli
+        from jobloom.cli import main
+        main(["bench", "enqueue"])
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "bench enqueue ran" in done.stdout
+
+
+# -- worker processes -------------------------------------------------------------------------------
+
+
+def _hook_calls(env: Env) -> dict[int, int]:
+    calls: dict[int, int] = {}
+    if env.hook_log.exists():
+        for line in env.hook_log.read_text().splitlines():
+            pid, n = map(int, line.split())
+            calls[pid] = max(calls.get(pid, 0), n)
+    return calls
+
+
+def _states(env: Env, ids: list[int]) -> dict[int, str]:
+    listed = env.json("jobs", "list", "--url", env.url, "--limit", "1000")
+    return {j["id"]: j["state"] for j in listed if j["id"] in ids}
+
+
+@pytest.mark.slow
+def test_worker_processes_jobs_survives_failing_startup_hooks_and_stops_on_sigterm(cli: Env) -> None:
+    before = [cli.enqueue("SendMail", f'{{"to": "user{i}@example.com"}}') for i in range(6)]
+    log = (cli.path / "worker.log").open("w")
+    proc = subprocess.Popen(
+        cli.command("worker", "jobs_app:app", "--processes", "2", "--concurrency", "4", "--grace", "5"),
+        cwd=cli.path, env=cli.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        # Each process's start-up hook fails twice, is retried, and succeeds on its third call.
+        wait_for("both worker processes to finish their start-up hooks",
+                 lambda: len(_hook_calls(cli)) == 2 and all(n >= 3 for n in _hook_calls(cli).values()))
+        assert all(n == 3 for n in _hook_calls(cli).values()), _hook_calls(cli)
+        after = [cli.enqueue("SendMail", f'{{"to": "late{i}@example.com"}}') for i in range(4)]
+        jobs = before + after
+        wait_for("every job to succeed", lambda: set(_states(cli, jobs).values()) == {"succeeded"})
+        sample = (jobs[0], jobs[-1])
+        workers = {a["worker"] for j in sample for a in cli.json("jobs", "show", str(j), "--url", cli.url)["attempts"]}
+        assert {int(w.split(":")[1]) for w in workers} <= set(_hook_calls(cli)), "only hooked processes ran jobs"
+
+        sleepy = cli.enqueue("Sleepy", '{"to": "nobody@example.com"}')
+        wait_for("the sleepy job to start", lambda: cli.job(sleepy)["state"] == "running")
+        out = cli.run("jobs", "cancel", str(sleepy), "--url", cli.url).stdout
+        # The worker may stop the task before the command reads the job back.
+        assert out.strip() in (f"job {sleepy} (Sleepy) cancelled: running (cancel requested)",
+                               f"job {sleepy} (Sleepy) cancelled: cancelled")
+        wait_for("the running job to be cancelled", lambda: cli.job(sleepy)["state"] == "cancelled")
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=DEADLINE) == 0
+        with pytest.raises(ProcessLookupError):
+            os.killpg(proc.pid, 0)  # no worker process outlives the supervisor
+    finally:
+        log.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=DEADLINE)
+    text = (cli.path / "worker.log").read_text()
+    assert "warm-up failed (call 2)" in text
+    assert "Traceback" not in text, text
