@@ -11,6 +11,7 @@ import inspect
 import logging
 import signal
 import sys
+from collections.abc import Callable
 
 from .app import App
 from .loading import load_app
@@ -19,11 +20,18 @@ from .worker import Worker
 log = logging.getLogger("jobloom.worker")
 
 
-async def run_startup_hooks(app: App, *, max_delay: float = 30.0) -> None:
-    """Run each start-up hook once, in order, before any job; a failing hook is retried with backoff."""
+async def run_startup_hooks(
+    app: App, *, max_delay: float = 30.0, stopping: Callable[[], bool] = lambda: False
+) -> bool:
+    """Run each start-up hook once, in order, before any job; a failing hook is retried with backoff.
+
+    Returns False if ``stopping()`` became true before every hook succeeded.
+    """
     for hook in app.startup_hooks:
         delay = 0.1
         while True:
+            if stopping():
+                return False
             try:
                 value = hook()
                 if inspect.isawaitable(value):
@@ -33,8 +41,11 @@ async def run_startup_hooks(app: App, *, max_delay: float = 30.0) -> None:
                 name = getattr(hook, "__name__", repr(hook))
                 log.warning("start-up hook %s failed (%s: %s); retrying in %.1f s",
                             name, type(exc).__name__, exc, delay)
-                await asyncio.sleep(delay)
+                deadline = asyncio.get_running_loop().time() + delay
+                while not stopping() and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(min(0.1, delay))
                 delay = min(delay * 2, max_delay)
+    return True
 
 
 async def serve_process(app: App, *, concurrency: int, bindings: list[str] | None, grace: float) -> None:
@@ -43,7 +54,10 @@ async def serve_process(app: App, *, concurrency: int, bindings: list[str] | Non
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
-    await run_startup_hooks(app)
+    if not await run_startup_hooks(app, stopping=lambda: worker.stopping):
+        log.info("worker_stopped_before_start worker=%s", worker.name)
+        await app.close()
+        return
     log.info("worker_started worker=%s bindings=%s concurrency=%d", worker.name, ",".join(worker.bindings),
              concurrency)
     try:

@@ -90,6 +90,11 @@ class Worker:
 
     # -- running ----------------------------------------------------------------------------------
 
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping
+
     def stop(self) -> None:
         """Ask the worker to stop claiming and shut down gracefully."""
         self._stopping = True
