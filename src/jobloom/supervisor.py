@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger("jobloom.supervisor")
 STABLE_AFTER = 30.0
+GIVE_UP_AFTER = 10  # consecutive quick crashes of one slot: something is wrong with the app, not the moment
 
 
 @dataclass
@@ -46,10 +47,14 @@ def serve(
     grace: float = 25.0,
     log_level: str = "info",
 ) -> int:
-    """Run ``processes`` workers until SIGTERM/SIGINT; return the exit status."""
+    """Run ``processes`` workers until SIGTERM/SIGINT; return the exit status.
+
+    1 if a worker process crashed quickly ``GIVE_UP_AFTER`` times in a row (the supervisor then stops).
+    """
     cmd = child_command(app_ref, concurrency, bindings, grace, log_level)
     children = [_Child(i) for i in range(processes)]
     stopping = False
+    status = 0
 
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stopping
@@ -79,9 +84,14 @@ def serve(
                 code = c.proc.returncode
                 c.failures = 0 if now - c.started > STABLE_AFTER else c.failures + 1
                 delay = min(30.0, 0.5 * 2 ** max(0, c.failures - 1)) if c.failures else 0.1
-                log.warning("worker_process_exited slot=%d pid=%d code=%s restart_in=%.1fs",
-                            c.slot, c.proc.pid, code, delay)
                 c.proc = None
+                if c.failures >= GIVE_UP_AFTER:
+                    log.error("worker_process_keeps_crashing slot=%d code=%s crashes=%d: stopping", c.slot, code,
+                              c.failures)
+                    status = 1
+                    on_signal(signal.SIGTERM, None)
+                    break
+                log.warning("worker_process_exited slot=%d code=%s restart_in=%.1fs", c.slot, code, delay)
                 c.restart_at = now + delay
             if c.proc is None and not stopping and now >= c.restart_at:
                 start(c)
@@ -97,4 +107,4 @@ def serve(
                         c.slot, c.proc.pid)
             c.proc.kill()
             c.proc.wait()
-    return 0
+    return status
