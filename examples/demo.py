@@ -42,7 +42,7 @@ async def main() -> int:
     workdir.mkdir()
     os.environ["JOBLOOM_DEMO_URL"] = f"sqlite:///{workdir}/jobloom.db"
     sys.path.insert(0, str(HERE))
-    from demo_app import ChargeCard, Mail, Report, SendMail, Thumbnail, app
+    from demo_app import ChargeCard, FlakyThumbnail, Mail, Report, SendMail, app, publish_image
 
     console.print(f"[bold]store:[/] {app.url}  (migrations applied on first use)")
     env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -55,7 +55,7 @@ async def main() -> int:
         for i in range(8):
             jobs.append(await app.enqueue(SendMail, Mail(to=f"user{i}@example.com", subject="welcome")))
         jobs.append(await app.enqueue(SendMail, Mail(to="late@example.com", subject="reminder"), delay=2))
-        jobs.append(await app.enqueue(Thumbnail, {"image": "cat.png"}))
+        jobs.append(await app.enqueue(FlakyThumbnail, {"image": "cat.png"}))
         jobs.append(await app.enqueue(ChargeCard, {"cents": -5}))
         jobs.append(await app.enqueue(Report, {"name": "monthly"}))
         dup = await app.enqueue(SendMail, Mail(to="once@example.com", subject="hi"), unique_key="once")
@@ -77,6 +77,24 @@ async def main() -> int:
             console.print(f"  attempt {a.attempt}: {a.outcome:<10} {a.error or ''}")
         ok = all(j.finished for j in current)
         console.print("[green]all jobs finished[/]" if ok else "[red]some jobs did not finish in 30 s[/]")
+
+        console.print("\n[bold]the image pipeline flow: analyze -> thumbnail || metadata -> publish[/]")
+        runs = [await app.start(publish_image, {"image": name}, id=f"img-{name}") for name in ("cat.png", "dog.png")]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            current_runs = [await app.get_run(r.id) for r in runs]
+            if all(r.state != "running" for r in current_runs):
+                break
+            await asyncio.sleep(0.1)
+        for run in current_runs:
+            t = Table(title=f"run {run.id}: {run.state}")
+            for col in ("node", "state", "attempts", "result"):
+                t.add_column(col)
+            for name, node in run.nodes.items():
+                t.add_row(name, f"[{COLORS.get(node.state, 'white')}]{node.state}[/]", str(node.attempt),
+                          str(node.result)[:60])
+            console.print(t)
+        ok = ok and all(r.state == "succeeded" for r in current_runs)
         return 0 if ok else 1
     finally:
         worker.send_signal(signal.SIGTERM)

@@ -7,6 +7,9 @@ import os
 import random
 from dataclasses import dataclass
 
+from image_pipeline import PERFORMERS as PIPELINE
+from image_pipeline import publish_image
+
 import jobloom
 
 
@@ -27,7 +30,7 @@ class SendMail(jobloom.Performer[Mail, str]):
         return f"sent {payload.subject!r} to {payload.to}"
 
 
-class Thumbnail(jobloom.Performer[dict[str, str], str]):
+class FlakyThumbnail(jobloom.Performer[dict[str, str], str]):
     """Fails on its first two attempts, then succeeds: retries with backoff."""
 
     backoff = jobloom.Backoff.exponential(base=0.5)
@@ -61,5 +64,6 @@ class Report(jobloom.Performer[dict[str, str], None]):
 
 app = jobloom.App(
     os.environ.get("JOBLOOM_DEMO_URL", "sqlite:///demo/jobloom.db"),
-    performers=[SendMail, Thumbnail, ChargeCard, Report],
+    performers=[SendMail, FlakyThumbnail, ChargeCard, Report, *PIPELINE],
+    flows=[publish_image],
 )
