@@ -1,0 +1,553 @@
+"""The PostgreSQL store: many workers on many machines share one database.
+
+Serialization is taken only where a limit needs it (DESIGN §7): a row lock on a limited binding,
+``FOR UPDATE SKIP LOCKED`` to claim, an advisory lock per unique key. Transactions run at READ
+COMMITTED on pooled connections (psycopg 3 + ``psycopg_pool``); a transient failure (serialization
+failure, deadlock, lost connection) rolls back and runs the transaction again with backoff. Idle
+workers are woken by ``LISTEN/NOTIFY`` on one channel per schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..errors import StoreError
+from .base import Params, Store, Tx, Wakeups
+from .sql import load_migrations, load_queries
+
+T = TypeVar("T")
+log = logging.getLogger("jobloom.store.postgres")
+
+AsyncConn = psycopg.AsyncConnection[TupleRow]
+SyncConn = psycopg.Connection[TupleRow]
+
+_TOKEN = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:(\w+)|%")
+_RETRY_DEADLINE = 60.0
+_CONNECT_TIMEOUT = 10.0
+_LISTEN_HEALTH_CHECK = 30.0
+_MIGRATE_LOCK = "jobloom.migrate"
+
+
+def to_psycopg(query: str) -> str:
+    """A query written with ``:name`` parameters, in psycopg's ``%(name)s`` style.
+
+    Comments are dropped, string literals, quoted names and ``::casts`` kept, ``%`` escaped.
+    """
+
+    def replace(m: re.Match[str]) -> str:
+        text = m.group(0)
+        if m.group(1) is not None:
+            return f"%({m.group(1)})s"
+        if text == "%":
+            return "%%"
+        if text.startswith("--"):
+            return ""
+        return text
+
+    return _TOKEN.sub(replace, query).strip()
+
+
+_QUERIES = {name: to_psycopg(text) for name, text in load_queries("postgres").items()}
+
+
+def _query(name: str) -> str:
+    try:
+        return _QUERIES[name]
+    except KeyError:
+        raise StoreError(f"the PostgreSQL store has no query named {name!r}") from None
+
+
+def _nowait(query: str) -> str:
+    changed, n = re.subn(r"\bFOR UPDATE\b", "FOR UPDATE NOWAIT", query)
+    if n != 1:
+        raise StoreError("lock_binding must take exactly one FOR UPDATE lock")
+    return changed
+
+
+_LOCK_BINDING_NOWAIT = _nowait(_query("lock_binding"))
+
+
+class _BindingLocks:
+    """Deadlock avoidance for the binding locks of one transaction.
+
+    A worker's cycle dispatches several bindings in one transaction, in an order that rotates for
+    fairness, so two workers can each hold the lock the other waits for. Here a lock is waited for
+    only when it comes after (by name) every binding lock the transaction holds; one taken out of
+    that order is tried without waiting (``NOWAIT``), and if it is busy the transaction fails with a
+    transient error, is rolled back and runs again. Waits then always go up the order: no cycles.
+    (Creating a missing binding row waits whatever the order; workers create theirs at start.)
+    """
+
+    def __init__(self) -> None:
+        self.highest: str | None = None
+
+    def query(self, name: str, params: Params | None) -> str:
+        if name != "lock_binding" or params is None:
+            return _query(name)
+        binding = str(params["binding"])
+        if self.highest is None or binding >= self.highest:
+            self.highest = binding
+            return _query(name)
+        return _LOCK_BINDING_NOWAIT
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether running the transaction again may succeed: a conflict, or a lost connection."""
+    if isinstance(
+        exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected | pg_errors.LockNotAvailable | PoolTimeout
+    ):
+        return True
+    if isinstance(exc, psycopg.OperationalError):
+        state = exc.sqlstate
+        # No SQLSTATE: the connection broke client-side. 08: connection exception. 57P01-03: the
+        # server is shutting down or starting. 53300: too many connections (for now).
+        return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03", "53300")
+    return False
+
+
+def _channel(schema: str) -> str:
+    name = f"jobloom_{schema}"
+    if len(name.encode()) > 63:  # longer names are not valid channels
+        name = "jobloom_" + hashlib.sha1(schema.encode()).hexdigest()[:32]
+    return name
+
+
+class PostgresTx(Tx):
+    """One transaction on one connection; each named query is one statement."""
+
+    def __init__(self, conn: AsyncConn) -> None:
+        self.conn = conn
+        self._locks = _BindingLocks()
+
+    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """Run a named query and return all rows."""
+        cur = await self.conn.execute(self._locks.query(name, params), params or {})
+        return await cur.fetchall() if cur.description is not None else []
+
+    async def execute(self, name: str, params: Params | None = None) -> int:
+        """Run a named statement; return the number of rows it changed."""
+        cur = await self.conn.execute(self._locks.query(name, params), params or {})
+        return cur.rowcount
+
+    async def executemany(self, name: str, rows: Sequence[Params]) -> None:
+        """Run a named statement once per parameter set (pipelined: one round trip)."""
+        if rows:
+            async with self.conn.cursor() as cur:
+                await cur.executemany(_query(name), rows)
+
+    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
+        """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
+        if not rows:
+            return []
+        ids: list[int] = []
+        async with self.conn.cursor() as cur:
+            await cur.executemany(_query(name), rows, returning=True)
+            async for result in cur.results():
+                row = await result.fetchone()
+                if row is None:
+                    raise StoreError(f"query {name!r} returned no id")
+                ids.append(row[0])
+        return ids
+
+
+class SyncPostgresTx(Tx):
+    """A :class:`Tx` over a caller's synchronous connection: its methods never suspend.
+
+    Coroutines that await only this Tx run to completion without an event loop
+    (:func:`run_without_loop`), which is how a synchronous caller enqueues in its own transaction.
+    """
+
+    def __init__(self, conn: SyncConn) -> None:
+        self.conn = conn
+        self._locks = _BindingLocks()
+
+    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """Run a named query and return all rows."""
+        cur = self.conn.execute(self._locks.query(name, params), params or {})
+        return cur.fetchall() if cur.description is not None else []
+
+    async def execute(self, name: str, params: Params | None = None) -> int:
+        """Run a named statement; return the number of rows it changed."""
+        return self.conn.execute(self._locks.query(name, params), params or {}).rowcount
+
+    async def executemany(self, name: str, rows: Sequence[Params]) -> None:
+        """Run a named statement once per parameter set."""
+        if rows:
+            with self.conn.cursor() as cur:
+                cur.executemany(_query(name), rows)
+
+    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
+        """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
+        if not rows:
+            return []
+        ids: list[int] = []
+        with self.conn.cursor() as cur:
+            cur.executemany(_query(name), rows, returning=True)
+            for result in cur.results():
+                row = result.fetchone()
+                if row is None:
+                    raise StoreError(f"query {name!r} returned no id")
+                ids.append(row[0])
+        return ids
+
+
+def run_without_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Drive a coroutine that never suspends (it awaits only a :class:`SyncPostgresTx`) to its result."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coro.close()
+    raise StoreError("a synchronous transaction awaited something other than its Tx")
+
+
+class PostgresWakeups(Wakeups):
+    """``LISTEN`` on a dedicated connection; re-established with backoff when it is lost.
+
+    After a reconnect a wake-up is signalled, since notifications sent meanwhile were missed.
+    """
+
+    def __init__(self, conninfo: str, channel: str) -> None:
+        self.conninfo = conninfo
+        self.channel = channel
+        self._event = asyncio.Event()
+        self._conn: AsyncConn | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Listen now if the server answers (so no signal sent after this returns is missed)."""
+        try:
+            self._conn = await self._listen()
+        except (psycopg.OperationalError, OSError) as exc:
+            log.warning("jobloom LISTEN failed (%s); retrying in the background", exc)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _listen(self) -> AsyncConn:
+        conn = await psycopg.AsyncConnection.connect(
+            self.conninfo, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT)
+        )
+        try:
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _run(self) -> None:
+        delay = 0.05
+        while not self._closed:
+            if self._conn is None:
+                try:
+                    self._conn = await self._listen()
+                except (psycopg.OperationalError, OSError) as exc:
+                    log.debug("jobloom LISTEN reconnect failed (%s); next try in %.2f s", exc, delay)
+                    await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                    delay = min(delay * 2, 5.0)
+                    continue
+                delay = 0.05
+                self._event.set()  # notifications may have been missed while disconnected
+            conn = self._conn
+            try:
+                async for _ in conn.notifies(timeout=_LISTEN_HEALTH_CHECK):
+                    self._event.set()
+                await conn.execute("SELECT 1")  # a quiet connection may be a dead one
+            except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
+                if self._closed:
+                    return
+                log.warning("jobloom LISTEN connection lost (%s); reconnecting", exc)
+                self._conn = None
+                with contextlib.suppress(Exception):
+                    await conn.close()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait for a notification (True) or the timeout (False)."""
+        if not self._event.is_set():
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._event.wait()
+            except TimeoutError:
+                return False
+        self._event.clear()
+        return True
+
+    async def close(self) -> None:
+        """Stop listening and close the connection."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+            self._conn = None
+
+
+class PostgresStore(Store):
+    """PostgreSQL driver: ``PostgresStore("postgresql://user@host/db", schema="jobs")``.
+
+    ``schema`` puts every jobloom table in that schema (created by :meth:`migrate`), so several
+    apps can share a database; without it the connection's ``search_path`` decides. ``pool_min`` and
+    ``pool_max`` size the connection pool; a transaction that keeps failing transiently is given up
+    after ``retry_deadline`` seconds.
+    """
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        retry_deadline: float = _RETRY_DEADLINE,
+    ) -> None:
+        if schema is not None and (not isinstance(schema, str) or not schema or "\0" in schema):
+            raise StoreError(f"invalid schema name {schema!r}")
+        if not 0 <= pool_min <= pool_max or pool_max < 1:
+            raise StoreError(f"invalid pool size: pool_min={pool_min}, pool_max={pool_max}")
+        self.url = url
+        self.schema = schema
+        self.pool_min = pool_min
+        self.pool_max = pool_max
+        self.retry_deadline = retry_deadline
+        self.channel = _channel(schema or "default")
+        self._pool: AsyncConnectionPool[AsyncConn] | None = None
+        self._opening: asyncio.Lock | None = None
+
+    # -- connections --------------------------------------------------------------------------------
+
+    async def _configure(self, conn: AsyncConn) -> None:
+        if self.schema is not None:
+            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    async def open(self) -> None:
+        """Check that the server answers (a clear error if not), then open the pool."""
+        if self._pool is not None:
+            return
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is not None:
+                return
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT)
+                )
+            except psycopg.Error as exc:
+                raise StoreError(f"cannot connect to PostgreSQL at {_safe_url(self.url)}: {exc}") from exc
+            await conn.close()
+            pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
+                self.url, min_size=self.pool_min, max_size=self.pool_max, open=False,
+                kwargs={"autocommit": True}, configure=self._configure, name="jobloom",
+            )
+            await pool.open(wait=False)
+            self._pool = pool
+
+    async def close(self) -> None:
+        """Close the pool."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def _ready(self) -> AsyncConnectionPool[AsyncConn]:
+        if self._pool is None:
+            await self.open()
+        assert self._pool is not None
+        return self._pool
+
+    # -- transactions -------------------------------------------------------------------------------
+
+    async def transact(self, fn: Callable[[Tx], Awaitable[T]], *, exclusive: bool = True) -> T:
+        """Run ``fn`` in one transaction on a pooled connection, again after a transient failure.
+
+        ``exclusive`` is accepted for the seam's sake: PostgreSQL serializes with row locks taken by
+        the queries themselves, not per transaction.
+        """
+        pool = await self._ready()
+        deadline = time.monotonic() + self.retry_deadline
+        delay = 0.01
+        while True:
+            try:
+                async with pool.connection() as conn, conn.transaction():
+                    return await fn(PostgresTx(conn))
+            except Exception as exc:
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                    raise
+                conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
+                log.log(logging.DEBUG if conflict else logging.WARNING,
+                        "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(delay * 2, 2.0)
+
+    async def transact_on(self, conn: AsyncConn, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``fn`` inside the caller's open transaction on ``conn``; the caller commits (or not).
+
+        Nothing jobloom writes is visible until that commit, and a rollback leaves no job. Workers
+        are notified at commit (``NOTIFY`` is transactional). ``fn`` runs under a savepoint: if it
+        fails, its writes are undone and the caller's transaction stays usable.
+        """
+        if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            raise StoreError("transactional enqueue needs a connection inside a transaction")
+        cur = await conn.execute(self._enter_sql())
+        old_path = await _old_search_path(cur)
+        try:
+            result = await fn(PostgresTx(conn))
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):  # the connection is gone: the caller's rollback
+                await conn.execute(self._exit_sql(old_path, ok=False))
+            raise
+        await conn.execute(self._exit_sql(old_path, ok=True))
+        return result
+
+    def transact_on_sync(self, conn: SyncConn, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        """:meth:`transact_on` for a synchronous ``psycopg.Connection``.
+
+        ``fn`` is the same kind of coroutine function as for :meth:`transact`, but it must await only
+        the Tx it is given: it runs to completion in the calling thread, without an event loop.
+        """
+        if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            raise StoreError("transactional enqueue needs a connection inside a transaction")
+        cur = conn.execute(self._enter_sql())
+        old_path = None
+        if self.schema is not None:
+            cur.nextset()
+            row = cur.fetchone()
+            old_path = None if row is None else row[0]
+        try:
+            result = run_without_loop(fn(SyncPostgresTx(conn)))
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):  # the connection is gone: the caller's rollback
+                conn.execute(self._exit_sql(old_path, ok=False))
+            raise
+        conn.execute(self._exit_sql(old_path, ok=True))
+        return result
+
+    def _enter_sql(self) -> sql.Composed:
+        # One round trip: a savepoint, and (with a schema) this store's search_path for the
+        # transaction, reading the caller's first so that it can be put back.
+        parts: list[sql.Composable] = [sql.SQL("SAVEPOINT jobloom_enqueue")]
+        if self.schema is not None:
+            parts.append(sql.SQL("SELECT current_setting('search_path'), set_config('search_path', {}, true)")
+                         .format(sql.Literal(sql.Identifier(self.schema).as_string(None))))
+        return sql.SQL("; ").join(parts)
+
+    def _exit_sql(self, old_path: str | None, *, ok: bool) -> sql.Composed:
+        parts: list[sql.Composable] = []
+        if ok:
+            parts.append(sql.SQL("SELECT pg_notify({}, '')").format(sql.Literal(self.channel)))
+        else:
+            parts.append(sql.SQL("ROLLBACK TO SAVEPOINT jobloom_enqueue"))
+        if old_path is not None:
+            parts.append(sql.SQL("SELECT set_config('search_path', {}, true)").format(sql.Literal(old_path)))
+        parts.append(sql.SQL("RELEASE SAVEPOINT jobloom_enqueue"))
+        return sql.SQL("; ").join(parts)
+
+    # -- wake-ups -----------------------------------------------------------------------------------
+
+    async def notify(self) -> None:
+        """``NOTIFY`` this schema's channel; never raises (a lost signal only delays a worker)."""
+        try:
+            pool = await self._ready()
+            async with pool.connection(timeout=5.0) as conn:
+                await conn.execute("SELECT pg_notify(%s, '')", [self.channel])
+        except Exception as exc:
+            log.debug("jobloom NOTIFY failed (%s: %s)", type(exc).__name__, exc)
+
+    async def wakeups(self) -> Wakeups:
+        """``LISTEN`` on this schema's channel, on a connection of its own."""
+        wake = PostgresWakeups(self.url, self.channel)
+        await wake.start()
+        return wake
+
+    # -- migrations ---------------------------------------------------------------------------------
+
+    async def applied_migrations(self) -> list[str]:
+        """Migrations recorded in the schema (none if it or its table does not exist yet)."""
+
+        async def read(tx: Tx) -> list[str]:
+            conn = _conn_of(tx)
+            cur = await conn.execute("SELECT to_regclass('jobloom_migrations') IS NOT NULL")
+            row = await cur.fetchone()
+            if not row or not row[0]:
+                return []
+            cur = await conn.execute("SELECT name FROM jobloom_migrations ORDER BY version")
+            return [r[0] for r in await cur.fetchall()]
+
+        return await self.transact(read, exclusive=False)
+
+    async def migrate(self) -> list[str]:
+        """Apply missing migrations, each in its own transaction, under an advisory lock per schema.
+
+        Two processes migrating at once apply each migration once: the second waits for the lock,
+        then finds the migration recorded.
+        """
+        applied_now: list[str] = []
+        for mig in load_migrations(self.dialect):
+
+            async def apply(tx: Tx, mig: Any = mig) -> bool:
+                conn = _conn_of(tx)
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s), "
+                    "hashtext(coalesce(%s::text, current_schema()::text, '')))",
+                    [_MIGRATE_LOCK, self.schema],
+                )
+                if self.schema is not None:
+                    await conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+                    )
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS jobloom_migrations (version integer PRIMARY KEY, "
+                    "name text NOT NULL, applied_at double precision NOT NULL)"
+                )
+                cur = await conn.execute("SELECT 1 FROM jobloom_migrations WHERE version = %s", [mig.version])
+                if await cur.fetchone():
+                    return False
+                await conn.execute(mig.sql)  # no parameters: one script, many statements
+                await conn.execute(
+                    "INSERT INTO jobloom_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                    [mig.version, mig.name, time.time()],
+                )
+                return True
+
+            if await self.transact(apply):
+                applied_now.append(mig.name)
+        return applied_now
+
+
+def _conn_of(tx: Tx) -> AsyncConn:
+    if not isinstance(tx, PostgresTx):
+        raise StoreError("expected a PostgreSQL transaction")
+    return tx.conn
+
+
+async def _old_search_path(cur: psycopg.AsyncCursor[TupleRow]) -> str | None:
+    if not cur.nextset():
+        return None
+    row = await cur.fetchone()
+    return None if row is None else str(row[0])
+
+
+def _safe_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+__all__ = ["PostgresStore", "PostgresTx", "PostgresWakeups", "SyncPostgresTx", "is_transient", "to_psycopg"]

@@ -1,0 +1,217 @@
+-- Named queries of the PostgreSQL store. Parameters are written :name (the driver turns them into
+-- psycopg placeholders); lists are passed as arrays and read with = ANY / <> ALL.
+-- Serialization: a row lock per limited binding (lock_binding), FOR UPDATE SKIP LOCKED to claim,
+-- an advisory lock per unique key; statements run at READ COMMITTED, so each one sees what the
+-- previous holder of a lock committed.
+
+-- name: insert_job
+INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
+VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
+        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node)
+RETURNING id
+
+-- name: lock_unique
+-- Racing enqueues of one unique key queue up here, so only the first inserts. The schema is part of
+-- the key so that apps sharing a database do not wait on each other (text cannot hold chr(0), so
+-- chr(31) separates; a hash collision only makes two keys wait on each other, never merges them).
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || chr(31) || :binding::text),
+                             hashtext(:unique_key::text))
+
+-- name: find_unique
+SELECT id, state, unique_until FROM jobloom_jobs
+WHERE binding = :binding AND unique_key = :unique_key
+ORDER BY id DESC LIMIT 1
+
+-- name: get_job
+SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
+FROM jobloom_jobs WHERE id = :id
+
+-- name: get_jobs
+SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
+FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
+
+-- name: list_jobs
+SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
+FROM jobloom_jobs
+WHERE (:state::text IS NULL OR state = :state::text) AND (:binding::text IS NULL OR binding = :binding::text)
+  AND (:before::bigint IS NULL OR id < :before::bigint)
+ORDER BY id DESC LIMIT :limit
+
+-- name: count_by_state
+SELECT binding, state, count(*) FROM jobloom_jobs GROUP BY binding, state
+
+-- name: get_attempts
+SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceback, reported_outcome, reported_at
+FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
+
+-- name: get_binding
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+FROM jobloom_bindings WHERE binding = :binding
+
+-- name: list_bindings
+SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+FROM jobloom_bindings ORDER BY binding
+
+-- name: lock_binding
+-- The binding's row lock serializes its dispatches. The row is created if missing; when another
+-- transaction creates it at the same moment, the upsert waits for it and then takes the lock.
+WITH locked AS (
+    SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+    FROM jobloom_bindings WHERE binding = :binding
+    FOR UPDATE
+), created AS (
+    INSERT INTO jobloom_bindings (binding, updated_at)
+    SELECT :binding::text, extract(epoch FROM clock_timestamp())::double precision
+    WHERE NOT EXISTS (SELECT 1 FROM locked)
+    ON CONFLICT (binding) DO UPDATE SET binding = excluded.binding
+    RETURNING concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+)
+SELECT * FROM locked
+UNION ALL
+SELECT * FROM created
+
+-- name: upsert_binding
+INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, updated_at)
+VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :now)
+ON CONFLICT (binding) DO UPDATE SET
+    concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
+    burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
+    updated_at = excluded.updated_at
+
+-- name: set_overrides
+INSERT INTO jobloom_bindings (binding, overrides, updated_at) VALUES (:binding, :overrides, :now)
+ON CONFLICT (binding) DO UPDATE SET overrides = excluded.overrides, updated_at = excluded.updated_at
+
+-- name: save_bucket
+UPDATE jobloom_bindings SET tokens = :tokens, tokens_at = :tokens_at WHERE binding = :binding
+
+-- name: count_running
+SELECT count(*) FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
+
+-- name: running_by_key
+SELECT concurrency_key, count(*) FROM jobloom_jobs
+WHERE binding = :binding AND state = 'running' AND concurrency_key IS NOT NULL
+GROUP BY concurrency_key
+
+-- name: candidates_by_priority
+-- SKIP LOCKED: workers claiming from one unlimited binding at once take disjoint jobs.
+SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs
+WHERE binding = :binding AND state = 'queued'
+  AND (concurrency_key IS NULL OR concurrency_key <> ALL(:full_keys::text[]))
+ORDER BY priority DESC, run_at, id LIMIT :limit
+FOR UPDATE SKIP LOCKED
+
+-- name: candidates_by_age
+SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs
+WHERE binding = :binding AND state = 'queued'
+  AND (concurrency_key IS NULL OR concurrency_key <> ALL(:full_keys::text[]))
+ORDER BY run_at, id LIMIT :limit
+FOR UPDATE SKIP LOCKED
+
+-- name: claim
+UPDATE jobloom_jobs
+SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+    started_at = :now, cancel_requested = false
+WHERE id = ANY(:ids::bigint[]) AND state = 'queued'
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: promote_due
+WITH due AS (
+    SELECT id FROM jobloom_jobs WHERE state = 'scheduled' AND run_at <= :now
+    ORDER BY run_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobloom_jobs AS j SET state = 'queued' FROM due WHERE j.id = due.id
+RETURNING j.id, j.binding, j.attempt
+
+-- name: lock_running
+-- Locks are taken in id order everywhere a transaction locks several jobs, so they cannot deadlock.
+SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
+       started_at, run_id, node
+FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
+ORDER BY id
+FOR UPDATE
+
+-- name: expired_leases
+SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
+       started_at, run_id, node
+FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
+FOR UPDATE SKIP LOCKED
+
+-- name: finish_attempt
+UPDATE jobloom_jobs
+SET state = :state, result = :result, error = :error, run_at = :run_at, finished_at = :finished_at,
+    lease_owner = NULL, lease_expires = NULL, retries_from = retries_from + :refund,
+    payload = coalesce(:payload::text, payload)
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: insert_attempt
+INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
+VALUES (:job_id, :attempt, :worker, :started_at, :finished_at, :outcome, :error, :traceback)
+ON CONFLICT (job_id, attempt) DO NOTHING
+
+-- name: get_attempt
+SELECT worker, outcome FROM jobloom_attempts WHERE job_id = :job_id AND attempt = :attempt
+
+-- name: record_stale_report
+UPDATE jobloom_attempts SET reported_outcome = :outcome, reported_at = :at
+WHERE job_id = :job_id AND attempt = :attempt
+
+-- name: release
+UPDATE jobloom_jobs
+SET state = 'queued', attempt = attempt - 1, lease_owner = NULL, lease_expires = NULL, started_at = NULL
+WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker
+
+-- name: heartbeat
+WITH held AS (
+    SELECT id FROM jobloom_jobs
+    WHERE id = ANY(:ids::bigint[]) AND lease_owner = :worker AND state = 'running'
+    ORDER BY id
+    FOR UPDATE
+)
+UPDATE jobloom_jobs AS j SET lease_expires = :lease_expires FROM held WHERE j.id = held.id
+RETURNING j.id, j.cancel_requested
+
+-- name: cancel_requests
+SELECT id FROM jobloom_jobs
+WHERE state = 'running' AND lease_owner = :worker AND cancel_requested
+
+-- name: next_scheduled
+SELECT min(run_at) FROM jobloom_jobs WHERE state = 'scheduled'
+
+-- name: next_lease_expiry
+SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
+
+-- name: has_queued
+SELECT 1 FROM jobloom_jobs WHERE state = 'queued' AND binding = ANY(:bindings::text[]) LIMIT 1
+
+-- name: lock_job
+SELECT id, state, attempt, binding, run_id, node FROM jobloom_jobs WHERE id = :id FOR UPDATE
+
+-- name: cancel_now
+UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason
+WHERE id = :id AND state IN ('waiting', 'scheduled', 'queued')
+
+-- name: request_cancel
+UPDATE jobloom_jobs SET cancel_requested = true WHERE id = :id AND state = 'running'
+
+-- name: retry_now
+UPDATE jobloom_jobs
+SET state = 'queued', retries_from = attempt, run_at = :now, error = NULL, result = NULL, finished_at = NULL,
+    cancel_requested = false
+WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled')
+
+-- name: insert_event
+INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
+VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
+
+-- name: events_after
+-- Only events of finished transactions (xid below the oldest running one): a transaction still
+-- running may hold a lower seq, and a reader that moved past it would never see its events.
+SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events
+WHERE seq > :after AND xid < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY seq LIMIT :limit

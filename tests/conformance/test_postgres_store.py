@@ -1,0 +1,481 @@
+"""Driver-level tests of the PostgreSQL store: migrations, schemas, LISTEN/NOTIFY, retries, races.
+
+They use the shared test server (``postgres_url`` from conftest, a private schema per test); tests
+that need the ``schema=`` option make their own schemas and drop them afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from jobloom import App, MigrationsMissing, Performer, StoreError
+from jobloom.coordinator import NewJob, dispatch, enqueue
+from jobloom.store.base import Tx
+from jobloom.store.sql import load_migrations, load_queries
+
+from ..conftest import POSTGRES_URL, require_postgres
+
+pytestmark = pytest.mark.postgres
+
+psycopg = pytest.importorskip("psycopg")
+from jobloom.store.postgres import PostgresStore, to_psycopg  # noqa: E402
+
+
+@dataclass
+class Mail:
+    to: str
+
+
+class SendMail(Performer[Mail, str]):
+    async def perform(self, payload: Mail) -> str:
+        return "sent " + payload.to
+
+
+class Limited(Performer[Mail, str]):
+    concurrency = 3
+
+    async def perform(self, payload: Mail) -> str:
+        return payload.to
+
+
+def new_job(binding: str = "SendMail", *, payload: str = '{"to": "a"}', unique_key: str | None = None,
+            concurrency_key: str | None = None) -> NewJob:
+    now = time.time()
+    return NewJob(
+        binding=binding, payload=payload, priority=0, run_at=now, state="queued", max_attempts=3,
+        delivery="at_least_once", timeout=60.0, unique_key=unique_key,
+        unique_until=None if unique_key is None else now + 3600, concurrency_key=concurrency_key,
+        created_at=now,
+    )
+
+
+@pytest.fixture
+def new_schema() -> Iterator[Callable[[], str]]:
+    """Makes fresh schema names for ``schema=``; whatever the test created is dropped afterwards."""
+    require_postgres()
+    names: list[str] = []
+
+    def make() -> str:
+        names.append(f"jl_s_{uuid.uuid4().hex[:10]}")
+        return names[-1]
+
+    try:
+        yield make
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture
+async def store(postgres_url: str) -> AsyncIterator[PostgresStore]:
+    """A migrated store in the test's private schema."""
+    s = PostgresStore(postgres_url)
+    await s.open()
+    await s.migrate()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+# -- named SQL ----------------------------------------------------------------------------------------
+
+
+def test_every_sqlite_query_has_a_postgres_twin() -> None:
+    assert set(load_queries("postgres")) == set(load_queries("sqlite"))
+    assert [m.name for m in load_migrations("postgres")] == [m.name for m in load_migrations("sqlite")]
+
+
+def test_named_parameters_become_psycopg_placeholders() -> None:
+    q = to_psycopg("SELECT :a::text, 'x:y', \"q:z\", 5 % 2 -- it's :b\nFROM t WHERE c = ANY(:ids::bigint[])")
+    assert q == "SELECT %(a)s::text, 'x:y', \"q:z\", 5 %% 2 \nFROM t WHERE c = ANY(%(ids)s::bigint[])"
+
+
+# -- migrations ---------------------------------------------------------------------------------------
+
+
+async def test_migrations_apply_once_and_are_recorded(postgres_url: str) -> None:
+    s = PostgresStore(postgres_url)
+    try:
+        assert await s.applied_migrations() == []
+        names = [m.name for m in load_migrations("postgres")]
+        assert await s.migrate() == names
+        assert await s.migrate() == []
+        assert await s.applied_migrations() == names
+    finally:
+        await s.close()
+
+
+async def test_app_refuses_a_schema_without_migrations_then_accepts_it(new_schema: Callable[[], str]) -> None:
+    schema = new_schema()
+    app = App(POSTGRES_URL, performers=[SendMail], schema=schema)
+    try:
+        with pytest.raises(MigrationsMissing) as info:
+            await app.enqueue(SendMail, Mail(to="a"))
+        assert info.value.missing == [m.name for m in load_migrations("postgres")]
+        assert await app.migrate() == info.value.missing
+        job = await app.enqueue(SendMail, Mail(to="a"))
+        assert (await app.get_job(job.id)).state == "queued"
+    finally:
+        await app.close()
+
+
+async def test_two_processes_migrating_at_once_apply_each_migration_once(new_schema: Callable[[], str]) -> None:
+    schema = new_schema()
+    stores = [PostgresStore(POSTGRES_URL, schema=schema) for _ in range(4)]
+    try:
+        results = await asyncio.gather(*(s.migrate() for s in stores))
+        names = [m.name for m in load_migrations("postgres")]
+        assert sorted(n for r in results for n in r) == sorted(names)
+        assert await stores[0].applied_migrations() == names
+    finally:
+        for s in stores:
+            await s.close()
+
+
+# -- schemas ------------------------------------------------------------------------------------------
+
+
+async def test_two_apps_in_two_schemas_do_not_see_each_other(new_schema: Callable[[], str]) -> None:
+    a_schema, b_schema = new_schema(), new_schema()
+    a = App(POSTGRES_URL, performers=[SendMail], schema=a_schema, auto_migrate=True)
+    b = App(POSTGRES_URL, performers=[SendMail], schema=b_schema, auto_migrate=True)
+    try:
+        ja = await a.enqueue(SendMail, Mail(to="a"))
+        await b.enqueue(SendMail, Mail(to="b1"))
+        await b.enqueue(SendMail, Mail(to="b2"))
+        assert await a.counts() == {"SendMail": {"queued": 1}}
+        assert await b.counts() == {"SendMail": {"queued": 2}}
+        assert await a.drain() == 1
+        assert (await a.get_job(ja.id)).result == "sent a"
+        assert await b.counts() == {"SendMail": {"queued": 2}}
+        with psycopg.connect(POSTGRES_URL) as conn:
+            rows = conn.execute(
+                "SELECT table_schema FROM information_schema.tables WHERE table_name = 'jobloom_jobs' "
+                "AND table_schema = ANY(%s)", [[a_schema, b_schema]]
+            ).fetchall()
+        assert sorted(r[0] for r in rows) == sorted([a_schema, b_schema])
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_notifications_stay_in_their_schema(new_schema: Callable[[], str]) -> None:
+    a = PostgresStore(POSTGRES_URL, schema=new_schema())
+    b = PostgresStore(POSTGRES_URL, schema=new_schema())
+    wake = await b.wakeups()
+    try:
+        await a.notify()
+        assert not await wake.wait(0.3)
+        await b.notify()
+        assert await wake.wait(5)
+    finally:
+        await wake.close()
+        await a.close()
+        await b.close()
+
+
+# -- wake-ups -----------------------------------------------------------------------------------------
+
+
+async def test_a_notify_from_another_connection_wakes_a_listener(postgres_url: str) -> None:
+    listener, sender = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    wake = await listener.wakeups()
+    try:
+        assert not await wake.wait(0.05)
+        started = time.monotonic()
+        await sender.notify()
+        assert await wake.wait(5)
+        assert time.monotonic() - started < 2
+        assert not await wake.wait(0.05)  # signals were merged and consumed
+    finally:
+        await wake.close()
+        await listener.close()
+        await sender.close()
+
+
+async def test_a_lost_listen_connection_reconnects_and_signals(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    wake = await store.wakeups()
+    try:
+        conn = wake._conn  # type: ignore[attr-defined]
+        assert conn is not None
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+        assert await wake.wait(10)  # the reconnect signals: notifications may have been missed
+        deadline = time.monotonic() + 10
+        while wake._conn is None or wake._conn is conn:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        await wake.wait(0)
+        await store.notify()
+        assert await wake.wait(5)
+    finally:
+        await wake.close()
+        await store.close()
+
+
+# -- transactions -------------------------------------------------------------------------------------
+
+
+async def test_transact_survives_a_terminated_connection(store: PostgresStore) -> None:
+    tries = 0
+
+    async def work(tx: Tx) -> int:
+        nonlocal tries
+        tries += 1
+        (ids,) = [await tx.insert_many("insert_job", [new_job().params()])]
+        if tries == 1:
+            pid = tx.conn.info.backend_pid  # type: ignore[attr-defined]
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+            await tx.fetch("get_job", {"id": ids[0]})
+        return ids[0]
+
+    job_id = await store.transact(work)
+    assert tries == 2
+
+    async def count(tx: Tx) -> Any:
+        return await tx.fetch("count_by_state")
+
+    assert await store.transact(count, exclusive=False) == [("SendMail", "queued", 1)]
+    assert job_id > 0
+
+
+async def test_transact_retries_the_loser_of_a_deadlock(store: PostgresStore) -> None:
+    ids = await store.transact(lambda tx: tx.insert_many("insert_job", [new_job().params(), new_job().params()]))
+    locked = [asyncio.Event(), asyncio.Event()]
+    tries = [0, 0]
+
+    def worker(me: int) -> Any:
+        async def work(tx: Tx) -> None:
+            tries[me] += 1
+            await tx.fetch("lock_job", {"id": ids[me]})
+            locked[me].set()
+            await locked[1 - me].wait()
+            await tx.fetch("lock_job", {"id": ids[1 - me]})
+
+        return work
+
+    await asyncio.wait_for(asyncio.gather(store.transact(worker(0)), store.transact(worker(1))), 30)
+    assert sorted(tries) == [1, 2]
+
+
+async def test_binding_locks_taken_in_opposite_orders_do_not_deadlock(store: PostgresStore) -> None:
+    locked = [asyncio.Event(), asyncio.Event()]
+    tries = [0, 0]
+    order = [["Alpha", "Beta"], ["Beta", "Alpha"]]
+
+    def cycle(me: int) -> Any:
+        async def work(tx: Tx) -> None:
+            tries[me] += 1
+            await tx.fetchone("lock_binding", {"binding": order[me][0]})
+            locked[me].set()
+            await locked[1 - me].wait()
+            await tx.fetchone("lock_binding", {"binding": order[me][1]})
+
+        return work
+
+    for binding in ("Alpha", "Beta"):  # as workers do at start (creating a row cannot be tried NOWAIT)
+        await store.transact(lambda tx, b=binding: tx.fetchone("lock_binding", {"binding": b}))
+    started = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(store.transact(cycle(0)), store.transact(cycle(1))), 30)
+    assert time.monotonic() - started < 0.9  # faster than PostgreSQL's deadlock detection (1 s)
+    assert tries == [1, 2]  # the out-of-order lock failed at once; that transaction ran again
+
+
+async def test_a_non_transient_error_propagates_and_rolls_back(store: PostgresStore) -> None:
+    async def work(tx: Tx) -> None:
+        await tx.insert_many("insert_job", [new_job().params()])
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await store.transact(work)
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        await store.transact(lambda tx: tx.insert_many("insert_job", [new_job().params() | {"payload": None}]))
+    assert await store.transact(lambda tx: tx.fetch("count_by_state")) == []
+
+
+async def test_insert_many_returns_ids_in_row_order(store: PostgresStore) -> None:
+    rows = [new_job(payload=f'{{"to": "{i}"}}').params() for i in range(50)]
+    ids = await store.transact(lambda tx: tx.insert_many("insert_job", rows))
+    assert len(set(ids)) == 50
+    for i, job_id in enumerate(ids):
+        row = await store.transact(lambda tx, job_id=job_id: tx.fetchone("get_job", {"id": job_id}))
+        assert row is not None and row[3] == f'{{"to": "{i}"}}'
+
+
+async def test_racing_enqueues_of_one_unique_key_make_one_job(postgres_url: str) -> None:
+    stores = [PostgresStore(postgres_url, pool_max=4) for _ in range(6)]
+    await stores[0].migrate()
+    try:
+        async def one(store: PostgresStore) -> int:
+            result = await store.transact(lambda tx: enqueue(tx, [new_job(unique_key="k")], time.time()))
+            return result[0][0]
+
+        ids = await asyncio.gather(*(one(stores[i % len(stores)]) for i in range(40)))
+        assert len(set(ids)) == 1
+        rows = await stores[0].transact(lambda tx: tx.fetch("count_by_state"))
+        assert rows == [("SendMail", "queued", 1)]
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_parallel_claims_never_take_a_job_twice(postgres_url: str) -> None:
+    stores = [PostgresStore(postgres_url, pool_max=2) for _ in range(6)]
+    await stores[0].migrate()
+    await stores[0].transact(lambda tx: enqueue(tx, [new_job() for _ in range(300)], time.time()))
+    claimed: list[int] = []
+    try:
+        async def claimer(store: PostgresStore, n: int) -> None:
+            while True:
+                got = await store.transact(
+                    lambda tx: dispatch(tx, "SendMail", capacity=7, worker=f"w{n}", now=time.time(), lease=30)
+                )
+                if not got.claimed:
+                    return
+                claimed.extend(c.id for c in got.claimed)
+
+        await asyncio.gather(*(claimer(s, i) for i, s in enumerate(stores)))
+    finally:
+        for s in stores:
+            await s.close()
+    assert len(claimed) == 300 and len(set(claimed)) == 300
+
+
+async def test_a_concurrency_limit_holds_across_stores(postgres_url: str) -> None:
+    stores = [PostgresStore(postgres_url, pool_max=2) for _ in range(5)]
+    await stores[0].migrate()
+    app = App(postgres_url, performers=[Limited])
+    try:
+        await app.register_bindings()
+        await stores[0].transact(lambda tx: enqueue(tx, [new_job("Limited") for _ in range(20)], time.time()))
+
+        async def claim(store: PostgresStore, n: int) -> int:
+            got = await store.transact(
+                lambda tx: dispatch(tx, "Limited", capacity=2, worker=f"w{n}", now=time.time(), lease=30)
+            )
+            return len(got.claimed)
+
+        counts = await asyncio.gather(*(claim(s, i) for i, s in enumerate(stores) for _ in range(3)))
+        assert sum(counts) == 3
+    finally:
+        await app.close()
+        for s in stores:
+            await s.close()
+
+
+async def test_lock_binding_creates_a_missing_row(store: PostgresStore) -> None:
+    row = await store.transact(lambda tx: tx.fetchone("lock_binding", {"binding": "Nobody"}))
+    assert row is not None and row[0] is None and row[1] == 1
+    row = await store.transact(lambda tx: tx.fetchone("lock_binding", {"binding": "Nobody"}))
+    assert row is not None
+
+
+# -- transactional enqueue ----------------------------------------------------------------------------
+
+
+async def _count(store: PostgresStore) -> int:
+    rows = await store.transact(lambda tx: tx.fetch("count_by_state"))
+    return sum(r[2] for r in rows)
+
+
+async def test_enqueue_in_the_callers_async_transaction(new_schema: Callable[[], str]) -> None:
+    schema = new_schema()
+    store = PostgresStore(POSTGRES_URL, schema=schema)
+    await store.migrate()
+    wake = await store.wakeups()
+    try:
+        async with await psycopg.AsyncConnection.connect(POSTGRES_URL) as conn:
+            await conn.execute("SELECT 1")
+            got = await store.transact_on(conn, lambda tx: enqueue(tx, [new_job()], time.time()))
+            assert got[0][1] is True
+            path = await (await conn.execute("SHOW search_path")).fetchone()
+            assert path is not None and schema not in path[0]  # the caller's search_path is back
+            assert await _count(store) == 0  # not committed yet
+            assert not await wake.wait(0.2)  # NOTIFY waits for the commit too
+            await conn.rollback()
+            assert await _count(store) == 0
+            assert not await wake.wait(0.2)
+
+            await store.transact_on(conn, lambda tx: enqueue(tx, [new_job()], time.time()))
+            await conn.commit()
+            assert await _count(store) == 1
+            assert await wake.wait(5)
+
+            async def failing(tx: Tx) -> None:
+                await enqueue(tx, [new_job()], time.time())
+                await tx.fetch("get_job", {"id": "not a number"})
+
+            with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+                await store.transact_on(conn, failing)
+            await conn.execute("SELECT 1")  # the caller's transaction is still usable
+            await conn.commit()
+            assert await _count(store) == 1
+
+        async with await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True) as conn:
+            with pytest.raises(StoreError):
+                await store.transact_on(conn, lambda tx: enqueue(tx, [new_job()], time.time()))
+    finally:
+        await wake.close()
+        await store.close()
+
+
+async def test_enqueue_in_the_callers_sync_transaction(postgres_url: str, store: PostgresStore) -> None:
+    def sync_enqueue(commit: bool) -> list[tuple[int, bool]]:
+        with psycopg.connect(postgres_url) as conn:
+            got = store.transact_on_sync(conn, lambda tx: enqueue(tx, [new_job(unique_key="u")], time.time()))
+            if commit:
+                conn.commit()
+            else:
+                conn.rollback()
+            return got
+
+    await asyncio.to_thread(sync_enqueue, False)
+    assert await _count(store) == 0
+    first = await asyncio.to_thread(sync_enqueue, True)
+    again = await asyncio.to_thread(sync_enqueue, True)
+    assert first[0][1] is True and again == [(first[0][0], False)]
+    assert await _count(store) == 1
+
+
+def test_the_sync_variant_refuses_a_coroutine_that_suspends(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+
+    async def suspends(tx: Tx) -> None:
+        await asyncio.sleep(0)
+
+    with psycopg.connect(postgres_url) as conn, pytest.raises(StoreError, match="awaited something"):
+        store.transact_on_sync(conn, suspends)
+
+
+# -- end to end ---------------------------------------------------------------------------------------
+
+
+async def test_enqueue_drain_retry_unique_cancel_on_postgres(new_schema: Callable[[], str]) -> None:
+    app = App(POSTGRES_URL, performers=[SendMail, Limited], schema=new_schema(), auto_migrate=True)
+    try:
+        job = await app.enqueue(SendMail, Mail(to="a"))
+        await app.enqueue_many([(Limited, Mail(to=str(i))) for i in range(10)])
+        assert await app.drain() == 11
+        assert (await app.get_job(job.id)).result == "sent a"
+        u1, u2 = await asyncio.gather(
+            app.enqueue(SendMail, Mail(to="u"), unique_key="k"), app.enqueue(SendMail, Mail(to="u"), unique_key="k")
+        )
+        assert u1.id == u2.id
+        later = await app.enqueue(SendMail, Mail(to="later"), delay=60)
+        assert (await app.cancel(later.id)).state == "cancelled"
+        assert (await app.retry(later.id)).state == "queued"
+        assert await app.drain() == 2
+        assert await app.counts() == {"SendMail": {"succeeded": 3}, "Limited": {"succeeded": 10}}
+    finally:
+        await app.close()
