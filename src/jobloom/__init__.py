@@ -26,6 +26,7 @@ from .flow import Flow, FlowError, Node
 from .flowrun import RunNotFound
 from .options import Backoff, RateLimit
 from .performer import Performer
+from .schedule import InvalidSchedule, Schedule, UnknownSchedule
 from .steps import EventTimeout, LeaseLost
 from .types import Attempt, Job, JobContext, NodeState, Run
 from .worker import Worker
@@ -43,6 +44,7 @@ __all__ = [
     "FlowError",
     "InvalidOption",
     "InvalidPayload",
+    "InvalidSchedule",
     "InvalidTransition",
     "Job",
     "JobContext",
@@ -60,8 +62,10 @@ __all__ = [
     "Retry",
     "Run",
     "RunNotFound",
+    "Schedule",
     "StoreError",
     "UnknownBinding",
+    "UnknownSchedule",
     "WaitTimeout",
     "Worker",
 ]

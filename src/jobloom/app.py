@@ -20,6 +20,8 @@ from .flowapi import FlowsAPI, flow_bindings, register_flows
 from .housekeeping import Housekeeper
 from .performer import Performer, PerformerSpec, inspect_performer
 from .records import attempt_from_row, backoff_json, job_from_row
+from .schedule import Schedule
+from .scheduling import SchedulingMixin
 from .store import Store, open_store
 from .store.base import Tx
 from .store.sql import load_migrations
@@ -49,7 +51,7 @@ class _Core:
         self.checked = False
 
 
-class App(FlowsAPI):
+class App(FlowsAPI, SchedulingMixin):
     """A jobloom application: ``App("sqlite:///jobloom.db", performers=[...], env=...)``.
 
     ``lease`` is the lease length in seconds: a worker heartbeats to keep its jobs' leases alive,
@@ -66,6 +68,7 @@ class App(FlowsAPI):
         lease: float = 30.0,
         *,
         flows: Iterable[Flow] = (),
+        schedules: Iterable[Schedule] = (),
         auto_migrate: bool | None = None,
         **store_options: Any,
     ) -> None:
@@ -90,6 +93,7 @@ class App(FlowsAPI):
             from .flowrun import RunDeadlines
 
             self.housekeepers.append(RunDeadlines())
+        self._init_scheduling(schedules)  # schedules, retention and the projector's housekeepers
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._bridge: _SyncBridge | None = None
 

@@ -1,0 +1,124 @@
+"""Retention: finished jobs are deleted, with their history, once their binding's retention has passed.
+
+Each performer's ``retention`` (default: succeeded 1 day; failed, stalled, cancelled and skipped
+7 days) applies to its binding; bindings the app does not know get the defaults. Deletion goes in
+bounded batches, one short transaction each, so no lock is held for long and dispatch never waits
+on a large delete. The read model's per-minute rows are kept ``stats_retention`` seconds (30 days).
+
+The history of a job is every row kept per job: each named query ``prune_history_*`` of the store's
+dialect (attempts, and whatever other concepts add) is run for each batch with the batch's ids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from .performer import _retention
+from .store.sql import load_queries
+
+if TYPE_CHECKING:
+    from .app import App
+    from .store.base import Store, Tx
+
+DEFAULTS: dict[str, float] = _retention(None, "")
+STATS_RETENTION = 30 * 86400.0
+
+
+def retention_groups(app: App) -> list[tuple[str, float, list[str]]]:
+    """(state, seconds, bindings) for the app's bindings, grouped by equal retention."""
+    groups: dict[tuple[str, float], list[str]] = defaultdict(list)
+    for binding, spec in sorted(app.specs.items()):
+        for state, seconds in spec.retention.items():
+            groups[(state, seconds)].append(binding)
+    return [(state, seconds, bindings) for (state, seconds), bindings in sorted(groups.items())]
+
+
+def _history_queries(dialect: str) -> list[str]:
+    return sorted(name for name in load_queries(dialect) if name.startswith("prune_history_"))
+
+
+async def prune_batch(
+    store: Store, *, state: str, cutoff: float, bindings: list[str], others: bool, limit: int
+) -> int:
+    """Delete up to ``limit`` jobs in ``state`` finished before ``cutoff``, with their history.
+
+    ``others=False``: jobs of ``bindings``; ``others=True``: jobs of every other binding.
+    """
+    history = _history_queries(store.dialect)
+
+    async def work(tx: Tx) -> int:
+        rows = await tx.fetch("prune_pick_others" if others else "prune_pick",
+                              {"state": state, "cutoff": cutoff, "bindings": bindings, "limit": limit})
+        ids = [int(r[0]) for r in rows]
+        if not ids:
+            return 0
+        for name in history:
+            await tx.execute(name, {"ids": ids})
+        return await tx.execute("prune_jobs", {"ids": ids})
+
+    return await store.transact(work)
+
+
+async def prune(app: App, now: float, *, batch: int = 500, max_batches: int = 20,
+                stats_retention: float = STATS_RETENTION) -> tuple[int, bool]:
+    """Prune what is past retention, at most ``max_batches`` full batches; return (jobs deleted, more left)."""
+    store = await app.store()
+    groups = retention_groups(app)
+    known = sorted(app.specs)
+    plan: list[tuple[str, float, list[str], bool]] = [(s, secs, b, False) for s, secs, b in groups]
+    plan += [(state, secs, known, True) for state, secs in DEFAULTS.items()]
+    deleted = 0
+    full = 0
+    for state, seconds, bindings, others in plan:
+        while True:
+            n = await prune_batch(store, state=state, cutoff=now - seconds, bindings=bindings, others=others,
+                                  limit=batch)
+            deleted += n
+            if n < batch:
+                break
+            full += 1
+            if full >= max_batches:
+                return deleted, True
+
+    async def stats(tx: Tx) -> int:
+        return await tx.execute("prune_stats", {"minute": int((now - stats_retention) // 60), "limit": batch})
+
+    more = await store.transact(stats) >= batch
+    return deleted, more
+
+
+class RetentionKeeper:
+    """The housekeeper that prunes finished jobs: every ``interval`` seconds, or at once while a run
+    left more to delete (each run deletes at most ``max_batches`` batches of ``batch`` jobs)."""
+
+    name = "retention"
+
+    def __init__(self, *, interval: float = 60.0, batch: int = 500, max_batches: int = 20) -> None:
+        self.interval = interval
+        self.batch = batch
+        self.max_batches = max_batches
+        self._next = 0.0
+        self.deleted = 0
+
+    async def next_due(self, app: App, now: float) -> float | None:
+        """When to prune next (kept in memory)."""
+        return self._next
+
+    async def run(self, app: App, now: float) -> bool:
+        """Prune one round; deleting jobs never makes any runnable, so this returns False."""
+        self._next = now + self.interval
+        deleted, more = await prune(app, now, batch=self.batch, max_batches=self.max_batches)
+        self.deleted += deleted
+        if more:
+            self._next = time.time()
+        return False
+
+
+def describe(app: App) -> dict[str, Any]:
+    """The retention in force per binding (seconds per state), for listings."""
+    return {binding: dict(spec.retention) for binding, spec in sorted(app.specs.items())}
+
+
+__all__ = ["DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "describe", "prune", "prune_batch", "retention_groups"]

@@ -1,0 +1,54 @@
+-- Named queries of the projector and the read model (jobloom_projector, jobloom_stats).
+-- The outbox is read in (xid, seq) order, and only events of transactions older than every running
+-- one (xid below the snapshot's xmin): a running transaction may hold a lower seq, but never a lower
+-- xid, so nothing can appear behind the cursor after it has moved on.
+
+-- name: init_projector
+INSERT INTO jobloom_projector (name, last_seq, last_xid, updated_at) VALUES (:name, 0, 0, :now)
+ON CONFLICT (name) DO NOTHING
+
+-- name: lock_projector
+-- SKIP LOCKED: while another worker projects, this one finds no row and does nothing.
+SELECT last_seq, last_xid FROM jobloom_projector WHERE name = :name FOR UPDATE SKIP LOCKED
+
+-- name: get_projector
+SELECT last_seq, last_xid, updated_at FROM jobloom_projector WHERE name = :name
+
+-- name: save_projector
+UPDATE jobloom_projector SET last_seq = :last_seq, last_xid = :last_xid, updated_at = :now WHERE name = :name
+
+-- name: project_events
+SELECT seq, xid::text::bigint, at, binding, kind, duration FROM jobloom_events
+WHERE (xid, seq) > (:after_xid::text::xid8, :after_seq::bigint)
+  AND xid < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY xid, seq LIMIT :limit
+
+-- name: count_unprojected
+SELECT count(*) FROM jobloom_events WHERE (xid, seq) > (:after_xid::text::xid8, :after_seq::bigint)
+
+-- name: prune_projected_events
+DELETE FROM jobloom_events WHERE seq = ANY(:seqs::bigint[])
+
+-- name: stats_rows_for
+SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, runs, run_time,
+       run_max, histogram
+FROM jobloom_stats
+WHERE minute BETWEEN :lo AND :hi AND binding = ANY(:bindings::text[])
+
+-- name: upsert_stats
+INSERT INTO jobloom_stats (binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled,
+                           runs, run_time, run_max, histogram)
+VALUES (:binding, :minute, :enqueued, :started, :succeeded, :failed, :retried, :cancelled, :stalled,
+        :runs, :run_time, :run_max, :histogram)
+ON CONFLICT (binding, minute) DO UPDATE SET
+    enqueued = excluded.enqueued, started = excluded.started, succeeded = excluded.succeeded,
+    failed = excluded.failed, retried = excluded.retried, cancelled = excluded.cancelled,
+    stalled = excluded.stalled, runs = excluded.runs, run_time = excluded.run_time, run_max = excluded.run_max,
+    histogram = excluded.histogram
+
+-- name: stats_since
+SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, runs, run_time,
+       run_max, histogram
+FROM jobloom_stats
+WHERE minute >= :minute AND (:binding::text IS NULL OR binding = :binding::text)
+ORDER BY minute, binding

@@ -1,0 +1,29 @@
+-- Named queries of retention: finished jobs past their binding's retention are deleted with their
+-- history, a bounded batch per transaction. Every query named prune_history_* is run for each batch
+-- with :ids (the jobs being deleted), so each concept that keeps rows per job removes its own.
+-- The newest job is never picked: SQLite gives a new row the highest id + 1, so deleting the newest
+-- jobs would hand their ids out again, and an id must name one job for ever.
+
+-- name: prune_pick
+SELECT id FROM jobloom_jobs
+WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
+  AND binding IN (SELECT value FROM json_each(:bindings))
+  AND id < (SELECT max(id) FROM jobloom_jobs)
+ORDER BY finished_at LIMIT :limit
+
+-- name: prune_pick_others
+SELECT id FROM jobloom_jobs
+WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
+  AND binding NOT IN (SELECT value FROM json_each(:bindings))
+  AND id < (SELECT max(id) FROM jobloom_jobs)
+ORDER BY finished_at LIMIT :limit
+
+-- name: prune_history_attempts
+DELETE FROM jobloom_attempts WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: prune_jobs
+DELETE FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: prune_stats
+DELETE FROM jobloom_stats
+WHERE (binding, minute) IN (SELECT binding, minute FROM jobloom_stats WHERE minute < :minute LIMIT :limit)

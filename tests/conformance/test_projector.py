@@ -1,0 +1,263 @@
+"""The projector and the read model on every store: exact counts, run-time percentiles, exactly once
+across crashes and concurrent projectors, pruning of consumed events, and jobs untouched by its failures."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import jobloom
+from jobloom import projector
+from jobloom.coordinator import event
+from jobloom.projector import Tally, bucket_of, bucket_value, percentile, project_once
+from jobloom.store.base import Store, Tx
+from tests.helpers import eventually
+
+
+class Ok(jobloom.Performer[dict[str, Any], None]):
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+class Boom(jobloom.Performer[dict[str, Any], None]):
+    max_attempts = 2
+    backoff = jobloom.Backoff.fixed(0)
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        raise RuntimeError("boom")
+
+
+@pytest.fixture
+async def app(store_url: str) -> AsyncIterator[jobloom.App]:
+    app = jobloom.App(store_url, performers=[Ok, Boom], auto_migrate=True, lease=1.0)
+    yield app
+    await app.close()
+
+
+async def project_all(store: Store, limit: int = projector.BATCH) -> int:
+    """Fold until no event is left. On PostgreSQL an event waits until every older transaction in the
+    cluster has finished (another session's long transaction delays the read model, never skews it)."""
+    total = 0
+
+    async def folded_everything() -> bool:
+        nonlocal total
+        while n := await project_once(store, limit=limit):
+            total += n
+        return await unprojected(store) == 0
+
+    await eventually(folded_everything, timeout=30, interval=0.05, what="every event folded")
+    return total
+
+
+async def add_events(store: Store, rows: list[dict[str, Any]]) -> None:
+    async def work(tx: Tx) -> None:
+        await tx.executemany("insert_event", rows)
+
+    await store.transact(work)
+
+
+async def unprojected(store: Store) -> int:
+    async def work(tx: Tx) -> int:
+        row = await tx.fetchone("count_unprojected", {"after_seq": 0, "after_xid": 0})
+        return int(row[0]) if row else 0
+
+    return await store.transact(work, exclusive=False)
+
+
+# -- the histogram ------------------------------------------------------------------------------------
+
+
+def test_percentiles_are_within_five_percent() -> None:
+    rng = random.Random(7)
+    durations = sorted(rng.lognormvariate(-2.0, 1.2) for _ in range(5000))
+    tally = Tally()
+    for d in durations:
+        tally.add_event("succeeded", d)
+    figures = tally.figures()
+    for q, got in ((0.5, figures.p50), (0.9, figures.p90), (0.99, figures.p99)):
+        exact = durations[int(q * len(durations)) - 1]
+        assert got is not None and abs(got - exact) / exact < 0.06, (q, got, exact)
+    assert figures.max == durations[-1] and figures.runs == 5000
+    assert figures.mean == pytest.approx(sum(durations) / 5000)
+
+
+def test_buckets_cover_tiny_and_huge_run_times() -> None:
+    assert bucket_of(0.0) == 0 and bucket_of(1e-6) == 0
+    for seconds in (0.0001, 0.02, 1.0, 3600.0, 86400.0):
+        assert abs(bucket_value(bucket_of(seconds)) - seconds) / seconds < 0.05
+    assert percentile({}, 0.5) is None
+    assert percentile({bucket_of(2.0): 3}, 0.5, top=1.99) == 1.99  # never above the largest seen
+
+
+# -- counting -----------------------------------------------------------------------------------------
+
+
+async def test_stats_count_what_happened_per_binding(app: jobloom.App) -> None:
+    await app.enqueue_many([(Ok, {}) for _ in range(5)])
+    await app.enqueue(Boom, {})
+    doomed = await app.enqueue(Ok, {}, delay=3600)
+    await app.cancel(doomed.id)
+    for _ in range(3):
+        await app.drain()
+    store = await app.store()
+    await project_all(store)
+    stats = await app.stats()
+    ok, boom = stats.bindings["Ok"], stats.bindings["Boom"]
+    assert (ok.enqueued, ok.started, ok.succeeded, ok.cancelled, ok.failed) == (6, 5, 5, 1, 0)
+    assert (boom.enqueued, boom.started, boom.retried, boom.failed, boom.succeeded) == (1, 2, 1, 1, 0)
+    assert ok.runs == 5 and boom.runs == 2 and ok.p50 is not None and ok.p99 is not None
+    assert stats.total.enqueued == 7 and stats.pending_events == 0
+    assert [f.enqueued for _, f in stats.minutes] and sum(f.enqueued for _, f in stats.minutes) == 7
+    only = await app.stats(binding="Boom")
+    assert set(only.bindings) == {"Boom"} and only.total.failed == 1
+    later = await app.stats(since=datetime.now(UTC) + timedelta(minutes=2))
+    assert later.total.enqueued == 0 and later.bindings == {}
+
+
+async def test_stats_since_is_per_minute(app: jobloom.App) -> None:
+    store = await app.store()
+    now = time.time()
+    await add_events(store, [event(now - 7200, 1, "Ok", "enqueued"), event(now - 60, 2, "Ok", "enqueued")])
+    await project_all(store)
+    assert (await app.stats()).total.enqueued == 1  # the last hour, by default
+    assert (await app.stats(since=timedelta(hours=3))).total.enqueued == 2
+    assert (await app.stats(since=now - 7200)).total.enqueued == 2
+    with pytest.raises(jobloom.InvalidOption):
+        await app.stats(since="yesterday")
+
+
+async def test_projecting_twice_counts_once_and_consumed_events_are_pruned(app: jobloom.App) -> None:
+    store = await app.store()
+    now = time.time()
+    await add_events(store, [event(now, i, "Ok", "succeeded", 1, 0.01 * i) for i in range(1, 101)])
+    assert await unprojected(store) == 100
+    assert await project_all(store, limit=7) == 100
+    assert await project_once(store) == 0
+    assert await unprojected(store) == 0
+    stats = await app.stats()
+    assert stats.total.succeeded == 100 and stats.total.runs == 100
+    assert stats.total.max == pytest.approx(1.0)
+
+
+async def test_a_crash_mid_projection_counts_every_event_exactly_once(
+    app: jobloom.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await app.store()
+    now = time.time()
+    await add_events(store, [event(now + i / 1000, i, "Ok", "started", 1) for i in range(1, 51)])
+
+    class Crash(Exception):
+        pass
+
+    class CrashingTx(Tx):
+        """Writes the read model and prunes events, then dies before the cursor moves."""
+
+        def __init__(self, inner: Tx) -> None:
+            self.inner = inner
+
+        async def fetch(self, name: str, params: Any = None) -> list[tuple[Any, ...]]:
+            return await self.inner.fetch(name, params)
+
+        async def execute(self, name: str, params: Any = None) -> int:
+            if name == "save_projector":
+                raise Crash("killed before the cursor moved")
+            return await self.inner.execute(name, params)
+
+        async def executemany(self, name: str, rows: Any) -> None:
+            await self.inner.executemany(name, rows)
+
+        async def insert_many(self, name: str, rows: Any) -> list[int]:
+            return await self.inner.insert_many(name, rows)
+
+    real = store.transact
+
+    async def crashing(fn: Callable[[Tx], Awaitable[Any]], **kw: Any) -> Any:
+        return await real(lambda tx: fn(CrashingTx(tx)), **kw)
+
+    monkeypatch.setattr(store, "transact", crashing)
+
+    async def crashed() -> bool:
+        try:
+            await project_once(store, limit=20)  # 0 while an older transaction runs (PostgreSQL)
+        except Crash:
+            return True
+        return False
+
+    await eventually(crashed, timeout=30, interval=0.05, what="the projector to crash mid-batch")
+    monkeypatch.undo()
+    assert await unprojected(store) == 50  # rolled back: nothing pruned
+    assert (await app.stats()).total.started == 0
+    assert await project_all(store, limit=20) == 50
+    assert (await app.stats()).total.started == 50
+
+
+async def test_concurrent_projectors_count_every_event_once(app: jobloom.App, store_url: str) -> None:
+    others = [jobloom.App(store_url, performers=[Ok], auto_migrate=True) for _ in range(3)]
+    try:
+        stores = [await app.store()] + [await o.store() for o in others]
+        now = time.time()
+        for chunk in range(5):
+            await add_events(stores[0], [event(now, chunk * 100 + i, "Ok", "succeeded", 1, 0.5)
+                                         for i in range(100)])
+        for _ in range(30):
+            await asyncio.gather(*(project_once(s, limit=13) for s in stores))
+        await project_all(stores[0])
+        assert (await app.stats()).total.succeeded == 500
+    finally:
+        for o in others:
+            await o.close()
+
+
+async def test_a_failing_projector_never_changes_a_job(app: jobloom.App, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> int:
+        raise RuntimeError("read model unavailable")
+
+    monkeypatch.setattr(projector, "project_once", broken)
+    worker = jobloom.Worker(app, grace=2.0)
+    task = asyncio.create_task(worker.run())
+    try:
+        jobs = await app.enqueue_many([(Ok, {}) for _ in range(10)])
+        for job in jobs:
+            assert (await app.wait(job.id, timeout=20)).state == "succeeded"
+        assert (await app.stats()).pending_events >= 30  # it lags: nothing was folded
+        monkeypatch.undo()
+        await eventually(lambda: _succeeded(app, 10), timeout=20, what="the read model to catch up")
+        assert (await app.stats()).bindings["Ok"].enqueued == 10
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def _succeeded(app: jobloom.App, n: int) -> bool:
+    stats = await app.stats()
+    return stats.total.succeeded == n and stats.pending_events == 0
+
+
+@pytest.mark.postgres
+async def test_postgres_events_of_a_slow_transaction_are_not_skipped(postgres_url: str) -> None:
+    """A transaction that took a lower seq but commits later must still be counted (xid order)."""
+    import psycopg
+
+    app = jobloom.App(postgres_url, performers=[Ok], auto_migrate=True)
+    try:
+        store = await app.store()
+        slow = await psycopg.AsyncConnection.connect(postgres_url)
+        try:
+            await slow.execute(
+                "INSERT INTO jobloom_events (at, job_id, binding, kind) VALUES (%s, 1, 'Ok', 'enqueued')", [time.time()]
+            )
+            await app.enqueue_many([(Ok, {}) for _ in range(3)])
+            assert await project_once(store) == 0  # the newer events wait for the older transaction
+            await slow.commit()
+        finally:
+            await slow.close()
+        await project_all(store)
+        assert (await app.stats()).total.enqueued == 4
+    finally:
+        await app.close()

@@ -1,0 +1,153 @@
+"""Retention on every store: finished jobs are deleted with their history after their binding's
+retention, in bounded batches; unfinished jobs never are."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+import jobloom
+from jobloom.retention import RetentionKeeper, prune, prune_batch
+from jobloom.store.base import Tx
+
+DAY = 86400.0
+
+
+class Ok(jobloom.Performer[dict[str, Any], None]):
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+class Bad(jobloom.Performer[dict[str, Any], None]):
+    max_attempts = 1
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        raise RuntimeError("bad")
+
+
+class Brief(jobloom.Performer[dict[str, Any], None]):
+    retention = {"succeeded": 60.0, "failed": 120.0}
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+@pytest.fixture
+async def app(store_url: str) -> AsyncIterator[jobloom.App]:
+    app = jobloom.App(store_url, performers=[Ok, Bad, Brief], auto_migrate=True)
+    yield app
+    await app.close()
+
+
+async def exists(app: jobloom.App, job_id: int) -> bool:
+    try:
+        await app.get_job(job_id)
+    except jobloom.JobNotFound:
+        return False
+    return True
+
+
+async def attempt_rows(app: jobloom.App, job_id: int) -> int:
+    store = await app.store()
+
+    async def work(tx: Tx) -> int:
+        return len(await tx.fetch("get_attempts", {"id": job_id}))
+
+    return await store.transact(work, exclusive=False)
+
+
+async def finished_jobs(app: jobloom.App) -> dict[str, int]:
+    ok = await app.enqueue(Ok, {})
+    bad = await app.enqueue(Bad, {})
+    cancelled = await app.enqueue(Ok, {}, delay=3600)
+    await app.cancel(cancelled.id)
+    await app.drain()
+    waiting = await app.enqueue(Ok, {}, delay=100 * DAY)  # unfinished, and the newest job
+    return {"succeeded": ok.id, "failed": bad.id, "cancelled": cancelled.id, "waiting": waiting.id}
+
+
+async def test_defaults_keep_successes_a_day_and_failures_a_week(app: jobloom.App) -> None:
+    ids = await finished_jobs(app)
+    assert await attempt_rows(app, ids["succeeded"]) == 1
+    now = time.time()
+    assert await prune(app, now + 0.5 * DAY) == (0, False)
+    deleted, more = await prune(app, now + 2 * DAY)
+    assert (deleted, more) == (1, False)
+    assert not await exists(app, ids["succeeded"]) and await attempt_rows(app, ids["succeeded"]) == 0
+    assert await exists(app, ids["failed"]) and await exists(app, ids["cancelled"])
+    assert await prune(app, now + 8 * DAY) == (2, False)
+    assert not await exists(app, ids["failed"]) and await attempt_rows(app, ids["failed"]) == 0
+    assert not await exists(app, ids["cancelled"])
+    assert await prune(app, now + 1000 * DAY) == (0, False)
+    assert await exists(app, ids["waiting"])  # never an unfinished job
+
+
+async def test_each_binding_uses_its_performer_retention(app: jobloom.App) -> None:
+    brief = await app.enqueue(Brief, {})
+    ok = await app.enqueue(Ok, {})
+    await app.drain()
+    await app.enqueue(Ok, {}, delay=DAY)
+    await prune(app, time.time() + 90)
+    assert not await exists(app, brief.id) and await exists(app, ok.id)
+
+
+async def test_bindings_the_app_does_not_know_get_the_defaults(app: jobloom.App, store_url: str) -> None:
+    ids = await finished_jobs(app)
+    bare = jobloom.App(store_url, auto_migrate=True)
+    try:
+        assert await prune(bare, time.time() + 2 * DAY) == (1, False)
+        assert not await exists(app, ids["succeeded"]) and await exists(app, ids["failed"])
+    finally:
+        await bare.close()
+
+
+async def test_pruning_goes_in_bounded_batches(app: jobloom.App) -> None:
+    jobs = await app.enqueue_many([(Ok, {}) for _ in range(10)])
+    await app.drain()
+    await app.enqueue(Ok, {}, delay=DAY)
+    store = await app.store()
+    later = time.time() + 2 * DAY
+    assert await prune_batch(store, state="succeeded", cutoff=later - DAY, bindings=["Ok"], others=False,
+                             limit=3) == 3
+    assert await prune(app, later, batch=3, max_batches=2) == (6, True)
+    assert await prune(app, later, batch=3, max_batches=2) == (1, False)
+    assert [await exists(app, j.id) for j in jobs] == [False] * 10
+
+
+async def test_the_keeper_runs_again_at_once_only_while_work_is_left(app: jobloom.App) -> None:
+    await app.enqueue_many([(Ok, {}) for _ in range(5)])
+    await app.drain()
+    await app.enqueue(Ok, {}, delay=DAY)
+    keeper = RetentionKeeper(interval=60.0, batch=2, max_batches=1)
+    now = time.time()
+    assert await keeper.next_due(app, now) <= now  # due at start
+    await keeper.run(app, now)  # nothing old yet
+    assert await keeper.next_due(app, now) == now + 60.0
+    later = now + 2 * DAY
+    await keeper.run(app, later)
+    assert (await keeper.next_due(app, later)) <= time.time() and keeper.deleted == 2
+    for _ in range(3):
+        await keeper.run(app, later)
+    assert keeper.deleted == 5 and await keeper.next_due(app, later) == later + 60.0
+
+
+async def test_old_read_model_rows_are_pruned(app: jobloom.App) -> None:
+    from jobloom.coordinator import event
+    from jobloom.projector import project_once
+
+    store = await app.store()
+    now = time.time()
+
+    async def add(tx: Tx) -> None:
+        await tx.executemany("insert_event", [event(now - 40 * DAY, 1, "Ok", "enqueued"),
+                                              event(now - 60, 2, "Ok", "enqueued")])
+
+    await store.transact(add)
+    while await project_once(store):
+        pass
+    assert (await app.stats(since=now - 50 * DAY)).total.enqueued == 2
+    await prune(app, now)
+    assert (await app.stats(since=now - 50 * DAY)).total.enqueued == 1
