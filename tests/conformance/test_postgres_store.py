@@ -7,6 +7,11 @@ that need the ``schema=`` option make their own schemas and drop them afterwards
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -202,17 +207,33 @@ async def test_a_notify_from_another_connection_wakes_a_listener(postgres_url: s
         await sender.close()
 
 
+async def test_subscribers_share_one_listening_connection(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    wakes = [await store.wakeups() for _ in range(20)]
+    try:
+        assert len({w.listener for w in wakes}) == 1  # type: ignore[attr-defined]
+        await wakes[0].close()
+        await store.notify()
+        assert all(await asyncio.gather(*(w.wait(5) for w in wakes[1:])))
+        assert not await wakes[0].wait(0.05)
+    finally:
+        for w in wakes:
+            await w.close()
+        await store.close()
+
+
 async def test_a_lost_listen_connection_reconnects_and_signals(postgres_url: str) -> None:
     store = PostgresStore(postgres_url)
     wake = await store.wakeups()
     try:
-        conn = wake._conn  # type: ignore[attr-defined]
+        listener = wake.listener  # type: ignore[attr-defined]
+        conn = listener.conn
         assert conn is not None
         with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
         assert await wake.wait(10)  # the reconnect signals: notifications may have been missed
         deadline = time.monotonic() + 10
-        while wake._conn is None or wake._conn is conn:  # type: ignore[attr-defined]
+        while listener.conn is None or listener.conn is conn:
             assert time.monotonic() < deadline
             await asyncio.sleep(0.02)
         await wake.wait(0)
@@ -479,3 +500,76 @@ async def test_enqueue_drain_retry_unique_cancel_on_postgres(new_schema: Callabl
         assert await app.counts() == {"SendMail": {"succeeded": 3}, "Limited": {"succeeded": 10}}
     finally:
         await app.close()
+
+
+# -- a server restart (a private server: never stop the shared one) ----------------------------------
+
+
+class PrivateServer:
+    """A PostgreSQL server of this test's own: initdb into a temporary folder, its own port."""
+
+    def __init__(self) -> None:
+        initdb, self.pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+        if initdb is None or self.pg_ctl is None:
+            pytest.skip("initdb/pg_ctl not found: cannot start a private PostgreSQL server")
+        self.folder = tempfile.mkdtemp(prefix="jobloom-pg-")
+        self.data = os.path.join(self.folder, "data")
+        # initdb refuses to run as root: run the server as the postgres user then
+        self.prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.prefix:
+            shutil.chown(self.folder, "postgres")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._run(initdb, "-D", self.data, "-U", "postgres", "--auth=trust", "--no-sync")
+        self.start()
+
+    def _run(self, *args: str) -> None:
+        subprocess.run([*self.prefix, *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder} -c fsync=off"
+        self._run(str(self.pg_ctl), "-D", self.data, "-o", opts, "-l", os.path.join(self.folder, "log"),
+                  "-w", "-t", "60", "start")
+
+    def stop(self) -> None:
+        self._run(str(self.pg_ctl), "-D", self.data, "-m", "fast", "-w", "-t", "60", "stop")
+
+    def destroy(self) -> None:
+        subprocess.run([*self.prefix, str(self.pg_ctl), "-D", self.data, "-m", "immediate", "-w", "stop"],
+                       capture_output=True, timeout=60)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture
+def private_server() -> Iterator[PrivateServer]:
+    server = PrivateServer()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.mark.slow
+async def test_transactions_and_listen_survive_a_server_restart(private_server: PrivateServer) -> None:
+    store = PostgresStore(private_server.url, retry_deadline=60)
+    await store.migrate()
+    wake = await store.wakeups()
+    try:
+        await asyncio.to_thread(private_server.stop)
+        pending = asyncio.create_task(store.transact(lambda tx: enqueue(tx, [new_job()], time.time())))
+        await asyncio.sleep(1.0)
+        assert not pending.done()  # retrying with backoff while the server is down
+        await asyncio.to_thread(private_server.start)
+        (job_id, created), = await asyncio.wait_for(pending, 60)
+        assert created
+        assert await wake.wait(30)  # the LISTEN connection came back and said so
+        await wake.wait(0)
+        await store.notify()
+        assert await wake.wait(10)
+        row = await store.transact(lambda tx: tx.fetchone("get_job", {"id": job_id}))
+        assert row is not None and row[2] == "queued"
+    finally:
+        await wake.close()
+        await store.close()

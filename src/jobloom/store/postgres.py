@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreError
 from .base import Params, Store, Tx, Wakeups
+from .pg_listen import Listener
 from .sql import load_migrations, load_queries
 
 T = TypeVar("T")
@@ -38,7 +39,6 @@ SyncConn = psycopg.Connection[TupleRow]
 _TOKEN = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:(\w+)|%")
 _RETRY_DEADLINE = 60.0
 _CONNECT_TIMEOUT = 10.0
-_LISTEN_HEALTH_CHECK = 30.0
 _MIGRATE_LOCK = "jobloom.migrate"
 
 
@@ -216,89 +216,6 @@ def run_without_loop(coro: Coroutine[Any, Any, T]) -> T:
     raise StoreError("a synchronous transaction awaited something other than its Tx")
 
 
-class PostgresWakeups(Wakeups):
-    """``LISTEN`` on a dedicated connection; re-established with backoff when it is lost.
-
-    After a reconnect a wake-up is signalled, since notifications sent meanwhile were missed.
-    """
-
-    def __init__(self, conninfo: str, channel: str) -> None:
-        self.conninfo = conninfo
-        self.channel = channel
-        self._event = asyncio.Event()
-        self._conn: AsyncConn | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
-
-    async def start(self) -> None:
-        """Listen now if the server answers (so no signal sent after this returns is missed)."""
-        try:
-            self._conn = await self._listen()
-        except (psycopg.OperationalError, OSError) as exc:
-            log.warning("jobloom LISTEN failed (%s); retrying in the background", exc)
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _listen(self) -> AsyncConn:
-        conn = await psycopg.AsyncConnection.connect(
-            self.conninfo, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT)
-        )
-        try:
-            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
-
-    async def _run(self) -> None:
-        delay = 0.05
-        while not self._closed:
-            if self._conn is None:
-                try:
-                    self._conn = await self._listen()
-                except (psycopg.OperationalError, OSError) as exc:
-                    log.debug("jobloom LISTEN reconnect failed (%s); next try in %.2f s", exc, delay)
-                    await asyncio.sleep(delay * (0.5 + random.random() / 2))
-                    delay = min(delay * 2, 5.0)
-                    continue
-                delay = 0.05
-                self._event.set()  # notifications may have been missed while disconnected
-            conn = self._conn
-            try:
-                async for _ in conn.notifies(timeout=_LISTEN_HEALTH_CHECK):
-                    self._event.set()
-                await conn.execute("SELECT 1")  # a quiet connection may be a dead one
-            except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
-                if self._closed:
-                    return
-                log.warning("jobloom LISTEN connection lost (%s); reconnecting", exc)
-                self._conn = None
-                with contextlib.suppress(Exception):
-                    await conn.close()
-
-    async def wait(self, timeout: float | None) -> bool:
-        """Wait for a notification (True) or the timeout (False)."""
-        if not self._event.is_set():
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._event.wait()
-            except TimeoutError:
-                return False
-        self._event.clear()
-        return True
-
-    async def close(self) -> None:
-        """Stop listening and close the connection."""
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                await self._conn.close()
-            self._conn = None
-
-
 class PostgresStore(Store):
     """PostgreSQL driver: ``PostgresStore("postgresql://user@host/db", schema="jobs")``.
 
@@ -331,6 +248,8 @@ class PostgresStore(Store):
         self.channel = _channel(schema or "default")
         self._pool: AsyncConnectionPool[AsyncConn] | None = None
         self._opening: asyncio.Lock | None = None
+        self._listener: Listener | None = None
+        self._listening: asyncio.Lock | None = None
 
     # -- connections --------------------------------------------------------------------------------
 
@@ -362,7 +281,10 @@ class PostgresStore(Store):
             self._pool = pool
 
     async def close(self) -> None:
-        """Close the pool."""
+        """Close the pool and the listening connection."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.stop()
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
@@ -472,10 +394,15 @@ class PostgresStore(Store):
             log.debug("jobloom NOTIFY failed (%s: %s)", type(exc).__name__, exc)
 
     async def wakeups(self) -> Wakeups:
-        """``LISTEN`` on this schema's channel, on a connection of its own."""
-        wake = PostgresWakeups(self.url, self.channel)
-        await wake.start()
-        return wake
+        """Subscribe to this schema's channel (one ``LISTEN`` connection per store, shared)."""
+        if self._listening is None:
+            self._listening = asyncio.Lock()
+        async with self._listening:
+            if self._listener is None:
+                listener = Listener(self.url, self.channel)
+                await listener.start()
+                self._listener = listener
+        return self._listener.subscribe()
 
     # -- migrations ---------------------------------------------------------------------------------
 
@@ -550,4 +477,4 @@ def _safe_url(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
-__all__ = ["PostgresStore", "PostgresTx", "PostgresWakeups", "SyncPostgresTx", "is_transient", "to_psycopg"]
+__all__ = ["PostgresStore", "PostgresTx", "SyncPostgresTx", "is_transient", "to_psycopg"]
