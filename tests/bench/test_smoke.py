@@ -66,7 +66,8 @@ def test_command_prints_json(sqlite_url: str) -> None:
 
 def test_command_prints_a_table(sqlite_url: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "jobloom.bench", "flows", "--url", sqlite_url, "--no-progress"],
+        [sys.executable, "-m", "jobloom.bench", "flows", "-n", "8", "--concurrency", "10", "--url", sqlite_url,
+         "--no-progress"],
         capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "COLUMNS": "120"},
     )
     assert "flows: diamond (4 nodes) completed" in out.stdout

@@ -1,8 +1,10 @@
 """The performers that benchmarks run, and the app that bench worker processes load.
 
-Worker processes are started as ``jobloom worker jobloom.bench.performers:worker_app``; the
-store they use comes from ``JOBLOOM_BENCH_URL`` and ``JOBLOOM_BENCH_OPTIONS`` (JSON store options,
-e.g. the PostgreSQL ``schema``), set by the bench for each private store it creates.
+Worker processes are started as ``jobloom worker jobloom.bench.performers:worker_app`` (or
+``:flow_app``, the same with the diamond flow); the store they use comes from ``JOBLOOM_BENCH_URL``
+and ``JOBLOOM_BENCH_OPTIONS`` (JSON store options, e.g. the PostgreSQL ``schema``), set by the bench
+for each private store it creates. Flows are in an app of their own so that the other workloads
+measure a worker without flow housekeeping.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import os
 from typing import Any
 
 from ..app import App
+from ..flow import Flow
 from ..performer import Performer
 
 URL_ENV = "JOBLOOM_BENCH_URL"
 OPTIONS_ENV = "JOBLOOM_BENCH_OPTIONS"
 APP_REF = "jobloom.bench.performers:worker_app"
+FLOW_APP_REF = "jobloom.bench.performers:flow_app"
 # High enough never to bind at any worker concurrency a benchmark uses: they measure the checks only.
 NEVER_BINDS = 1_000_000
 KEYS = 100
@@ -51,14 +55,36 @@ class Limited(Performer[dict[str, Any], None]):
 PERFORMERS: list[type[Performer[Any, Any]]] = [Noop, Limited]
 
 
-def bench_app(url: str, options: dict[str, Any] | None = None, **kwargs: Any) -> App:
+def diamond() -> Flow:
+    """The diamond flow: ``a``, then ``b`` and ``c`` side by side, then ``d``; every node a no-op."""
+    flow = Flow("bench-diamond")
+    a = flow.node("a", Noop)
+    b = flow.node("b", Noop, after=[a])
+    c = flow.node("c", Noop, after=[a])
+    flow.node("d", Noop, after=[b, c])
+    return flow
+
+
+DIAMOND = diamond()
+
+
+def bench_app(url: str, options: dict[str, Any] | None = None, *, flows: bool = False, **kwargs: Any) -> App:
     """An app with the bench performers on ``url`` (store ``options`` as for :class:`App`)."""
-    return App(url, performers=PERFORMERS, **(options or {}), **kwargs)
+    return App(url, performers=PERFORMERS, flows=[DIAMOND] if flows else [], **(options or {}), **kwargs)
+
+
+def _from_env(flows: bool) -> App:
+    url = os.environ.get(URL_ENV)
+    if not url:
+        raise RuntimeError(f"{URL_ENV} is not set: bench worker processes are started by `jobloom bench`")
+    return bench_app(url, json.loads(os.environ.get(OPTIONS_ENV) or "{}"), flows=flows, auto_migrate=False)
 
 
 def worker_app() -> App:
     """The app of a bench worker process, on the store named by the environment."""
-    url = os.environ.get(URL_ENV)
-    if not url:
-        raise RuntimeError(f"{URL_ENV} is not set: bench worker processes are started by `jobloom bench`")
-    return bench_app(url, json.loads(os.environ.get(OPTIONS_ENV) or "{}"), auto_migrate=False)
+    return _from_env(flows=False)
+
+
+def flow_app() -> App:
+    """:func:`worker_app` with the diamond flow."""
+    return _from_env(flows=True)

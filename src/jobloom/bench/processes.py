@@ -22,6 +22,7 @@ from .performers import APP_REF
 from .sandbox import Sandbox
 
 RSS_INTERVAL = 0.05
+FAILURE_SIGNS = ("worker_process_exited", "cycle failed", "Traceback (most recent call last)")
 
 
 class BenchError(JobloomError):
@@ -78,8 +79,9 @@ class WorkerGroup:
     50 ms: the largest any one of them reached. The supervisor itself is not counted.
     """
 
-    def __init__(self, box: Sandbox, *, processes: int, concurrency: int) -> None:
+    def __init__(self, box: Sandbox, *, processes: int, concurrency: int, app_ref: str = APP_REF) -> None:
         self.box = box
+        self.app_ref = app_ref
         self.processes = processes
         self.concurrency = concurrency
         self._proc: _Proc | None = None
@@ -89,7 +91,7 @@ class WorkerGroup:
 
     def command(self) -> list[str]:
         """The command line (as a user would type it, with this interpreter)."""
-        return [sys.executable, "-m", "jobloom.cli", "worker", APP_REF, "--processes", str(self.processes),
+        return [sys.executable, "-m", "jobloom.cli", "worker", self.app_ref, "--processes", str(self.processes),
                 "--concurrency", str(self.concurrency), "--grace", "5", "--log-level", "warning"]
 
     def start(self) -> None:
@@ -133,8 +135,11 @@ class WorkerGroup:
             if self._proc.proc.poll() is not None:
                 raise BenchError(f"jobloom worker exited early:\n{self._proc.output()}")
             said = self._proc.output()
-            if "worker_process_exited" in said:  # the supervisor restarts it, but the measurement is void
-                raise BenchError(f"a worker process of jobloom worker crashed:\n{said}")
+            # The supervisor restarts a crashed worker and a worker retries a failed cycle, but either
+            # voids the measurement: report it now rather than at the deadline.
+            for sign in FAILURE_SIGNS:
+                if sign in said:
+                    raise BenchError(f"jobloom worker reported a failure ({sign!r}):\n{said}")
 
     def output(self) -> str:
         """What the worker processes printed (the end of it)."""

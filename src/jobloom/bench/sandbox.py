@@ -62,9 +62,9 @@ class Sandbox:
 
     # -- the app and worker processes ---------------------------------------------------------------
 
-    def app(self) -> App:
-        """A bench app on this store (performers ``Noop`` and ``Limited``)."""
-        return bench_app(self.url, self.options, auto_migrate=True)
+    def app(self, *, flows: bool = False) -> App:
+        """A bench app on this store (performers ``Noop`` and ``Limited``; the diamond flow if asked)."""
+        return bench_app(self.url, self.options, flows=flows, auto_migrate=True)
 
     async def prepare(self) -> None:
         """Create the tables (migrations), as ``jobloom migrate`` would."""
@@ -124,6 +124,20 @@ class Sandbox:
             f"SELECT count(*), min(started_at), max(finished_at) FROM jobloom_jobs "
             f"WHERE id > {int(after_id)} AND state = 'succeeded'"
         )[0]
+        return int(count), first, last
+
+    def runs_finished(self) -> tuple[int, int]:
+        """(finished, of which not succeeded) among flow runs."""
+        row = self.rows(
+            "SELECT count(*), coalesce(sum(CASE WHEN state = 'succeeded' THEN 0 ELSE 1 END), 0) "
+            "FROM jobloom_runs WHERE state <> 'running'"
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def run_span(self) -> tuple[int, float | None, float | None]:
+        """(succeeded runs, first start of any node, last finish of a run)."""
+        count, last = self.rows("SELECT count(*), max(finished_at) FROM jobloom_runs WHERE state = 'succeeded'")[0]
+        first = self.scalar("SELECT min(started_at) FROM jobloom_jobs WHERE run_id IS NOT NULL")
         return int(count), first, last
 
     def start_delays(self, after_id: int) -> list[float]:

@@ -19,7 +19,7 @@ import jobloom
 
 from ..performer import Performer
 from .model import Measurement
-from .performers import Limited, Noop
+from .performers import DIAMOND, FLOW_APP_REF, Limited, Noop
 from .processes import BenchError, Producer, WorkerGroup
 from .progress import Reporter
 from .sandbox import Sandbox, Target
@@ -28,6 +28,7 @@ DEFAULT_JOBS = 20_000
 DEFAULT_LATENCY_JOBS = 500
 FILL_BATCH = 5_000
 POLL = 0.1
+FLOW_START_BATCH = 100
 
 
 @dataclass(slots=True)
@@ -173,19 +174,27 @@ async def wait_finished(
     output: Callable[[], str] = lambda: "",
 ) -> None:
     """Poll the store until ``n`` jobs above ``after_id`` are finished; all must have succeeded."""
+    await wait_for(ctx, lambda: box.finished(after_id), n, label, alive, output)
+
+
+async def wait_for(
+    ctx: Context, count: Callable[[], tuple[int, int]], n: int, label: str, alive: Callable[[], None],
+    output: Callable[[], str] = lambda: "", what: str = "jobs",
+) -> None:
+    """Poll ``count()`` (finished, not succeeded) until ``n`` are finished; all must have succeeded."""
     deadline = time.monotonic() + ctx.params.deadline(n)
     ctx.progress.begin(label, n)
     while True:
-        finished, failed = box.finished(after_id)
+        finished, failed = count()
         ctx.progress.update(finished)
         if failed:
-            raise BenchError(f"{label}: {failed} job(s) did not succeed")
+            raise BenchError(f"{label}: {failed} {what} did not succeed")
         if finished >= n:
             break
         alive()
         if time.monotonic() > deadline:
             said = output().strip()
-            raise BenchError(f"{label}: only {finished} of {n} jobs finished within {ctx.params.deadline(n):.0f} s"
+            raise BenchError(f"{label}: only {finished} of {n} {what} finished within {ctx.params.deadline(n):.0f} s"
                              + (f"; the workers said:\n{said}" if said else ""))
         await asyncio.sleep(POLL)
     ctx.progress.end()
@@ -338,12 +347,41 @@ async def history(ctx: Context) -> list[Measurement]:
 
 
 async def flows(ctx: Context) -> list[Measurement]:
-    """Diamond flows (4 nodes) completed per second; not available until ``jobloom.Flow`` exists."""
-    if not hasattr(jobloom, "Flow"):
-        note = "not available: jobloom.Flow does not exist yet"
-    else:
-        note = "not available: jobloom.Flow exists, but this workload has not been written against it yet"
-    return [Measurement("flows.rate", "flows: diamond (4 nodes) completed", None, "flows/s", note=note)]
+    """Diamond flows (4 no-op nodes: a, then b and c, then d) completed per second.
+
+    N / 4 runs are started first (N jobs in all), then one ``jobloom worker`` process runs them;
+    the rate is taken from the first node's start to the last run's finish.
+    """
+    runs, c = max(1, ctx.params.n() // 4), ctx.params.concurrency
+    box = await ctx.sandbox()
+    try:
+        app = box.app(flows=True)
+        ctx.progress.begin("flows: starting runs", runs)
+        try:
+            for start in range(0, runs, FLOW_START_BATCH):
+                end = min(runs, start + FLOW_START_BATCH)
+                await asyncio.gather(*(app.start(DIAMOND, {"i": i}) for i in range(start, end)))
+                ctx.progress.update(end)
+        finally:
+            await app.close()
+        ctx.progress.end()
+        group = WorkerGroup(box, processes=1, concurrency=c, app_ref=FLOW_APP_REF)
+        group.start()
+        try:
+            await wait_for(ctx, box.runs_finished, runs, f"flows: {runs:,} diamond runs", group.check,
+                           group.output, what="runs")
+        finally:
+            group.stop()
+        count, first, last = box.run_span()
+    finally:
+        box.close()
+    if count != runs or first is None or last is None:
+        raise BenchError(f"flows: {count} of {runs} runs succeeded")
+    seconds = max(float(last) - float(first), 1e-9)
+    details = {"runs": runs, "jobs": runs * 4, "processes": 1, "concurrency": c, "seconds": round(seconds, 4),
+               "jobs_per_s": round(runs * 4 / seconds), "peak_rss_mb": group.peak_rss_mb}
+    return [Measurement("flows.rate", "flows: diamond (4 nodes) completed", runs / seconds, "flows/s",
+                        details=details)]
 
 
 WORKLOADS: dict[str, Workload] = {
