@@ -37,6 +37,7 @@ from .cli_common import (
 )
 from .cli_jobs import jobs_cli, styled_state
 from .cli_limits import limits_cli
+from .cli_schedules import schedules_cli
 from .errors import JobloomError
 from .loading import load_app
 
@@ -50,6 +51,7 @@ cli = typer.Typer(
 )
 cli.add_typer(jobs_cli)
 cli.add_typer(limits_cli)
+cli.add_typer(schedules_cli)
 
 
 class LogLevel(enum.StrEnum):

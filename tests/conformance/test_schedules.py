@@ -274,3 +274,37 @@ async def test_a_schedule_can_start_a_flow(store_url: str) -> None:
         assert run.flow == "nightly"
     finally:
         await app.close()
+
+
+def test_the_command_line_lists_pauses_resumes_and_triggers(store_url: str, tmp_path: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import sys
+
+    from typer.testing import CliRunner
+
+    from jobloom.cli import cli
+
+    (tmp_path / "schedapp.py").write_text(
+        "import jobloom\n"
+        "from tests.conformance.test_schedules import Tick\n"
+        f"app = jobloom.App({store_url!r}, performers=[Tick], auto_migrate=True, schedules=[\n"
+        "    jobloom.Schedule('nightly', cron='0 3 * * *', performer=Tick, payload={}, timezone='Europe/Berlin')])\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "schedapp", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0) -> str:
+        result = runner.invoke(cli, list(args), catch_exceptions=False)
+        assert result.exit_code == code, result.output
+        return result.output
+
+    listed = json.loads(invoke("schedules", "list", "--app", "schedapp:app", "--json"))
+    assert [(s["name"], s["timing"], s["paused"]) for s in listed] == [("nightly", "0 3 * * *", False)]
+    assert json.loads(invoke("schedules", "pause", "nightly", "--app", "schedapp:app", "--json"))[0]["paused"]
+    by_url = json.loads(invoke("schedules", "list", "--url", store_url, "--json"))
+    assert by_url[0]["paused"] and by_url[0]["origin"] == "stored"
+    assert not json.loads(invoke("schedules", "resume", "nightly", "--url", store_url, "--json"))[0]["paused"]
+    assert "queued" in invoke("schedules", "trigger", "nightly", "--app", "schedapp:app")
+    assert "nightly" in invoke("schedules", "list", "--app", "schedapp:app")
