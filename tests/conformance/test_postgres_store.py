@@ -104,6 +104,16 @@ def test_named_parameters_become_psycopg_placeholders() -> None:
     assert q == "SELECT %(a)s::text, 'x:y', \"q:z\", 5 %% 2 \nFROM t WHERE c = ANY(%(ids)s::bigint[])"
 
 
+async def test_a_refused_login_fails_at_once_with_the_servers_reason() -> None:
+    require_postgres()
+    base = POSTGRES_URL.rsplit("/", 1)[0]
+    store = PostgresStore(f"{base}/jobloom_no_such_database", retry_deadline=30)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="does not exist"):
+        await store.open()
+    assert time.monotonic() - started < 5
+
+
 # -- migrations ---------------------------------------------------------------------------------------
 
 
@@ -572,4 +582,19 @@ async def test_transactions_and_listen_survive_a_server_restart(private_server: 
         assert row is not None and row[2] == "queued"
     finally:
         await wake.close()
+        await store.close()
+
+
+@pytest.mark.slow
+async def test_a_store_opened_while_the_server_is_down_waits_for_it(private_server: PrivateServer) -> None:
+    await asyncio.to_thread(private_server.stop)
+    store = PostgresStore(private_server.url, retry_deadline=60)
+    opening = asyncio.create_task(store.migrate())
+    try:
+        await asyncio.sleep(1.0)
+        assert not opening.done()
+        await asyncio.to_thread(private_server.start)
+        assert await asyncio.wait_for(opening, 60) == [m.name for m in load_migrations("postgres")]
+    finally:
+        opening.cancel()
         await store.close()
