@@ -16,14 +16,22 @@ def effective_priority(candidate: Candidate, now: float, aging: float | None) ->
     return candidate.priority + (int(waited // aging) if waited > 0 else 0)
 
 
+#: Tokens a bucket may hold beyond ``burst``. A dispatch that comes a little late (the worker was
+#: busy, the binding's lock was held) keeps the time it lost and catches up on the next token, so
+#: the long-run rate is the configured one; since a dispatch needs a whole token, no more than
+#: ``burst`` jobs ever start at one instant, and any window of W seconds sees at most
+#: ``rate * W + burst + 0.5`` starts.
+LATENESS_SLACK = 0.5
+
+
 def refill(bucket: Bucket | None, policy: Policy, now: float) -> Bucket | None:
-    """The bucket at ``now``: tokens accrue at ``rate`` per second up to ``burst``."""
+    """The bucket at ``now``: tokens accrue at ``rate`` per second up to ``burst + LATENESS_SLACK``."""
     if policy.rate is None:
         return None
     if bucket is None:
         return Bucket(tokens=policy.rate.burst, updated_at=now)
     elapsed = max(0.0, now - bucket.updated_at)
-    tokens = min(policy.rate.burst, bucket.tokens + elapsed * policy.rate.rate)
+    tokens = min(policy.rate.burst + LATENESS_SLACK, bucket.tokens + elapsed * policy.rate.rate)
     return Bucket(tokens=tokens, updated_at=max(now, bucket.updated_at))
 
 

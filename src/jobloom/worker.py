@@ -87,6 +87,7 @@ class Worker:
         self._stopping = False
         self._rotation = 0
         self._executor: ThreadPoolExecutor | None = None
+        self._unsure = False
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -165,6 +166,22 @@ class Worker:
                 due = when if due is None else min(due, when)
         return due
 
+    async def _release_orphans(self) -> None:
+        """After a failed cycle, give back jobs claimed for this worker that it never received."""
+        store = await self.app.store()
+        known = set(self.running) | {o.job_id for o in self.outcomes}  # finished here, report pending
+
+        async def work(tx: Tx) -> int:
+            rows = await tx.fetch("running_of_worker", {"worker": self.name})
+            orphans = [(r[0], r[1], r[2]) for r in rows if r[0] not in known]
+            return await coordinator.release(tx, self.name, orphans, time.time()) if orphans else 0
+
+        released = await store.transact(work)
+        self._unsure = False
+        if released:
+            log.warning("released %d job(s) claimed during a failed cycle", released)
+            await store.notify()
+
     def _free(self) -> int:
         return self.concurrency - len(self.running)
 
@@ -187,8 +204,11 @@ class Worker:
         delay = 0.05
         while True:
             try:
+                if self._unsure:
+                    await self._release_orphans()
                 return await self._cycle(claim=claim)
             except Exception as exc:  # the store is unreachable or failing: keep outcomes, back off
+                self._unsure = True  # a claim may have committed without our knowing
                 log.warning("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)

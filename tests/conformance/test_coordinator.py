@@ -210,8 +210,8 @@ async def test_capacity_bounds_one_claim(app: jobloom.App) -> None:
 
 async def events_of(app: jobloom.App, job_id: int) -> list[str]:
     async def work(t: Any) -> list[Any]:
-        return await t.fetch("events_after", {"after": 0, "limit": 10_000})
-    return [r[4] for r in await tx(app, work) if r[2] == job_id]
+        return await t.fetch("job_events", {"job_id": job_id})
+    return [r[4] for r in await tx(app, work)]
 
 
 async def test_every_state_change_appends_an_event(app: jobloom.App) -> None:

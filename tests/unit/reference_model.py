@@ -45,7 +45,8 @@ def goes_first(a: Candidate, b: Candidate, now: float, aging: float | None) -> b
 
 
 def tokens_now(bucket: Bucket | None, policy: Policy, now: float) -> Fraction | None:
-    """Tokens at ``now``: a new bucket is full; an old one gains ``rate``/s, never above ``burst``."""
+    """Tokens at ``now``: a new bucket is full (``burst``); an old one gains ``rate``/s, never above
+    ``burst`` plus half a token of lateness allowance (a late dispatch keeps the time it lost)."""
     if policy.rate is None:
         return None
     burst = Fraction(policy.rate.burst)
@@ -54,7 +55,7 @@ def tokens_now(bucket: Bucket | None, policy: Policy, now: float) -> Fraction | 
     elapsed = Fraction(now) - Fraction(bucket.updated_at)
     if elapsed < 0:
         elapsed = Fraction(0)
-    return min(burst, Fraction(bucket.tokens) + elapsed * Fraction(policy.rate.rate))
+    return min(burst + Fraction(1, 2), Fraction(bucket.tokens) + elapsed * Fraction(policy.rate.rate))
 
 
 def model_decide(

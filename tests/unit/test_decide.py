@@ -142,13 +142,21 @@ def test_tokens_refill_at_rate_since_the_bucket_was_saved() -> None:
     assert d.bucket == Bucket(tokens=0.0, updated_at=NOW)
 
 
-def test_refill_is_capped_at_burst() -> None:
+def test_refill_is_capped_at_burst_plus_the_lateness_slack() -> None:
     policy = Policy(rate=RateLimit(rate=10.0, burst=4.0), priority_aging=None)
     d = decide(NOW, cands(*[(i, 0) for i in range(1, 10)]), policy, Bucket(tokens=1.0, updated_at=NOW - 100))
-    assert d.selected == (1, 2, 3, 4)
-    assert d.bucket == Bucket(tokens=0.0, updated_at=NOW)
+    assert d.selected == (1, 2, 3, 4)  # never more than burst at one instant
+    assert d.bucket == Bucket(tokens=0.5, updated_at=NOW)
     idle = refill(Bucket(tokens=1.0, updated_at=NOW - 100), policy, NOW)
-    assert idle == Bucket(tokens=4.0, updated_at=NOW)
+    assert idle == Bucket(tokens=4.5, updated_at=NOW)
+
+
+def test_a_late_dispatch_catches_up_on_the_next_token() -> None:
+    policy = Policy(rate=RateLimit(rate=20.0, burst=1.0), priority_aging=None)
+    # the token was due at NOW - 0.02 (the bucket was full since): the next one comes 0.03 s after NOW
+    d = decide(NOW, cands((1, 0), (2, 0)), policy, Bucket(tokens=0.0, updated_at=NOW - 0.07))
+    assert d.selected == (1,)
+    assert d.next_token_at == pytest.approx(NOW + 0.03)
 
 
 def test_a_bucket_above_a_lowered_burst_is_cut_down_to_it() -> None:

@@ -215,3 +215,6 @@ VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
 SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events
 WHERE seq > :after AND xid < pg_snapshot_xmin(pg_current_snapshot())
 ORDER BY seq LIMIT :limit
+
+-- name: running_of_worker
+SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker

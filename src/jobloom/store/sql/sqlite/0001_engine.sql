@@ -1,6 +1,6 @@
 -- The engine's tables: jobs, finished attempts, and the coordinator's per-binding state.
 CREATE TABLE jobloom_jobs (
-    id               INTEGER PRIMARY KEY,
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,  -- an id names one job for ever, even after pruning
     binding          TEXT    NOT NULL,
     state            TEXT    NOT NULL,
     payload          TEXT    NOT NULL,

@@ -100,3 +100,12 @@ UPDATE jobloom_jobs SET state = 'queued', run_at = :now
 WHERE id = :id AND state = 'scheduled'
   AND EXISTS (SELECT 1 FROM jobloom_steps WHERE job_id = :id AND name = :step)
 RETURNING id, binding, attempt
+
+-- name: prune_history_steps
+DELETE FROM jobloom_steps WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: prune_history_signals
+DELETE FROM jobloom_signals WHERE job_id IN (SELECT value FROM json_each(:ids))
+
+-- name: job_events
+SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events WHERE job_id = :job_id ORDER BY seq
