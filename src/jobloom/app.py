@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from . import coordinator
-from .client import EnqueueOptions, Enqueuer, build_job
-from .errors import JobNotFound, MigrationsMissing, UnknownBinding, WaitTimeout
+from .client import EnqueueOptions, Enqueuer, build_job, insert_in
+from .errors import JobNotFound, MigrationsMissing, StoreError, UnknownBinding, WaitTimeout
 from .flow import Flow
 from .flowapi import FlowsAPI, flow_bindings, register_flows
 from .housekeeping import Housekeeper
@@ -215,11 +215,26 @@ class App(FlowsAPI, SchedulingMixin):
         concurrency_key: str | None = None,
         max_attempts: int | None = None,
         delivery: str | None = None,
+        connection: Any = None,
     ) -> Job:
-        """Enqueue one job. Calls made in the same event-loop tick share one transaction."""
+        """Enqueue one job. Calls made in the same event-loop tick share one transaction.
+
+        ``connection``: the caller's own open connection (a psycopg ``AsyncConnection`` on PostgreSQL,
+        a ``sqlite3.Connection`` on SQLite): the job is inserted in the caller's transaction and exists
+        if and only if the caller commits.
+        """
         options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery)
         job = build_job(self.spec(performer), payload, options, time.time())
         core = await self._core()
+        if connection is not None:
+            store: Any = core.store
+            if not hasattr(store, "transact_on"):
+                raise StoreError(f"the {store.dialect} store cannot enqueue in the caller's transaction")
+
+            async def work(tx: Tx) -> list[Job]:
+                return await insert_in(tx, [job])
+
+            return (await store.transact_on(connection, work))[0]  # type: ignore[no-any-return]
         return await core.enqueuer.submit(job)
 
     async def enqueue_many(self, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
@@ -242,9 +257,25 @@ class App(FlowsAPI, SchedulingMixin):
         core = await self._core()
         return await core.enqueuer.submit(job)
 
-    def enqueue_sync(self, performer: PerformerRef, payload: Any, **options: Any) -> Job:
-        """:meth:`enqueue` for synchronous code (same arguments)."""
-        return self.run_sync(self.enqueue(performer, payload, **options))
+    def enqueue_sync(self, performer: PerformerRef, payload: Any, *, connection: Any = None, **options: Any) -> Job:
+        """:meth:`enqueue` for synchronous code (same arguments).
+
+        ``connection``: the caller's own sync connection (psycopg ``Connection`` or ``sqlite3.Connection``):
+        the job is inserted in the caller's transaction, in the calling thread, and exists if and only if
+        the caller commits.
+        """
+        if connection is None:
+            return self.run_sync(self.enqueue(performer, payload, **options))
+        self.run_sync(self.store())  # migrations checked, as for every use
+        job = build_job(self.spec(performer), payload, EnqueueOptions(**options), time.time())
+        store: Any = open_store(self.url, **self.store_options)
+        if not hasattr(store, "transact_on_sync"):
+            raise StoreError(f"the {store.dialect} store cannot enqueue in the caller's transaction")
+
+        async def work(tx: Tx) -> list[Job]:
+            return await insert_in(tx, [job])
+
+        return store.transact_on_sync(connection, work)[0]  # type: ignore[no-any-return]
 
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one of the app's coroutines from synchronous code, on the app's own loop thread."""

@@ -7,7 +7,7 @@ SQL (``sql/<dialect>/*.sql``) and its way to serialize, notify and retry transie
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..errors import StoreError
@@ -91,6 +91,17 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def migrate(self) -> list[str]:
         """Apply missing migrations; return the names applied now."""
+
+
+def run_without_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Drive a coroutine that never suspends (it awaits only a synchronous Tx) to its result."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coro.close()
+    raise StoreError("a synchronous transaction awaited something other than its Tx")
 
 
 def open_store(url: str, **options: Any) -> Store:

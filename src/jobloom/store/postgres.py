@@ -26,7 +26,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import StoreError
-from .base import Params, Store, Tx, Wakeups
+from .base import Params, Store, Tx, Wakeups, run_without_loop
 from .pg_listen import Listener
 from .sql import load_migrations, load_queries
 
@@ -213,16 +213,6 @@ class SyncPostgresTx(Tx):
         return ids
 
 
-def run_without_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Drive a coroutine that never suspends (it awaits only a :class:`SyncPostgresTx`) to its result."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        result: T = done.value
-        return result
-    coro.close()
-    raise StoreError("a synchronous transaction awaited something other than its Tx")
-
 
 class PostgresStore(Store):
     """PostgreSQL driver: ``PostgresStore("postgresql://user@host/db", schema="jobs")``.
@@ -350,6 +340,10 @@ class PostgresStore(Store):
         are notified at commit (``NOTIFY`` is transactional). ``fn`` runs under a savepoint: if it
         fails, its writes are undone and the caller's transaction stays usable.
         """
+        if not isinstance(conn, psycopg.AsyncConnection):
+            raise StoreError(
+                f"connection= on a PostgreSQL store takes a psycopg.AsyncConnection here, not {type(conn).__name__}"
+            )
         if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             raise StoreError("transactional enqueue needs a connection inside a transaction")
         cur = await conn.execute(self._enter_sql())
@@ -369,6 +363,10 @@ class PostgresStore(Store):
         ``fn`` is the same kind of coroutine function as for :meth:`transact`, but it must await only
         the Tx it is given: it runs to completion in the calling thread, without an event loop.
         """
+        if not isinstance(conn, psycopg.Connection):
+            raise StoreError(
+                f"connection= on a PostgreSQL store takes a psycopg.Connection here, not {type(conn).__name__}"
+            )
         if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             raise StoreError("transactional enqueue needs a connection inside a transaction")
         cur = conn.execute(self._enter_sql())

@@ -7,12 +7,12 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from ..errors import StoreError
-from .base import Params, Store, Tx, Wakeups
+from .base import Params, Store, Tx, Wakeups, run_without_loop
 from .sql import load_migrations, load_queries
 from .wake import SocketWakeups, WakeFolder
 
@@ -166,6 +166,25 @@ class SQLiteStore(Store):
                     if self.conn.in_transaction:
                         self.conn.execute("ROLLBACK")
                     raise
+
+    def transact_on_sync(self, conn: sqlite3.Connection, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        """Run ``fn`` on the caller's own sqlite3 connection, inside the caller's transaction (no commit).
+
+        The caller's INSERT takes the write lock until it commits, so a worker woken now sees the job
+        exactly when (and only if) the caller commits.
+        """
+        if not isinstance(conn, sqlite3.Connection):
+            raise StoreError(f"connection= on a SQLite store takes a sqlite3.Connection, not {type(conn).__name__}")
+        result = run_without_loop(fn(SQLiteTx(conn)))
+        self._waker.send()
+        return result
+
+    async def transact_on(self, conn: sqlite3.Connection, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """The same as :meth:`transact_on_sync`, for async callers (the caller's connection is sync)."""
+        async def run(tx: Tx) -> T:
+            return await fn(tx)
+
+        return self.transact_on_sync(conn, run)
 
     async def notify(self) -> None:
         """Wake workers of this file in other processes."""
