@@ -209,12 +209,5 @@ WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled')
 INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
 VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
 
--- name: events_after
--- Only events of finished transactions (xid below the oldest running one): a transaction still
--- running may hold a lower seq, and a reader that moved past it would never see its events.
-SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events
-WHERE seq > :after AND xid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY seq LIMIT :limit
-
 -- name: running_of_worker
 SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker

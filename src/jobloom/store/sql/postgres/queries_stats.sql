@@ -1,7 +1,8 @@
 -- Named queries of the projector and the read model (jobloom_projector, jobloom_stats).
--- The outbox is read in (xid, seq) order, and only events of transactions older than every running
--- one (xid below the snapshot's xmin): a running transaction may hold a lower seq, but never a lower
--- xid, so nothing can appear behind the cursor after it has moved on.
+-- Projecting consumes events: the ones folded are deleted in the same transaction, so every event
+-- still in the outbox is unprojected. Transactions may commit out of seq order; an event committed
+-- late is simply found on a later run (nothing is skipped, and no old transaction elsewhere on the
+-- server holds projection back). The cursor row serializes projectors and records progress.
 
 -- name: init_projector
 INSERT INTO jobloom_projector (name, last_seq, last_xid, updated_at) VALUES (:name, 0, 0, :now)
@@ -19,12 +20,10 @@ UPDATE jobloom_projector SET last_seq = :last_seq, last_xid = :last_xid, updated
 
 -- name: project_events
 SELECT seq, xid::text::bigint, at, binding, kind, duration FROM jobloom_events
-WHERE (xid, seq) > (:after_xid::text::xid8, :after_seq::bigint)
-  AND xid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY xid, seq LIMIT :limit
+ORDER BY seq LIMIT :limit
 
 -- name: count_unprojected
-SELECT count(*) FROM jobloom_events WHERE (xid, seq) > (:after_xid::text::xid8, :after_seq::bigint)
+SELECT count(*) FROM jobloom_events
 
 -- name: prune_projected_events
 DELETE FROM jobloom_events WHERE seq = ANY(:seqs::bigint[])

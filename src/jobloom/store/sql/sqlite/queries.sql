@@ -170,9 +170,5 @@ WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled')
 INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
 VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
 
--- name: events_after
-SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events
-WHERE seq > :after ORDER BY seq LIMIT :limit
-
 -- name: running_of_worker
 SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker
