@@ -7,11 +7,6 @@ that need the ``schema=`` option make their own schemas and drop them afterwards
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -26,8 +21,10 @@ from jobloom.store.base import Tx
 from jobloom.store.sql import load_migrations, load_queries
 
 from ..conftest import POSTGRES_URL, require_postgres
+from ..pg_private import PrivateServer, private_server_fixture
 
 pytestmark = pytest.mark.postgres
+private_server = private_server_fixture  # a server of the test's own, for the restart tests
 
 psycopg = pytest.importorskip("psycopg")
 from jobloom.store.postgres import PostgresStore, to_psycopg  # noqa: E402
@@ -513,52 +510,6 @@ async def test_enqueue_drain_retry_unique_cancel_on_postgres(new_schema: Callabl
 
 
 # -- a server restart (a private server: never stop the shared one) ----------------------------------
-
-
-class PrivateServer:
-    """A PostgreSQL server of this test's own: initdb into a temporary folder, its own port."""
-
-    def __init__(self) -> None:
-        initdb, self.pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
-        if initdb is None or self.pg_ctl is None:
-            pytest.skip("initdb/pg_ctl not found: cannot start a private PostgreSQL server")
-        self.folder = tempfile.mkdtemp(prefix="jobloom-pg-")
-        self.data = os.path.join(self.folder, "data")
-        # initdb refuses to run as root: run the server as the postgres user then
-        self.prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        if self.prefix:
-            shutil.chown(self.folder, "postgres")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._run(initdb, "-D", self.data, "-U", "postgres", "--auth=trust", "--no-sync")
-        self.start()
-
-    def _run(self, *args: str) -> None:
-        subprocess.run([*self.prefix, *args], check=True, capture_output=True, timeout=120)
-
-    def start(self) -> None:
-        opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder} -c fsync=off"
-        self._run(str(self.pg_ctl), "-D", self.data, "-o", opts, "-l", os.path.join(self.folder, "log"),
-                  "-w", "-t", "60", "start")
-
-    def stop(self) -> None:
-        self._run(str(self.pg_ctl), "-D", self.data, "-m", "fast", "-w", "-t", "60", "stop")
-
-    def destroy(self) -> None:
-        subprocess.run([*self.prefix, str(self.pg_ctl), "-D", self.data, "-m", "immediate", "-w", "stop"],
-                       capture_output=True, timeout=60)
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-@pytest.fixture
-def private_server() -> Iterator[PrivateServer]:
-    server = PrivateServer()
-    try:
-        yield server
-    finally:
-        server.destroy()
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import random
 import time
 from typing import Any
 
@@ -107,6 +108,29 @@ class Node(jobloom.Performer[dict[str, Any], int]):
         return int(payload.get("n", 1))
 
 
+class LoggedAtLeastOnce(jobloom.Performer[dict[str, Any], int]):
+    """Appends ``job_id attempt pid`` to ``starts-least`` at each start, then works 5-20 ms."""
+
+    max_attempts = 20  # attempts lost to a server restart must not exhaust the job
+    backoff = jobloom.Backoff.fixed(0.1)
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        append("starts-least", f"{self.ctx.job_id} {self.ctx.attempt} {os.getpid()}")
+        await asyncio.sleep(random.uniform(0.005, 0.02))
+        return self.ctx.attempt
+
+
+class LoggedAtMostOnce(jobloom.Performer[dict[str, Any], int]):
+    """Appends ``job_id attempt pid`` to ``starts-most`` at each start, then works 5-20 ms."""
+
+    delivery = "at_most_once"
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        append("starts-most", f"{self.ctx.job_id} {self.ctx.attempt} {os.getpid()}")
+        await asyncio.sleep(random.uniform(0.005, 0.02))
+        return self.ctx.attempt
+
+
 fan_in = jobloom.Flow("fan-in")
 _a = fan_in.node("a", Node, input=lambda inp, up: {"n": 1})
 _b = fan_in.node("b", Node, after=[_a], input=lambda inp, up: {"n": 2, "sleep": 0.01})
@@ -116,7 +140,8 @@ fan_in.node("d", Node, after=[_b, _c], input=lambda inp, up: {"n": up["b"] + up[
 
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
-    performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node],
+    performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
+                LoggedAtMostOnce],
     flows=[fan_in],
     lease=float(os.environ.get("JOBLOOM_IT_LEASE", "1.0")),
     auto_migrate=True,

@@ -1,0 +1,86 @@
+"""A PostgreSQL server of a test's own, for tests that stop, restart or cut off the server.
+
+The shared test server (``JOBLOOM_TEST_POSTGRES_URL``) is never stopped: a test that needs to take
+PostgreSQL down runs ``initdb`` into a temporary folder and starts a server on its own port. A test
+module uses the fixture by binding it at module level: ``private_server = private_server_fixture``
+(the fixture's name is ``private_server``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+
+class PrivateServer:
+    """A PostgreSQL server of this test's own: initdb into a temporary folder, its own port."""
+
+    def __init__(self) -> None:
+        initdb, self.pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+        if initdb is None or self.pg_ctl is None:
+            pytest.skip("initdb/pg_ctl not found: cannot start a private PostgreSQL server")
+        self.folder = tempfile.mkdtemp(prefix="jobloom-pg-")
+        self.data = os.path.join(self.folder, "data")
+        # initdb refuses to run as root: run the server as the postgres user then
+        self.prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.prefix:
+            shutil.chown(self.folder, "postgres")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        try:
+            self._run(initdb, "-D", self.data, "-U", "postgres", "--auth=trust", "--no-sync")
+            self.start()
+        except BaseException:
+            self.destroy()
+            raise
+
+    def _run(self, *args: str) -> None:
+        subprocess.run([*self.prefix, *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder} -c fsync=off"
+        self._run(str(self.pg_ctl), "-D", self.data, "-o", opts, "-l", os.path.join(self.folder, "log"),
+                  "-w", "-t", "60", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server: ``fast`` (sessions are ended, a clean shutdown) or ``immediate`` (a crash)."""
+        self._run(str(self.pg_ctl), "-D", self.data, "-m", mode, "-w", "-t", "60", "stop")
+
+    def restart(self, mode: str = "fast") -> None:
+        """Stop the server, then start it again on the same port and data."""
+        self.stop(mode)
+        self.start()
+
+    def log(self) -> str:
+        """The server's log so far (for failure messages)."""
+        try:
+            with open(os.path.join(self.folder, "log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def destroy(self) -> None:
+        """Stop the server if it runs and delete its folder."""
+        if self.pg_ctl is not None and os.path.isdir(self.data):
+            subprocess.run([*self.prefix, str(self.pg_ctl), "-D", self.data, "-m", "immediate", "-w", "stop"],
+                           capture_output=True, timeout=60)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture(name="private_server")
+def private_server_fixture() -> Iterator[PrivateServer]:
+    """A private PostgreSQL server for this test, stopped and deleted afterwards."""
+    server = PrivateServer()
+    try:
+        yield server
+    finally:
+        server.destroy()
