@@ -8,6 +8,7 @@ from __future__ import annotations
 from .app import App, EnqueueRequest
 from .client import EnqueueOptions
 from .errors import (
+    CommitUnknown,
     InvalidOption,
     InvalidPayload,
     InvalidTransition,
@@ -37,6 +38,7 @@ __all__ = [
     "App",
     "Attempt",
     "Backoff",
+    "CommitUnknown",
     "EnqueueOptions",
     "EnqueueRequest",
     "EventTimeout",

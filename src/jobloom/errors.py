@@ -66,6 +66,15 @@ class StoreError(JobloomError):
     """The store cannot be used (bad URL, missing migrations, unreachable server)."""
 
 
+class CommitUnknown(StoreError):
+    """The connection broke during COMMIT: the transaction may or may not have been applied.
+
+    jobloom never runs such a transaction again by itself. A worker gives back any jobs it may have
+    claimed in it and reports its outcomes again (reports are idempotent); an enqueue that raises
+    this may have created its job.
+    """
+
+
 class MigrationsMissing(StoreError):
     """The store lacks migrations that this version of jobloom needs."""
 

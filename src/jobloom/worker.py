@@ -352,9 +352,10 @@ class Worker:
         interval = self.lease / 3
         while True:
             await asyncio.sleep(interval)
-            if not self.running:
+            # jobs that finished here but whose outcome is not reported yet keep their lease too
+            ids = list(self.running) + [o.job_id for o in self.outcomes if o.job_id not in self.running]
+            if not ids:
                 continue
-            ids = list(self.running)
             try:
                 store = await self.app.store()
 

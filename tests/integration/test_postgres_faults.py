@@ -310,11 +310,6 @@ _IN_CYCLE: contextvars.ContextVar[bool] = contextvars.ContextVar("in_cycle", def
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason=(
-    "PostgresStore.transact runs fn again after a transient error raised by COMMIT, though the commit "
-    "may have been applied: the claims of the first run are orphaned (the worker never learns of them) "
-    "and an at-most-once job ends 'stalled' without ever starting"
-))
 async def test_a_commit_acknowledgement_lost_inside_the_postgres_store_orphans_no_claim(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -47,7 +47,7 @@ async def run_async(workload: str, url: str, params: Params | None = None,
         workload=workload, dialect=target.dialect, url=redact(url),
         params={"jobs": params.jobs, "concurrency": params.concurrency, "processes": list(params.processes),
                 "tasks": params.tasks, "batch": params.batch, "rate": params.rate,
-                "history_rows": params.history_rows},
+                "history_rows": params.history_rows, "pairs": params.pairs},
         measurements=measurements, environment=env, started_at=started, seconds=time.perf_counter() - t0,
     )
 

@@ -94,6 +94,8 @@ def bench(
     rate: Annotated[float, typer.Option(min=0.1, help="Jobs per second from the producer (latency).")] = 50.0,
     history_rows: Annotated[int, typer.Option(min=0, help="Finished jobs already in the table (history).")]
         = 1_000_000,
+    pairs: Annotated[int, typer.Option(min=1, help="Alternating drain pairs behind a ratio (limits, history).")]
+        = 3,
     timeout: Annotated[float | None, typer.Option(min=1, help="Seconds to wait for a drain to finish.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar on stderr.")] = True,
@@ -107,7 +109,7 @@ def bench(
     if not counts or min(counts) < 1:
         raise typer.BadParameter("give at least one process count >= 1", param_hint="--processes")
     params = Params(jobs=jobs, concurrency=concurrency, processes=counts, tasks=tasks, batch=batch, rate=rate,
-                    history_rows=history_rows, timeout=timeout)
+                    history_rows=history_rows, pairs=pairs, timeout=timeout)
     reporter: Reporter = RichReporter() if progress else Reporter()
     report = run(workload.value, url, params, reporter)
     if as_json:

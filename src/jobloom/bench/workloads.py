@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,10 @@ FLOW_START_BATCH = 100
 
 @dataclass(slots=True)
 class Params:
-    """The knobs of a run. ``jobs=None`` means each workload's default (20,000; latency 500)."""
+    """The knobs of a run. ``jobs=None`` means each workload's default (20,000; latency 500).
+
+    ``pairs``: how many times limits and history alternate their two drains (the ratio is of medians).
+    """
 
     jobs: int | None = None
     concurrency: int = 100
@@ -42,6 +46,7 @@ class Params:
     batch: int = 1_000
     rate: float = 50.0
     history_rows: int = 1_000_000
+    pairs: int = 3
     timeout: float | None = None
 
     def n(self, default: int = DEFAULT_JOBS) -> int:
@@ -293,53 +298,81 @@ async def latency(ctx: Context) -> list[Measurement]:
 # -- limits and history: the same drain, with and without ---------------------------------------
 
 
+def _median(runs: list[Drained]) -> float:
+    return statistics.median(d.rate for d in runs)
+
+
 async def limits(ctx: Context) -> list[Measurement]:
-    """The drain with concurrency, per-key and rate limits set high enough never to bind, against none."""
-    n, c = ctx.params.n(), ctx.params.concurrency
-    runs: dict[str, Drained] = {}
-    for name, performer in (("none", Noop), ("limited", Limited)):
-        box = await ctx.sandbox()
-        try:
-            runs[name] = await drain_once(ctx, box, n, processes=1, performer=performer,
-                                          label=f"limits: drain, {name}")
-        finally:
-            box.close()
-    none, limited = runs["none"], runs["limited"]
+    """The drain with concurrency, per-key and rate limits set high enough never to bind, against none.
+
+    The two drains alternate ``pairs`` times (none, limited, none, ...) on fresh stores, and the
+    ratio is that of their medians: a neighbour's burst of work on the machine hits both alike.
+    """
+    n, c, pairs = ctx.params.n(), ctx.params.concurrency, ctx.params.pairs
+    runs: dict[str, list[Drained]] = {"none": [], "limited": []}
+    for k in range(pairs):
+        for name, performer in (("none", Noop), ("limited", Limited)):
+            box = await ctx.sandbox()
+            try:
+                runs[name].append(await drain_once(ctx, box, n, processes=1, performer=performer,
+                                                   label=f"limits: drain, {name} ({k + 1}/{pairs})"))
+            finally:
+                box.close()
+    none, limited = _median(runs["none"]), _median(runs["limited"])
     how = "concurrency, per-key (100 keys) and rate limits that never bind"
+
+    def details(name: str, **extra: Any) -> dict[str, Any]:
+        return {"jobs": n, "processes": 1, "concurrency": c, "pairs": pairs,
+                "rates": [round(d.rate) for d in runs[name]],
+                "peak_rss_mb": max((d.peak_rss_mb or 0.0) for d in runs[name]), **extra}
+
     return [
-        Measurement("limits.none", "limits: drain, no limits", none.rate, "jobs/s", details=none.details(1, c)),
-        Measurement("limits.limited", "limits: drain, limits set", limited.rate, "jobs/s",
-                    details=limited.details(1, c, limits=how)),
-        Measurement("limits.ratio", "limits: limited / none", limited.rate / none.rate, "ratio",
-                    details={"limits": how}),
+        Measurement("limits.none", "limits: drain, no limits", none, "jobs/s", details=details("none")),
+        Measurement("limits.limited", "limits: drain, limits set", limited, "jobs/s",
+                    details=details("limited", limits=how)),
+        Measurement("limits.ratio", "limits: limited / none", limited / none, "ratio",
+                    details={"limits": how, "pairs": pairs}),
     ]
 
 
 async def history(ctx: Context) -> list[Measurement]:
-    """The drain on a table already holding many finished jobs, against an empty one."""
-    n, c, rows = ctx.params.n(), ctx.params.concurrency, ctx.params.history_rows
-    box = await ctx.sandbox()
-    try:
-        empty = await drain_once(ctx, box, n, processes=1, label="history: drain, empty table")
-    finally:
-        box.close()
-    box = await ctx.sandbox()
+    """The drain on a table already holding many finished jobs, against an empty one.
+
+    The table with history is filled once; drains on it alternate ``pairs`` times with drains on
+    fresh empty stores, and the ratio is that of the medians.
+    """
+    n, c, rows, pairs = ctx.params.n(), ctx.params.concurrency, ctx.params.history_rows, ctx.params.pairs
+    runs: dict[str, list[Drained]] = {"empty": [], "full": []}
+    full_box = await ctx.sandbox()
     try:
         ctx.progress.begin(f"history: inserting {rows:,} finished jobs", None)
         t0 = time.perf_counter()
-        await asyncio.to_thread(box.insert_history, rows)
+        await asyncio.to_thread(full_box.insert_history, rows)
         setup = time.perf_counter() - t0
         ctx.progress.end()
-        full = await drain_once(ctx, box, n, processes=1, label=f"history: drain, {rows:,} finished")
+        for k in range(pairs):
+            box = await ctx.sandbox()
+            try:
+                runs["empty"].append(await drain_once(ctx, box, n, processes=1,
+                                                      label=f"history: drain, empty table ({k + 1}/{pairs})"))
+            finally:
+                box.close()
+            runs["full"].append(await drain_once(ctx, full_box, n, processes=1,
+                                                 label=f"history: drain, {rows:,} finished ({k + 1}/{pairs})"))
     finally:
-        box.close()
+        full_box.close()
+    empty, full = _median(runs["empty"]), _median(runs["full"])
+
+    def details(name: str, **extra: Any) -> dict[str, Any]:
+        return {"jobs": n, "processes": 1, "concurrency": c, "pairs": pairs,
+                "rates": [round(d.rate) for d in runs[name]], **extra}
+
     return [
-        Measurement("history.empty", "history: drain, empty table", empty.rate, "jobs/s",
-                    details=empty.details(1, c)),
-        Measurement("history.full", f"history: drain, {rows:,} finished jobs", full.rate, "jobs/s",
-                    details=full.details(1, c, history_rows=rows, setup_seconds=round(setup, 1))),
-        Measurement("history.ratio", "history: full / empty", full.rate / empty.rate, "ratio",
-                    details={"history_rows": rows}),
+        Measurement("history.empty", "history: drain, empty table", empty, "jobs/s", details=details("empty")),
+        Measurement("history.full", f"history: drain, {rows:,} finished jobs", full, "jobs/s",
+                    details=details("full", history_rows=rows, setup_seconds=round(setup, 1))),
+        Measurement("history.ratio", "history: full / empty", full / empty, "ratio",
+                    details={"history_rows": rows, "pairs": pairs}),
     ]
 
 

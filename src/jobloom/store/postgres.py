@@ -25,12 +25,13 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..errors import StoreError
+from ..errors import CommitUnknown, StoreError
 from .base import Params, Store, Tx, Wakeups, run_without_loop
 from .pg_listen import Listener
 from .sql import load_migrations, load_queries
 
 T = TypeVar("T")
+RECONNECT_GIVE_UP = 8.0
 log = logging.getLogger("jobloom.store.postgres")
 
 AsyncConn = psycopg.AsyncConnection[TupleRow]
@@ -272,6 +273,9 @@ class PostgresStore(Store):
             pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
                 self.url, min_size=self.pool_min, max_size=self.pool_max, open=False,
                 kwargs={"autocommit": True}, configure=self._configure, name="jobloom",
+                # the pool's reconnect backoff doubles without a cap; giving up after a few seconds makes
+                # the next request start a fresh attempt, so a worker is back soon after a long outage
+                reconnect_timeout=RECONNECT_GIVE_UP,
             )
             await pool.open(wait=False)
             self._pool = pool
@@ -321,10 +325,23 @@ class PostgresStore(Store):
         deadline = time.monotonic() + self.retry_deadline
         delay = 0.002  # a lock conflict clears in milliseconds; a lost server backs off to 2 s
         while True:
+            phase = "connect"
             try:
-                async with pool.connection() as conn, conn.transaction():
-                    return await fn(PostgresTx(conn))
+                async with pool.connection(timeout=max(0.05, deadline - time.monotonic())) as conn:
+                    phase = "run"
+                    async with conn.transaction():
+                        result = await fn(PostgresTx(conn))
+                        phase = "commit"
+                    phase = "done"
+                return result
             except Exception as exc:
+                if phase == "done":  # committed; only handing the connection back failed
+                    return result
+                if phase == "commit":  # it may or may not have committed: running fn again could repeat it
+                    raise CommitUnknown(
+                        f"the connection failed during COMMIT ({type(exc).__name__}: {exc}); "
+                        "the transaction may or may not have been applied"
+                    ) from exc
                 if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
                 conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
