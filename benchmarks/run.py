@@ -46,16 +46,41 @@ def wait_for_quiet(limit: float, busy_max: float) -> float:
             return busy
 
 
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (all cores), from boot."""
+    import psutil  # type: ignore[import-untyped,unused-ignore]
+
+    t = psutil.cpu_times()
+    return float(sum(t) - t.idle - getattr(t, "iowait", 0.0))
+
+
+def children_seconds() -> float:
+    """CPU seconds of this script's finished child processes (and theirs)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def bench(workload: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One repetition of one workload, in a process of its own; its JSON report."""
+    """One repetition of one workload, in a process of its own; its JSON report.
+
+    Also records how much CPU the rest of the machine used meanwhile (``others_cpu_pct``, in % of
+    all cores): the busy time of every core minus the bench's own processes. On PostgreSQL runs
+    that includes the server working for the bench.
+    """
     jobs = args.latency_jobs if workload == "latency" else args.jobs
     cmd = [sys.executable, "-m", "jobloom.bench", workload, "--url", url, "--json", "--no-progress",
            "-n", str(jobs), "--concurrency", str(args.concurrency), "--processes", args.processes,
-           "--history-rows", str(args.history_rows), "--rate", str(args.rate)]
+           "--history-rows", str(args.history_rows), "--rate", str(args.rate), "--pairs", str(args.pairs)]
+    busy0, ours0, t0 = busy_seconds(), children_seconds(), time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - t0
+    others = max(0.0, busy_seconds() - busy0 - (children_seconds() - ours0))
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-4000:]}")
     report: dict[str, Any] = json.loads(out.stdout)
+    report["others_cpu_pct"] = round(100 * others / (wall * (os.cpu_count() or 1)), 1)
     return report
 
 
@@ -137,6 +162,13 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
     env = first["environment"]
     pg = next((r[0]["environment"]["postgres"] for r in reports.values() if r[0]["environment"]["postgres"]), None)
     changed = env.get("uncommitted_changes") or []
+    noise = []
+    for store in by_store:
+        shares: list[float] = [float(r["others_cpu_pct"]) for k, reps in reports.items()
+                               if k.startswith(store + ":") for r in reps if r.get("others_cpu_pct") is not None]
+        if shares:
+            noise.append(f"{STORE_NAMES[store]} runs {min(shares):.0f}..{max(shares):.0f}% (median "
+                         f"{statistics.median(shares):.0f}%)")
     lines = [
         BEGIN,
         f"Measured {when} by `benchmarks/run.py` (median of {args.repeat}; min..max over the repetitions in "
@@ -151,7 +183,10 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
         f"history {args.history_rows:,} finished jobs; no-op async jobs",
         f"- workers: `jobloom worker --concurrency {args.concurrency}` (jobs at once per process: a setting a user "
         f"would pick for I/O-bound async jobs), drain with `--processes` {args.processes.replace(',', ' and ')}; "
-        "limits, history and latency use 1 process",
+        f"limits, history and latency use 1 process; limits and history alternate their two drains {args.pairs} "
+        "times per repetition and divide the medians",
+        "- the machine is shared: other processes used " + "; ".join(noise) + " of its CPU while the repetitions "
+        "ran (on PostgreSQL runs this includes the server itself)",
         "",
         *table(by_store),
         END,
@@ -186,10 +221,14 @@ def main() -> int:
     parser.add_argument("--history-rows", type=int, default=1_000_000)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--processes", default="1,2")
+    parser.add_argument("--pairs", type=int, default=3, help="Alternating drain pairs per limits/history ratio.")
     parser.add_argument("--quiet-wait", type=float, default=120.0,
                         help="Seconds to wait for an idle machine before each repetition.")
     parser.add_argument("--quiet-busy", type=float, default=20.0, help="CPU busy %% that counts as idle.")
-    parser.add_argument("--no-write", action="store_true", help="Print the table; leave RESULTS.md alone.")
+    parser.add_argument("--no-write", action="store_true",
+                        help="Print the table; leave RESULTS.md and results.json alone.")
+    parser.add_argument("--raw", type=Path, default=None,
+                        help="Where the raw reports go (default: results.json here, unless --no-write).")
     args = parser.parse_args()
     urls = {"sqlite": args.sqlite_url, "postgres": args.postgres_url}
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
@@ -219,9 +258,11 @@ def main() -> int:
         by_store[store] = rows
     text = markdown(by_store, reports, args, when)
     print(text)
+    raw = args.raw or (None if args.no_write else RESULTS_JSON)
+    if raw is not None:
+        raw.write_text(json.dumps({"measured": when, "reports": reports}, indent=1) + "\n")
     if not args.no_write:
         write_results(text)
-        RESULTS_JSON.write_text(json.dumps({"measured": when, "reports": reports}, indent=1) + "\n")
     return 0
 
 

@@ -15,7 +15,7 @@ from jobloom.bench import WORKLOADS, Params, run
 pytestmark = pytest.mark.slow
 
 TINY = Params(jobs=40, concurrency=20, processes=(1, 2), tasks=8, batch=16, rate=100.0, history_rows=2_000,
-              timeout=60.0)
+              pairs=1, timeout=60.0)
 LATENCY = Params(jobs=10, concurrency=20, rate=100.0, timeout=60.0)
 EXPECTED = {
     "enqueue": ["enqueue.sequential", "enqueue.concurrent", "enqueue.many"],

@@ -101,6 +101,10 @@ class Sandbox:
         """Run a query (no parameters: the bench inlines its own numbers) and return all rows."""
         return list(self._connect().execute(query).fetchall())
 
+    def execute(self, statement: str) -> None:
+        """Run a statement that returns no rows (outside any transaction)."""
+        self._connect().execute(statement)
+
     def scalar(self, query: str) -> Any:
         """The first column of the first row of a query."""
         rows = self.rows(query)
