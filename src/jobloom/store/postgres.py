@@ -249,6 +249,8 @@ class PostgresStore(Store):
         self._opening: asyncio.Lock | None = None
         self._listener: Listener | None = None
         self._listening: asyncio.Lock | None = None
+        self._notifier: asyncio.Task[None] | None = None
+        self._notify_wanted = False
 
     # -- connections --------------------------------------------------------------------------------
 
@@ -299,7 +301,10 @@ class PostgresStore(Store):
             return
 
     async def close(self) -> None:
-        """Close the pool and the listening connection."""
+        """Close the pool and the listening connection (after sending a pending NOTIFY)."""
+        if self._notifier is not None and not self._notifier.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._notifier, 5.0)
         listener, self._listener = self._listener, None
         if listener is not None:
             await listener.stop()
@@ -424,13 +429,22 @@ class PostgresStore(Store):
     # -- wake-ups -----------------------------------------------------------------------------------
 
     async def notify(self) -> None:
-        """``NOTIFY`` this schema's channel; never raises (a lost signal only delays a worker)."""
-        try:
-            pool = await self._ready()
-            async with pool.connection(timeout=5.0) as conn:
-                await conn.execute("SELECT pg_notify(%s, '')", [self.channel])
-        except Exception as exc:
-            log.debug("jobloom NOTIFY failed (%s: %s)", type(exc).__name__, exc)
+        """``NOTIFY`` this schema's channel, in the background; never raises (a lost signal only delays
+        a worker). Calls made while a NOTIFY is on its way are folded into one more, so a caller
+        never waits for the round trip and a burst of commits sends two signals, not one per commit."""
+        self._notify_wanted = True
+        if self._notifier is None or self._notifier.done():
+            self._notifier = asyncio.get_running_loop().create_task(self._send_notifications())
+
+    async def _send_notifications(self) -> None:
+        while self._notify_wanted:
+            self._notify_wanted = False
+            try:
+                pool = await self._ready()
+                async with pool.connection(timeout=5.0) as conn:
+                    await conn.execute("SELECT pg_notify(%s, '')", [self.channel])
+            except Exception as exc:
+                log.debug("jobloom NOTIFY failed (%s: %s)", type(exc).__name__, exc)
 
     async def wakeups(self) -> Wakeups:
         """Subscribe to this schema's channel (one ``LISTEN`` connection per store, shared)."""
