@@ -150,10 +150,17 @@ class PostgresTx(Tx):
         return (await self._run(name, params)).rowcount
 
     async def executemany(self, name: str, rows: Sequence[Params]) -> None:
-        """Run a named statement once per parameter set (pipelined: one round trip)."""
-        if rows:
-            async with self.conn.cursor() as cur:
-                await cur.executemany(_query(name), rows)
+        """Run a named statement once per parameter set: as one set-based statement when the query has
+        a ``__bulk`` twin (columns passed as arrays), else pipelined (one round trip)."""
+        if not rows:
+            return
+        bulk = _QUERIES.get(name + "__bulk")
+        if bulk is not None and len(rows) > 1:
+            columns = {key: [row[key] for row in rows] for key in rows[0]}
+            await self.conn.execute(bulk, columns)
+            return
+        async with self.conn.cursor() as cur:
+            await cur.executemany(_query(name), rows)
 
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
         """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
