@@ -207,7 +207,8 @@ def profile_drain(box: Sandbox, args: argparse.Namespace, raw: Path) -> str:
     if args.analyze and box.dialect == "postgres":
         box.execute("ANALYZE jobloom_jobs")  # fresh planner statistics: what the claim plan looks like with them
     runner = [str(HERE / "querytimer.py")] if args.queries else ["-m", "jobloom.process"]
-    cmd = [sys.executable, *runner, APP_REF, "--concurrency", str(args.concurrency), "--log-level", "warning"]
+    cmd = [sys.executable, *runner, APP_REF, "--concurrency", str(args.concurrency), "--bindings", "Noop",
+           "--log-level", "warning"]
     times = args.out / f"queries-{box.dialect}.json"
     times.unlink(missing_ok=True)
     env = {**box.env(), "JOBLOOM_QUERY_TIMES": str(times)}

@@ -62,6 +62,19 @@ def children_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def cpu_loop_ms() -> float:
+    """Milliseconds a fixed pure-Python loop takes now: the speed of a core at this moment.
+
+    On a shared virtual machine this moves by more than half with no load visible inside it
+    (neighbours on the host); recorded before and after each repetition to read the spread by.
+    """
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(2_000_000):
+        x += i
+    return 1000 * (time.perf_counter() - t0)
+
+
 def bench(workload: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
     """One repetition of one workload, in a process of its own; its JSON report.
 
@@ -73,14 +86,17 @@ def bench(workload: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "jobloom.bench", workload, "--url", url, "--json", "--no-progress",
            "-n", str(jobs), "--concurrency", str(args.concurrency), "--processes", args.processes,
            "--history-rows", str(args.history_rows), "--rate", str(args.rate), "--pairs", str(args.pairs)]
+    before = cpu_loop_ms()
     busy0, ours0, t0 = busy_seconds(), children_seconds(), time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.monotonic() - t0
     others = max(0.0, busy_seconds() - busy0 - (children_seconds() - ours0))
+    after = cpu_loop_ms()
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-4000:]}")
     report: dict[str, Any] = json.loads(out.stdout)
     report["others_cpu_pct"] = round(100 * others / (wall * (os.cpu_count() or 1)), 1)
+    report["cpu_loop_ms"] = [round(before), round(after)]
     return report
 
 
@@ -162,6 +178,11 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
     env = first["environment"]
     pg = next((r[0]["environment"]["postgres"] for r in reports.values() if r[0]["environment"]["postgres"]), None)
     changed = env.get("uncommitted_changes") or []
+    checkouts = sorted({(r["environment"]["commit"], tuple(r["environment"].get("uncommitted_changes") or []))
+                        for reps in reports.values() for r in reps}, key=str)
+    moved = (f"- **the checkout changed while the suite ran** ({len(checkouts)} states: commits "
+             + ", ".join(sorted({f"`{c}`" for c, _ in checkouts})) + "); rows measured on different code"
+             if len(checkouts) > 1 else "")
     noise = []
     for store in by_store:
         shares: list[float] = [float(r["others_cpu_pct"]) for k, reps in reports.items()
@@ -169,6 +190,10 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
         if shares:
             noise.append(f"{STORE_NAMES[store]} runs {min(shares):.0f}..{max(shares):.0f}% (median "
                          f"{statistics.median(shares):.0f}%)")
+    loops = [ms for reps in reports.values() for r in reps for ms in r.get("cpu_loop_ms", [])]
+    speed = (f"- core speed: a fixed pure-Python loop took {min(loops):.0f}..{max(loops):.0f} ms (median "
+             f"{statistics.median(loops):.0f} ms) around the repetitions: the spread the numbers carry"
+             if loops else "")
     lines = [
         BEGIN,
         f"Measured {when} by `benchmarks/run.py` (median of {args.repeat}; min..max over the repetitions in "
@@ -187,6 +212,8 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
         "times per repetition and divide the medians",
         "- the machine is shared: other processes used " + "; ".join(noise) + " of its CPU while the repetitions "
         "ran (on PostgreSQL runs this includes the server itself)",
+        *([speed] if speed else []),
+        *([moved] if moved else []),
         "",
         *table(by_store),
         END,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
+import signal
 import sys
 from typing import Annotated
 
@@ -110,6 +111,8 @@ def bench(
         raise typer.BadParameter("give at least one process count >= 1", param_hint="--processes")
     params = Params(jobs=jobs, concurrency=concurrency, processes=counts, tasks=tasks, batch=batch, rate=rate,
                     history_rows=history_rows, pairs=pairs, timeout=timeout)
+    # SIGTERM ends the run like Ctrl-C: workers are stopped and private stores removed on the way out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     reporter: Reporter = RichReporter() if progress else Reporter()
     report = run(workload.value, url, params, reporter)
     if as_json:

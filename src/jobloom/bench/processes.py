@@ -75,13 +75,18 @@ class _Proc:
 class WorkerGroup:
     """``jobloom worker APP --processes P --concurrency C`` on a sandbox, with worker memory sampled.
 
+    ``bindings`` restricts the worker to the performers being measured: the bench app also holds
+    performers for other workloads, and a worker dispatches every binding it serves in each cycle.
+
     The peak RSS is that of the worker processes (the supervisor's children), sampled every
     50 ms: the largest any one of them reached. The supervisor itself is not counted.
     """
 
-    def __init__(self, box: Sandbox, *, processes: int, concurrency: int, app_ref: str = APP_REF) -> None:
+    def __init__(self, box: Sandbox, *, processes: int, concurrency: int, app_ref: str = APP_REF,
+                 bindings: list[str] | None = None) -> None:
         self.box = box
         self.app_ref = app_ref
+        self.bindings = bindings
         self.processes = processes
         self.concurrency = concurrency
         self._proc: _Proc | None = None
@@ -91,8 +96,9 @@ class WorkerGroup:
 
     def command(self) -> list[str]:
         """The command line (as a user would type it, with this interpreter)."""
-        return [sys.executable, "-m", "jobloom.cli", "worker", self.app_ref, "--processes", str(self.processes),
-                "--concurrency", str(self.concurrency), "--grace", "5", "--log-level", "warning"]
+        cmd = [sys.executable, "-m", "jobloom.cli", "worker", self.app_ref, "--processes", str(self.processes),
+               "--concurrency", str(self.concurrency), "--grace", "5", "--log-level", "warning"]
+        return cmd + (["--bindings", ",".join(self.bindings)] if self.bindings else [])
 
     def start(self) -> None:
         """Start the supervisor and the sampler thread."""

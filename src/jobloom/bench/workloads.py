@@ -214,7 +214,8 @@ async def drain_once(
     after = box.last_id()
     await fill(box, n, performer, ctx.progress.update)
     ctx.progress.end()
-    group = WorkerGroup(box, processes=processes, concurrency=ctx.params.concurrency)
+    group = WorkerGroup(box, processes=processes, concurrency=ctx.params.concurrency,
+                        bindings=[performer.binding or performer.__name__])
     t0 = time.perf_counter()
     group.start()
     try:
@@ -261,7 +262,7 @@ async def latency(ctx: Context) -> list[Measurement]:
     """An idle worker; jobs enqueued at a steady rate from another process; enqueue-to-start times."""
     n, rate, c = ctx.params.n(DEFAULT_LATENCY_JOBS), ctx.params.rate, ctx.params.concurrency
     box = await ctx.sandbox()
-    group = WorkerGroup(box, processes=1, concurrency=c)
+    group = WorkerGroup(box, processes=1, concurrency=c, bindings=[Noop.__name__])
     producer: Producer | None = None
     try:
         group.start()
