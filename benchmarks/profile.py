@@ -207,8 +207,8 @@ def profile_drain(box: Sandbox, args: argparse.Namespace, raw: Path) -> str:
     if args.analyze and box.dialect == "postgres":
         box.execute("ANALYZE jobloom_jobs")  # fresh planner statistics: what the claim plan looks like with them
     runner = [str(HERE / "querytimer.py")] if args.queries else ["-m", "jobloom.process"]
-    cmd = [sys.executable, *runner, APP_REF, "--concurrency", str(args.concurrency), "--bindings", "Noop",
-           "--log-level", "warning"]
+    only = [] if args.all_bindings else ["--bindings", "Noop"]
+    cmd = [sys.executable, *runner, APP_REF, "--concurrency", str(args.concurrency), *only, "--log-level", "warning"]
     times = args.out / f"queries-{box.dialect}.json"
     times.unlink(missing_ok=True)
     env = {**box.env(), "JOBLOOM_QUERY_TIMES": str(times)}
@@ -298,6 +298,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/jobloom-profile"))
     parser.add_argument("--analyze", action="store_true",
                         help="drain on PostgreSQL: ANALYZE the jobs table after queueing (fresh planner statistics)")
+    parser.add_argument("--all-bindings", action="store_true",
+                        help="drain: the worker serves every bench binding (an empty limited one too), not only Noop")
     parser.add_argument("--queries", action="store_true",
                         help="drain: time every named statement in the worker (benchmarks/querytimer.py)")
     args = parser.parse_args()

@@ -252,6 +252,8 @@ def main() -> int:
     parser.add_argument("--quiet-wait", type=float, default=120.0,
                         help="Seconds to wait for an idle machine before each repetition.")
     parser.add_argument("--quiet-busy", type=float, default=20.0, help="CPU busy %% that counts as idle.")
+    parser.add_argument("--merge", action="store_true",
+                        help="Keep the other workloads' reports from results.json and replace only those run now.")
     parser.add_argument("--no-write", action="store_true",
                         help="Print the table; leave RESULTS.md and results.json alone.")
     parser.add_argument("--raw", type=Path, default=None,
@@ -264,9 +266,11 @@ def main() -> int:
         os.makedirs(os.path.dirname(args.sqlite_url.removeprefix("sqlite://")) or ".", exist_ok=True)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     reports: dict[str, list[dict[str, Any]]] = {}
-    by_store: dict[str, dict[str, dict[str, Any]]] = {}
+    if args.merge and RESULTS_JSON.exists():
+        old = json.loads(RESULTS_JSON.read_text())
+        reports.update(old["reports"])
+        when = f"{old['measured']} ({', '.join(workloads)} again {when})"
     for store in stores:
-        rows: dict[str, dict[str, Any]] = {}
         for workload in workloads:
             reps = []
             for i in range(args.repeat):
@@ -281,8 +285,10 @@ def main() -> int:
                 if all(m["value"] is None for m in reps[-1]["measurements"]):
                     break  # not available: nothing to repeat
             reports[f"{store}:{workload}"] = reps
-            rows.update(median_rows(reps))
-        by_store[store] = rows
+    by_store: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, reps in reports.items():
+        store = key.split(":", 1)[0]
+        by_store.setdefault(store, {}).update(median_rows(reps))
     text = markdown(by_store, reports, args, when)
     print(text)
     raw = args.raw or (None if args.no_write else RESULTS_JSON)
