@@ -113,10 +113,13 @@ ORDER BY run_at, id LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: claim
+-- `(state || '') = 'queued'` keeps the planner off the partial index of queued jobs: right after a
+-- burst of enqueues the table has no statistics yet, and that index would be scanned whole (every
+-- queued job, per claim) instead of looking the ids up in the primary key.
 UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = false
-WHERE id = ANY(:ids::bigint[]) AND state = 'queued'
+WHERE id = ANY(:ids::bigint[]) AND (state || '') = 'queued'
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
 
 -- name: promote_due
