@@ -180,9 +180,13 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
     changed = env.get("uncommitted_changes") or []
     checkouts = sorted({(r["environment"]["commit"], tuple(r["environment"].get("uncommitted_changes") or []))
                         for reps in reports.values() for r in reps}, key=str)
-    moved = (f"- **the checkout changed while the suite ran** ({len(checkouts)} states: commits "
-             + ", ".join(sorted({f"`{c}`" for c, _ in checkouts})) + "); rows measured on different code"
-             if len(checkouts) > 1 else "")
+    moved = ""
+    if len(checkouts) > 1:
+        commits = sorted({c for c, _ in checkouts if c})
+        engine = engine_changes(commits) if len({files for _, files in checkouts}) == 1 else None
+        moved = (f"- the checkout changed while the suite ran (commits {', '.join(f'`{c}`' for c in commits)}): "
+                 + ("only in `src/jobloom/bench/`, so the engine measured is the same"
+                    if engine == [] else "**rows were measured on different code**"))
     noise = []
     for store in by_store:
         shares: list[float] = [float(r["others_cpu_pct"]) for k, reps in reports.items()
@@ -208,8 +212,9 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
         f"history {args.history_rows:,} finished jobs; no-op async jobs",
         f"- workers: `jobloom worker --concurrency {args.concurrency}` (jobs at once per process: a setting a user "
         f"would pick for I/O-bound async jobs), drain with `--processes` {args.processes.replace(',', ' and ')}; "
-        f"limits, history and latency use 1 process; limits and history alternate their two drains {args.pairs} "
-        "times per repetition and divide the medians",
+        f"limits, history and latency use 1 process; every worker serves only the binding measured; limits and history "
+        f"run their two drains back to back {args.pairs} times per repetition, the ratio being the median of the "
+        "pairs' ratios",
         "- the machine is shared: other processes used " + "; ".join(noise) + " of its CPU while the repetitions "
         "ran (on PostgreSQL runs this includes the server itself)",
         *([speed] if speed else []),
@@ -219,6 +224,18 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
         END,
     ]
     return "\n".join(lines)
+
+
+def engine_changes(commits: list[str]) -> list[str] | None:
+    """Files outside the bench that differ between the first and last of ``commits`` (None: unknown)."""
+    if len(commits) < 2:
+        return []
+    out = subprocess.run(
+        ["git", "-C", str(HERE), "diff", "--name-only", commits[0], commits[-1], "--", "../src/jobloom",
+         ":(exclude)../src/jobloom/bench"],
+        capture_output=True, text=True, check=False,
+    )
+    return out.stdout.split() if out.returncode == 0 else None
 
 
 def write_results(text: str) -> None:
@@ -252,6 +269,8 @@ def main() -> int:
     parser.add_argument("--quiet-wait", type=float, default=120.0,
                         help="Seconds to wait for an idle machine before each repetition.")
     parser.add_argument("--quiet-busy", type=float, default=20.0, help="CPU busy %% that counts as idle.")
+    parser.add_argument("--render", action="store_true",
+                        help="Run nothing: rewrite the table in RESULTS.md from results.json.")
     parser.add_argument("--merge", action="store_true",
                         help="Keep the other workloads' reports from results.json and replace only those run now.")
     parser.add_argument("--no-write", action="store_true",
@@ -266,10 +285,12 @@ def main() -> int:
         os.makedirs(os.path.dirname(args.sqlite_url.removeprefix("sqlite://")) or ".", exist_ok=True)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     reports: dict[str, list[dict[str, Any]]] = {}
-    if args.merge and RESULTS_JSON.exists():
+    if args.render:
+        stores, workloads = [], []
+    if (args.merge or args.render) and RESULTS_JSON.exists():
         old = json.loads(RESULTS_JSON.read_text())
         reports.update(old["reports"])
-        when = f"{old['measured']} ({', '.join(workloads)} again {when})"
+        when = old["measured"] if args.render else f"{old['measured']} ({', '.join(workloads)} again {when})"
     for store in stores:
         for workload in workloads:
             reps = []
@@ -291,7 +312,7 @@ def main() -> int:
         by_store.setdefault(store, {}).update(median_rows(reps))
     text = markdown(by_store, reports, args, when)
     print(text)
-    raw = args.raw or (None if args.no_write else RESULTS_JSON)
+    raw = args.raw or (None if args.no_write or args.render else RESULTS_JSON)
     if raw is not None:
         raw.write_text(json.dumps({"measured": when, "reports": reports}, indent=1) + "\n")
     if not args.no_write:
