@@ -96,6 +96,7 @@ class App(FlowsAPI, SchedulingMixin):
         self._init_scheduling(schedules)  # schedules, retention and the projector's housekeepers
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._bridge: _SyncBridge | None = None
+        self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Core] | None = None
 
     # -- set-up -------------------------------------------------------------------------------------
 
@@ -116,7 +117,13 @@ class App(FlowsAPI, SchedulingMixin):
 
     async def store(self) -> Store:
         """The store for the running event loop, connected and checked."""
+        return (await self._core()).store
+
+    async def _core(self) -> _Core:
         loop = asyncio.get_running_loop()
+        last = self._last
+        if last is not None and last[0]() is loop:  # the common case: the same loop as last time
+            return last[1]
         core = self._cores.get(loop)
         if core is None:
             core = self._cores[loop] = _Core(open_store(self.url, **self.store_options))
@@ -126,11 +133,8 @@ class App(FlowsAPI, SchedulingMixin):
                     await core.store.open()
                     await self._check_migrations(core.store)
                     core.checked = True
-        return core.store
-
-    async def _core(self) -> _Core:
-        await self.store()
-        return self._cores[asyncio.get_running_loop()]
+        self._last = (weakref.ref(loop), core)
+        return core
 
     async def _check_migrations(self, store: Store) -> None:
         applied = set(await store.applied_migrations())
@@ -397,6 +401,7 @@ class App(FlowsAPI, SchedulingMixin):
 
     async def close(self) -> None:
         """Close the store of the running loop (and the sync bridge)."""
+        self._last = None
         core = self._cores.pop(asyncio.get_running_loop(), None)
         if core is not None:
             await core.store.close()
