@@ -185,8 +185,13 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
         commits = sorted({c for c, _ in checkouts if c})
         engine = engine_changes(commits) if len({files for _, files in checkouts}) == 1 else None
         moved = (f"- the checkout changed while the suite ran (commits {', '.join(f'`{c}`' for c in commits)}): "
-                 + ("only in `src/jobloom/bench/`, so the engine measured is the same"
-                    if engine == [] else "**rows were measured on different code**"))
+                 + ("only in `src/jobloom/bench/`, so the engine measured is the same" if engine == [] else
+                    "**rows were measured on different engine code**" + (f" ({', '.join(engine)})" if engine else "")))
+        where: dict[str, list[str]] = {}
+        for key, reps in reports.items():
+            for c in sorted({r["environment"]["commit"] for r in reps}):
+                where.setdefault(c, []).append(key.replace(":", " "))
+        moved += "; " + "; ".join(f"`{c}`: {', '.join(keys)}" for c, keys in sorted(where.items()))
     noise = []
     for store in by_store:
         shares: list[float] = [float(r["others_cpu_pct"]) for k, reps in reports.items()
@@ -227,15 +232,18 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
 
 
 def engine_changes(commits: list[str]) -> list[str] | None:
-    """Files outside the bench that differ between the first and last of ``commits`` (None: unknown)."""
-    if len(commits) < 2:
-        return []
-    out = subprocess.run(
-        ["git", "-C", str(HERE), "diff", "--name-only", commits[0], commits[-1], "--", "../src/jobloom",
-         ":(exclude)../src/jobloom/bench"],
-        capture_output=True, text=True, check=False,
-    )
-    return out.stdout.split() if out.returncode == 0 else None
+    """Files outside the bench that differ between any two of ``commits`` (None: unknown)."""
+    changed: set[str] = set()
+    for other in commits[1:]:
+        out = subprocess.run(
+            ["git", "-C", str(HERE), "diff", "--name-only", commits[0], other, "--", "../src/jobloom",
+             ":(exclude)../src/jobloom/bench"],
+            capture_output=True, text=True, check=False,
+        )
+        if out.returncode != 0:
+            return None
+        changed.update(out.stdout.split())
+    return sorted(changed)
 
 
 def write_results(text: str) -> None:
