@@ -191,7 +191,8 @@ def markdown(by_store: dict[str, dict[str, dict[str, Any]]], reports: dict[str, 
         for key, reps in reports.items():
             for c in sorted({r["environment"]["commit"] for r in reps}):
                 where.setdefault(c, []).append(key.replace(":", " "))
-        moved += "; " + "; ".join(f"`{c}`: {', '.join(keys)}" for c, keys in sorted(where.items()))
+        if engine != []:
+            moved += "; " + "; ".join(f"`{c}`: {', '.join(keys)}" for c, keys in sorted(where.items()))
     noise = []
     for store in by_store:
         shares: list[float] = [float(r["others_cpu_pct"]) for k, reps in reports.items()
