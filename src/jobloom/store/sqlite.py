@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
@@ -32,6 +34,19 @@ def sqlite_path(url: str) -> str:
     if not path or path == ":memory:":
         raise StoreError(f"SQLite URL {url!r} names no file: workers share the store through a file")
     return os.path.abspath(path)
+
+
+_MAX_SOCKET_PATH = 100  # Unix socket paths are limited to about 107 bytes
+
+
+def wake_folder(db_path: str) -> str:
+    """Where the wake-up sockets of a database file live: beside it, or, when that path would be too
+    long for a Unix socket, in a short folder under the temp directory named after the file's path."""
+    beside = db_path + ".wake"
+    if len(beside) + len("/1234567-12345678.sock") <= _MAX_SOCKET_PATH:
+        return beside
+    digest = hashlib.sha1(db_path.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"jobloom-wake-{digest}")
 
 
 def _adapt(params: Params | None) -> Mapping[str, Any] | None:
@@ -88,7 +103,8 @@ class SQLiteStore(Store):
         self.path = sqlite_path(url)
         self._conn: sqlite3.Connection | None = None
         self._lock: asyncio.Lock | None = None
-        self._waker = WakeFolder(self.path + ".wake")
+        self.wake_folder = wake_folder(self.path)
+        self._waker = WakeFolder(self.wake_folder)
 
     async def open(self) -> None:
         """Open the file in WAL mode (creating it and its folder if needed)."""
@@ -192,7 +208,7 @@ class SQLiteStore(Store):
 
     async def wakeups(self) -> Wakeups:
         """Listen for wake-ups on this file."""
-        return SocketWakeups(self.path + ".wake")
+        return SocketWakeups(self.wake_folder)
 
     async def applied_migrations(self) -> list[str]:
         """Migrations recorded in the file."""
