@@ -7,6 +7,7 @@ SQL (``sql/<dialect>/*.sql``) and its way to serialize, notify and retry transie
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -51,6 +52,18 @@ class Wakeups(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop listening."""
+
+
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait for ``event`` (True, and clear it: signals meanwhile are merged) or the timeout (False)."""
+    if not event.is_set():
+        try:
+            async with asyncio.timeout(timeout):
+                await event.wait()
+        except TimeoutError:
+            return False
+    event.clear()
+    return True
 
 
 class Store(abc.ABC):

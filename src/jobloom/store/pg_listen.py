@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
-from .base import Wakeups
+from .base import Wakeups, wait_event
 
 log = logging.getLogger("jobloom.store.postgres")
 HEALTH_CHECK = 30.0  # a connection quiet for this long is probed: it may be silently dead
@@ -114,14 +114,7 @@ class Subscription(Wakeups):
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait for a notification (True) or the timeout (False); notifications meanwhile are merged."""
-        if not self._event.is_set():
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._event.wait()
-            except TimeoutError:
-                return False
-        self._event.clear()
-        return True
+        return await wait_event(self._event, timeout)
 
     async def close(self) -> None:
         """Stop receiving wake-ups (the store's connection stays for its other subscribers)."""

@@ -13,7 +13,7 @@ import os
 import socket
 import uuid
 
-from .base import Wakeups
+from .base import Wakeups, wait_event
 
 
 class WakeFolder:
@@ -89,14 +89,7 @@ class SocketWakeups(Wakeups):
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait for a wake-up or the timeout."""
-        if not self._event.is_set():
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._event.wait()
-            except TimeoutError:
-                return False
-        self._event.clear()
-        return True
+        return await wait_event(self._event, timeout)
 
     async def close(self) -> None:
         """Stop listening and remove the socket file."""
