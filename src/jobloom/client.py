@@ -101,12 +101,21 @@ class Enqueuer:
         return fut
 
     async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
-        """Insert ``jobs`` now, in one transaction."""
-        async def work(tx: Tx) -> list[Job]:
-            return await _insert(tx, jobs)
+        """Insert ``jobs`` now, atomically: one statement when no unique key needs checking first."""
+        notified = False
 
-        created = await self.store.transact(work)
-        await self.store.notify()
+        async def work(tx: Tx) -> list[Job]:
+            nonlocal notified
+            created = await _insert(tx, jobs)
+            notified = tx.notified
+            return created
+
+        if any(job.unique_key is not None for job in jobs):
+            created = await self.store.transact(work)
+        else:
+            created = await self.store.autocommit(work)
+        if not notified:
+            await self.store.notify()
         return created
 
     async def _flush(self) -> None:

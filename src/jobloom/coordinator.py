@@ -116,18 +116,20 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
             ):
                 out[i] = (holder_id, False)
                 continue
-        (new_id,) = await tx.insert_many("insert_job", [job.params()])
+        (new_id,) = await tx.insert_jobs([_with_event(job)], now)
         out[i] = (new_id, True)
     if plain:
-        ids = await tx.insert_many("insert_job", [jobs[i].params() for i in plain])
+        ids = await tx.insert_jobs([_with_event(jobs[i]) for i in plain], now)
         for i, new_id in zip(plain, ids, strict=True):
             out[i] = (new_id, True)
-    done = [o for o in out if o is not None]
-    await emit(tx, [
-        event(now, job_id, job.binding, "enqueued" if job.state == "queued" else job.state)
-        for job, (job_id, created) in zip(jobs, done, strict=True) if created
-    ])
-    return done
+    return [o for o in out if o is not None]
+
+
+def _with_event(job: NewJob) -> dict[str, Any]:
+    """The job's row, with the event its insertion records."""
+    row = job.params()
+    row["event"] = "enqueued" if job.state == "queued" else job.state
+    return row
 
 
 @dataclass(frozen=True, slots=True)

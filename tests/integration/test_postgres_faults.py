@@ -321,7 +321,9 @@ async def test_a_commit_acknowledgement_lost_inside_the_postgres_store_orphans_n
         store = await app.store()
         worker = jobloom.Worker(app, concurrency=1)
         original = store.transact
-        original_exit = psycopg.AsyncTransaction.__aexit__
+        from jobloom.store.postgres import PostgresTx
+
+        original_commit = PostgresTx.commit
         lost: list[int] = []
 
         async def transact(fn: Callable[[Tx], Awaitable[Any]], *, exclusive: bool = True) -> Any:
@@ -331,15 +333,14 @@ async def test_a_commit_acknowledgement_lost_inside_the_postgres_store_orphans_n
             finally:
                 _IN_CYCLE.reset(token)
 
-        async def commit_then_lose_the_ack(self: Any, exc_type: Any, exc_val: Any, exc_tb: Any) -> bool:
-            suppressed = await original_exit(self, exc_type, exc_val, exc_tb)
-            if exc_type is None and _IN_CYCLE.get() and not lost:
+        async def commit_then_lose_the_ack(self: PostgresTx) -> None:
+            await original_commit(self)
+            if _IN_CYCLE.get() and not lost:
                 lost.append(1)  # COMMIT went through; the connection broke before its answer came
                 raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
-            return suppressed
 
         monkeypatch.setattr(store, "transact", transact)
-        monkeypatch.setattr(psycopg.AsyncTransaction, "__aexit__", commit_then_lose_the_ack)
+        monkeypatch.setattr(PostgresTx, "commit", commit_then_lose_the_ack)
         a, b = await _run_two_jobs(app, worker)
         monkeypatch.undo()
 

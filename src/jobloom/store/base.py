@@ -20,6 +20,9 @@ Params = Mapping[str, Any]
 class Tx(abc.ABC):
     """One open transaction. Query names refer to the dialect's named SQL."""
 
+    notified = False
+    """Whether this transaction wakes idle workers itself when it commits (so no :meth:`Store.notify`)."""
+
     @abc.abstractmethod
     async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
@@ -40,6 +43,17 @@ class Tx(abc.ABC):
     @abc.abstractmethod
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
         """Run a named INSERT once per row; return the new ids in row order."""
+
+    async def insert_jobs(self, rows: Sequence[Params], at: float) -> list[int]:
+        """Insert new jobs (``insert_job`` rows, each with the ``event`` kind to record at ``at``) and
+        their events; return the new ids in row order. A driver may do it all in one statement."""
+        ids = await self.insert_many("insert_job", [{k: v for k, v in row.items() if k != "event"} for row in rows])
+        await self.executemany("insert_event", [
+            {"at": at, "job_id": job_id, "binding": row["binding"], "kind": row["event"], "attempt": 0,
+             "duration": None}
+            for job_id, row in zip(ids, rows, strict=True)
+        ])
+        return ids
 
 
 class Wakeups(abc.ABC):
@@ -88,6 +102,12 @@ class Store(abc.ABC):
         connection) rolls back and runs ``fn`` again, so ``fn`` must have no effects outside ``tx``.
         ``exclusive=False`` marks a read-only transaction.
         """
+
+    async def autocommit(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``fn``, which runs exactly one statement, as cheaply as the database allows while keeping
+        it atomic: a single statement needs no ``BEGIN``/``COMMIT`` round trips on a server. By default
+        it is :meth:`transact`."""
+        return await self.transact(fn)
 
     @abc.abstractmethod
     async def notify(self) -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import random
 import re
+import select
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -37,6 +39,7 @@ log = logging.getLogger("jobloom.store.postgres")
 AsyncConn = psycopg.AsyncConnection[TupleRow]
 SyncConn = psycopg.Connection[TupleRow]
 
+_dumps = json.JSONEncoder(ensure_ascii=False, check_circular=False, allow_nan=False).encode
 _TOKEN = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:(\w+)|%")
 _RETRY_DEADLINE = 60.0
 _CONNECT_TIMEOUT = 10.0
@@ -131,14 +134,86 @@ def _channel(schema: str) -> str:
 
 
 class PostgresTx(Tx):
-    """One transaction on one connection; each named query is one statement."""
+    """One transaction on one connection; each named query is one statement.
 
-    def __init__(self, conn: AsyncConn) -> None:
+    Round trips are what a PostgreSQL transaction costs, so this one takes as few as it can:
+    ``BEGIN`` goes out with the first statement, writes whose results nobody reads
+    (:meth:`executemany`) wait to go out with the next statement or with ``COMMIT``, each group in
+    one pipeline. A deferred write that fails fails that later statement (or the commit), and the
+    whole transaction is rolled back as before.
+    """
+
+    def __init__(
+        self, conn: AsyncConn, *, begun: bool = True, channel: str | None = None, statements: int | None = None
+    ) -> None:
         self.conn = conn
         self._locks = _BindingLocks()
+        self._begun = begun
+        self._pending: list[tuple[str, Params | Sequence[Params], bool]] = []
+        self._channel = channel
+        self._left = statements  # None: any number
+
+    async def insert_jobs(self, rows: Sequence[Params], at: float) -> list[int]:
+        """Insert new jobs and their events in one statement, which also wakes the workers at commit."""
+        numbered = [{**row, "i": i} for i, row in enumerate(rows)]
+        cur = await self._send(_query("insert_job__with_events"), {"rows": _json_rows(numbered), "at": at,
+                                                       "channel": self._channel})
+        ids = [r[0] for r in await cur.fetchall()]
+        if len(ids) != len(rows):
+            raise StoreError(f"insert_job__with_events returned {len(ids)} ids for {len(rows)} rows")
+        if self._channel is not None:
+            self.notified = True
+        return ids
+
+    async def _send_pending(self) -> None:
+        if not self._begun:
+            self._begun = True
+            await self.conn.execute("BEGIN")
+        pending, self._pending = self._pending, []
+        for query, params, many in pending:
+            if many:
+                assert isinstance(params, Sequence)
+                async with self.conn.cursor() as cur:
+                    await cur.executemany(query, params)
+            else:
+                assert not isinstance(params, Sequence)
+                await self.conn.execute(query, params)
 
     async def _run(self, name: str, params: Params | None) -> psycopg.AsyncCursor[TupleRow]:
-        return await self.conn.execute(self._locks.query(name, params), params or {})
+        return await self._send(self._locks.query(name, params), params)
+
+    async def _send(self, query: str, params: Params | None) -> psycopg.AsyncCursor[TupleRow]:
+        if self._left is not None:
+            if self._left <= 0 or self._pending:
+                raise StoreError("a single-statement transaction ran a second statement")
+            self._left -= 1
+        if self._begun and not self._pending:
+            return await self.conn.execute(query, params or {})
+        async with self.conn.pipeline():
+            await self._send_pending()
+            cur = await self.conn.execute(query, params or {})
+        return cur
+
+    async def connection(self) -> AsyncConn:
+        """The connection, inside the transaction, with every deferred write sent."""
+        if not self._begun or self._pending:
+            async with self.conn.pipeline():
+                await self._send_pending()
+        return self.conn
+
+    async def commit(self) -> None:
+        """Send the deferred writes and ``COMMIT`` in one round trip (nothing if nothing ran)."""
+        if not self._begun and not self._pending:
+            return
+        async with self.conn.pipeline():
+            await self._send_pending()
+            await self.conn.execute("COMMIT")
+
+    async def rollback(self) -> None:
+        """Drop the deferred writes and roll back what was sent."""
+        self._pending.clear()
+        if self._begun:
+            await self.conn.execute("ROLLBACK")
 
     async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
@@ -150,24 +225,31 @@ class PostgresTx(Tx):
         return (await self._run(name, params)).rowcount
 
     async def executemany(self, name: str, rows: Sequence[Params]) -> None:
-        """Run a named statement once per parameter set: as one set-based statement when the query has
-        a ``__bulk`` twin (columns passed as arrays), else pipelined (one round trip)."""
+        """Run a named statement once per parameter set, deferred to the next round trip: as one
+        set-based statement when the query has a ``__bulk`` twin, else pipelined."""
         if not rows:
             return
         bulk = _QUERIES.get(name + "__bulk")
-        if bulk is not None and len(rows) > 1:
-            columns = {key: [row[key] for row in rows] for key in rows[0]}
-            await self.conn.execute(bulk, columns)
-            return
-        async with self.conn.cursor() as cur:
-            await cur.executemany(_query(name), rows)
+        if bulk is not None:
+            self._pending.append((bulk, {"rows": _json_rows(rows)}, False))
+        else:
+            self._pending.append((_query(name), rows, True))
 
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
         """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
         if not rows:
             return []
-        ids: list[int] = []
-        async with self.conn.cursor() as cur:
+        bulk = _QUERIES.get(name + "__bulk")
+        if bulk is not None:
+            numbered = [{**row, "i": i} for i, row in enumerate(rows)]
+            cur = await self._send(bulk, {"rows": _json_rows(numbered)})
+            ids = [r[0] for r in await cur.fetchall()]
+            if len(ids) != len(rows):
+                raise StoreError(f"query {name!r} returned {len(ids)} ids for {len(rows)} rows")
+            return ids
+        conn = await self.connection()
+        ids = []
+        async with conn.cursor() as cur:
             await cur.executemany(_query(name), rows, returning=True)
             async for result in cur.results():
                 row = await result.fetchone()
@@ -175,6 +257,11 @@ class PostgresTx(Tx):
                     raise StoreError(f"query {name!r} returned no id")
                 ids.append(row[0])
         return ids
+
+
+def _json_rows(rows: Sequence[Params]) -> str:
+    """A batch of rows as the JSON array that a ``__bulk`` statement reads with ``jsonb_to_recordset``."""
+    return _dumps(rows)
 
 
 class SyncPostgresTx(Tx):
@@ -341,15 +428,23 @@ class PostgresStore(Store):
             try:
                 async with pool.connection(timeout=max(0.05, deadline - time.monotonic())) as conn:
                     phase = "run"
-                    async with conn.transaction():
-                        result = await fn(PostgresTx(conn))
+                    tx = PostgresTx(conn, begun=False, channel=self.channel)
+                    try:
+                        result = await fn(tx)
                         phase = "commit"
+                        await tx.commit()
+                    except BaseException:
+                        if conn.info.transaction_status != psycopg.pq.TransactionStatus.UNKNOWN:
+                            with contextlib.suppress(psycopg.Error):
+                                await tx.rollback()
+                        raise
                     phase = "done"
                 return result
             except Exception as exc:
                 if phase == "done":  # committed; only handing the connection back failed
                     return result
-                if phase == "commit":  # it may or may not have committed: running fn again could repeat it
+                if phase == "commit" and _connection_lost(exc):
+                    # it may or may not have committed: running fn again could repeat it
                     raise CommitUnknown(
                         f"the connection failed during COMMIT ({type(exc).__name__}: {exc}); "
                         "the transaction may or may not have been applied"
@@ -359,6 +454,45 @@ class PostgresStore(Store):
                 conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
                 log.log(logging.DEBUG if conflict else logging.WARNING,
                         "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(delay * 2, 2.0)
+
+    async def autocommit(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``fn``'s one statement on its own, without ``BEGIN``/``COMMIT``: one round trip.
+
+        A statement is atomic by itself. A connection that the server has closed while it sat in the
+        pool (a restart) is noticed before the statement is sent and replaced; a connection lost
+        while the statement runs leaves its outcome unknown: :class:`CommitUnknown`.
+        """
+        pool = await self._ready()
+        deadline = time.monotonic() + self.retry_deadline
+        delay = 0.002
+        while True:
+            phase = "connect"
+            try:
+                async with pool.connection(timeout=max(0.05, deadline - time.monotonic())) as conn:
+                    if _has_unread(conn):  # idle connections hear only of their end (a FATAL, or EOF)
+                        await conn.close()
+                        raise psycopg.OperationalError("the pooled connection was closed by the server")
+                    phase = "run"
+                    tx = PostgresTx(conn, channel=self.channel, statements=1)
+                    result = await fn(tx)
+                    if tx._pending:
+                        raise StoreError("a single-statement transaction left writes unsent")
+                    phase = "done"
+                return result
+            except Exception as exc:
+                if phase == "done":
+                    return result
+                if phase == "run" and _connection_lost(exc):
+                    raise CommitUnknown(
+                        f"the connection failed during a statement ({type(exc).__name__}: {exc}); "
+                        "it may or may not have been applied"
+                    ) from exc
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                    raise
+                log.log(logging.DEBUG if phase == "run" else logging.WARNING,
+                        "jobloom statement retried after %s: %s", type(exc).__name__, exc)
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))
                 delay = min(delay * 2, 2.0)
 
@@ -378,7 +512,9 @@ class PostgresStore(Store):
         cur = await conn.execute(self._enter_sql())
         old_path = await _old_search_path(cur)
         try:
-            result = await fn(PostgresTx(conn))
+            tx = PostgresTx(conn, channel=self.channel)
+            result = await fn(tx)
+            await tx.connection()  # its deferred writes go out before the savepoint is released
         except BaseException:
             with contextlib.suppress(psycopg.Error):  # the connection is gone: the caller's rollback
                 await conn.execute(self._exit_sql(old_path, ok=False))
@@ -470,7 +606,7 @@ class PostgresStore(Store):
         """Migrations recorded in the schema (none if it or its table does not exist yet)."""
 
         async def read(tx: Tx) -> list[str]:
-            conn = _conn_of(tx)
+            conn = await _conn_of(tx)
             cur = await conn.execute("SELECT to_regclass('jobloom_migrations') IS NOT NULL")
             row = await cur.fetchone()
             if not row or not row[0]:
@@ -490,7 +626,7 @@ class PostgresStore(Store):
         for mig in load_migrations(self.dialect):
 
             async def apply(tx: Tx, mig: Any = mig) -> bool:
-                conn = _conn_of(tx)
+                conn = await _conn_of(tx)
                 await conn.execute(
                     "SELECT pg_advisory_xact_lock(hashtext(%s), "
                     "hashtext(coalesce(%s::text, current_schema()::text, '')))",
@@ -519,10 +655,28 @@ class PostgresStore(Store):
         return applied_now
 
 
-def _conn_of(tx: Tx) -> AsyncConn:
+async def _conn_of(tx: Tx) -> AsyncConn:
     if not isinstance(tx, PostgresTx):
         raise StoreError("expected a PostgreSQL transaction")
-    return tx.conn
+    return await tx.connection()
+
+
+def _has_unread(conn: AsyncConn) -> bool:
+    """Whether an idle connection's socket has something to read (the server said goodbye)."""
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` leaves the transaction's outcome unknown: the server's own error (a failed
+    statement, a failed COMMIT) means nothing was committed; a broken connection says nothing."""
+    if not isinstance(exc, psycopg.Error):
+        return isinstance(exc, OSError)
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
 async def _old_search_path(cur: psycopg.AsyncCursor[TupleRow]) -> str | None:

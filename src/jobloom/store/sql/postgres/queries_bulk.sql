@@ -1,16 +1,43 @@
--- Set-based twins of hot statements that the engine runs once per row ("executemany"): the driver
--- sends one of these instead, with each column as an array, so a batch of N rows is one statement.
--- A twin is named after its statement with "__bulk" and takes the same parameter names.
+-- Set-based forms of hot statements, named after the statement with "__": a "__bulk" twin runs instead
+-- of a statement that the engine runs once per row ("executemany"), with the batch as one JSON array
+-- of row objects in :rows (the same keys as the statement's parameters), so N rows are one statement.
+
+-- name: insert_job__with_events
+-- New jobs and their events in one statement, and (with :channel) a wake-up for the workers at commit.
+-- Ids come back in the rows' order: the rows are inserted in "i" order and an INSERT returns its
+-- rows in the order it inserted them, which also numbers them for their events.
+WITH r AS (
+    SELECT * FROM jsonb_to_recordset(:rows::jsonb) AS r(
+        i int, binding text, state text, payload text, priority int, run_at float8, max_attempts int,
+        delivery text, timeout float8, unique_key text, unique_until float8, concurrency_key text,
+        created_at float8, run_id text, node text, event text)
+), j AS (
+    INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
+                              unique_key, unique_until, concurrency_key, created_at, run_id, node)
+    SELECT binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
+           unique_key, unique_until, concurrency_key, created_at, run_id, node
+    FROM r ORDER BY i
+    RETURNING id
+), n AS (
+    SELECT id, row_number() OVER () - 1 AS i FROM j
+), e AS (
+    INSERT INTO jobloom_events (at, job_id, binding, kind)
+    SELECT :at, n.id, r.binding, r.event FROM n JOIN r USING (i)
+)
+SELECT id, (SELECT pg_notify(:channel::text, '') WHERE :channel::text IS NOT NULL) FROM n ORDER BY i
 
 -- name: insert_event__bulk
 INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
-SELECT * FROM unnest(:at::float8[], :job_id::bigint[], :binding::text[], :kind::text[], :attempt::int[],
-                     :duration::float8[])
+SELECT at, job_id, binding, kind, attempt, duration
+FROM jsonb_to_recordset(:rows::jsonb)
+     AS r(at float8, job_id bigint, binding text, kind text, attempt int, duration float8)
 
 -- name: insert_attempt__bulk
 INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
-SELECT * FROM unnest(:job_id::bigint[], :attempt::int[], :worker::text[], :started_at::float8[],
-                     :finished_at::float8[], :outcome::text[], :error::text[], :traceback::text[])
+SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceback
+FROM jsonb_to_recordset(:rows::jsonb)
+     AS r(job_id bigint, attempt int, worker text, started_at float8, finished_at float8, outcome text,
+          error text, traceback text)
 ON CONFLICT (job_id, attempt) DO NOTHING
 
 -- name: finish_attempt__bulk
@@ -18,7 +45,7 @@ UPDATE jobloom_jobs AS j
 SET state = u.state, result = u.result, error = u.error, run_at = u.run_at, finished_at = u.finished_at,
     lease_owner = NULL, lease_expires = NULL, retries_from = j.retries_from + u.refund,
     payload = coalesce(u.payload, j.payload)
-FROM unnest(:id::bigint[], :attempt::int[], :state::text[], :result::text[], :error::text[], :run_at::float8[],
-            :finished_at::float8[], :refund::int[], :payload::text[])
-     AS u(id, attempt, state, result, error, run_at, finished_at, refund, payload)
+FROM jsonb_to_recordset(:rows::jsonb)
+     AS u(id bigint, attempt int, state text, result text, error text, run_at float8, finished_at float8,
+          refund int, payload text)
 WHERE j.id = u.id AND j.attempt = u.attempt AND j.state = 'running'
