@@ -282,6 +282,43 @@ async def test_transact_survives_a_terminated_connection(store: PostgresStore) -
     assert job_id > 0
 
 
+async def test_hot_statements_find_their_rows_by_index_without_statistics(store: PostgresStore) -> None:
+    """Right after a burst of enqueues the table has no statistics: the planner must still serve the
+    candidates in index order and find finished attempts by primary key, never sorting or scanning
+    every queued or running job per cycle (also in the generic plan of a prepared statement)."""
+    import json
+
+    from jobloom.store.postgres import _QUERIES
+
+    rows = [{**new_job().params(), "event": "enqueued"} for _ in range(3000)]
+    ids = await store.autocommit(lambda tx: tx.insert_jobs(rows, time.time()))
+    await store.transact(lambda tx: tx.fetch("claim", {"ids": ids[:1500], "worker": "w", "lease_expires": 1e10,
+                                                       "now": time.time()}))
+
+    async def plans(tx: Tx) -> dict[str, str]:
+        conn = tx.conn  # type: ignore[attr-defined]
+        finish = json.dumps([{"id": i, "attempt": 1, "state": "succeeded", "result": None, "error": None,
+                              "run_at": 0.0, "finished_at": 0.0, "refund": 0, "payload": None} for i in ids[:100]])
+        out = {}
+        # the plan a prepared statement settles on: without the parameters' values
+        await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        for name, params in (
+            ("candidates_by_priority", {"binding": "SendMail", "full_keys": [], "limit": 116}),
+            ("candidates_by_age", {"binding": "SendMail", "full_keys": [], "limit": 116}),
+            ("finish_attempt__bulk", {"rows": finish}),
+        ):
+            cur = await conn.execute("EXPLAIN " + _QUERIES[name], params)
+            out[name] = "\n".join(r[0] for r in await cur.fetchall())
+        return out
+
+    found = await store.transact(plans)
+    assert "jobloom_jobs_queued " in found["candidates_by_priority"] + " ", found["candidates_by_priority"]
+    assert "Sort" not in found["candidates_by_priority"], found["candidates_by_priority"]
+    assert "jobloom_jobs_queued_age" in found["candidates_by_age"], found["candidates_by_age"]
+    assert "jobloom_jobs_pkey" in found["finish_attempt__bulk"], found["finish_attempt__bulk"]
+    assert "Seq Scan" not in found["finish_attempt__bulk"], found["finish_attempt__bulk"]
+
+
 async def test_a_deferred_write_that_fails_rolls_the_whole_transaction_back(store: PostgresStore) -> None:
     async def work(tx: Tx) -> None:
         await tx.insert_jobs([{**new_job().params(), "event": "enqueued"}], time.time())

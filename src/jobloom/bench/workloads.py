@@ -28,7 +28,7 @@ from .sandbox import Sandbox, Target
 DEFAULT_JOBS = 20_000
 DEFAULT_LATENCY_JOBS = 500
 FILL_BATCH = 5_000
-POLL = 0.1
+POLL = 0.3  # each poll counts the measured jobs: polling less often loads the measured machine less
 FLOW_START_BATCH = 100
 
 

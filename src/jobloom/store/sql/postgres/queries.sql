@@ -106,8 +106,9 @@ ORDER BY priority DESC, run_at, id LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: candidates_by_age
+-- `(binding || '')` matches the by-age index (and nothing else does: see 0005_dispatch_indexes).
 SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs
-WHERE binding = :binding AND state = 'queued'
+WHERE (binding || '') = :binding AND state = 'queued'
   AND (concurrency_key IS NULL OR concurrency_key <> ALL(:full_keys::text[]))
 ORDER BY run_at, id LIMIT :limit
 FOR UPDATE SKIP LOCKED
@@ -172,7 +173,7 @@ WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :w
 -- name: heartbeat
 WITH held AS (
     SELECT id FROM jobloom_jobs
-    WHERE id = ANY(:ids::bigint[]) AND lease_owner = :worker AND state = 'running'
+    WHERE id = ANY(:ids::bigint[]) AND lease_owner = :worker AND (state || '') = 'running'  -- by id (see claim)
     ORDER BY id
     FOR UPDATE
 )

@@ -41,11 +41,16 @@ FROM jsonb_to_recordset(:rows::jsonb)
 ON CONFLICT (job_id, attempt) DO NOTHING
 
 -- name: finish_attempt__bulk
+-- The rows are found by id (`id = ANY(...)`: the primary key, whatever the statistics say), never
+-- through the partial index of running jobs, whose dead entries pile up during a drain.
+WITH u AS MATERIALIZED (
+    SELECT * FROM jsonb_to_recordset(:rows::jsonb)
+         AS u(id bigint, attempt int, state text, result text, error text, run_at float8, finished_at float8,
+              refund int, payload text)
+)
 UPDATE jobloom_jobs AS j
 SET state = u.state, result = u.result, error = u.error, run_at = u.run_at, finished_at = u.finished_at,
     lease_owner = NULL, lease_expires = NULL, retries_from = j.retries_from + u.refund,
     payload = coalesce(u.payload, j.payload)
-FROM jsonb_to_recordset(:rows::jsonb)
-     AS u(id bigint, attempt int, state text, result text, error text, run_at float8, finished_at float8,
-          refund int, payload text)
-WHERE j.id = u.id AND j.attempt = u.attempt AND j.state = 'running'
+FROM u
+WHERE j.id = ANY(ARRAY(SELECT id FROM u)) AND j.id = u.id AND j.attempt = u.attempt AND (j.state || '') = 'running'
