@@ -8,13 +8,13 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 from . import coordinator
-from .client import EnqueueOptions, Enqueuer, build_job, insert_in
-from .errors import JobNotFound, MigrationsMissing, StoreError, UnknownBinding, WaitTimeout
+from .client import DEFAULT_OPTIONS, EnqueueOptions, Enqueuer, build_job, insert_in
+from .errors import JobloomError, JobNotFound, MigrationsMissing, StoreError, UnknownBinding, WaitTimeout
 from .flow import Flow
 from .flowapi import FlowsAPI, flow_bindings, register_flows
 from .housekeeping import Housekeeper
@@ -38,7 +38,7 @@ class EnqueueRequest:
 
     performer: PerformerRef
     payload: Any
-    options: EnqueueOptions = field(default_factory=EnqueueOptions)
+    options: EnqueueOptions = DEFAULT_OPTIONS
 
 
 class _Core:
@@ -227,7 +227,11 @@ class App(FlowsAPI, SchedulingMixin):
         a ``sqlite3.Connection`` on SQLite): the job is inserted in the caller's transaction and exists
         if and only if the caller commits.
         """
-        options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery)
+        if (delay is None and run_at is None and priority is None and unique_key is None and concurrency_key is None
+                and max_attempts is None and delivery is None):
+            options = DEFAULT_OPTIONS
+        else:
+            options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery)
         job = build_job(self.spec(performer), payload, options, time.time())
         core = await self._core()
         if connection is not None:
@@ -245,9 +249,21 @@ class App(FlowsAPI, SchedulingMixin):
         """Enqueue many jobs in one transaction: ``(performer, payload)`` tuples or ``EnqueueRequest``s."""
         now = time.time()
         jobs = []
+        specs: dict[int, PerformerSpec] = {}  # by id(): a performer class or name is looked up once
         for item in items:
-            req = item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item)
-            jobs.append(build_job(self.spec(req.performer), req.payload, req.options, now))
+            if isinstance(item, EnqueueRequest):
+                performer, payload, options = item.performer, item.payload, item.options
+            else:
+                req = EnqueueRequest(*item)
+                performer, payload, options = req.performer, req.payload, req.options
+            spec = specs.get(id(performer))
+            if spec is None:
+                spec = specs[id(performer)] = self.spec(performer)
+            try:
+                jobs.append(build_job(spec, payload, options, now))
+            except JobloomError as exc:
+                exc.add_note(f"in item {len(jobs)} of enqueue_many (counting from 0); nothing was enqueued")
+                raise
         core = await self._core()
         return await core.enqueuer.insert(jobs)
 

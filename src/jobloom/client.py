@@ -34,11 +34,23 @@ class EnqueueOptions:
     delivery: str | None = None
 
 
+DEFAULT_OPTIONS = EnqueueOptions()
+"""Every option left to the performer's default (shared: the options are immutable)."""
+
+
 def build_job(
     spec: PerformerSpec, payload: Any, o: EnqueueOptions, now: float, *, payload_json: str | None = None
 ) -> NewJob:
     """Validate one enqueue request and encode it as a row to insert (``payload_json``: already encoded)."""
     b = spec.binding
+    if o is DEFAULT_OPTIONS and payload_json is None:  # the common case, without the option checks
+        value = spec.validate_payload(payload)
+        return NewJob(
+            binding=b, payload=spec.encode_payload(value), priority=spec.priority, run_at=now, state="queued",
+            max_attempts=spec.max_attempts, delivery=spec.delivery, timeout=spec.timeout, unique_key=None,
+            unique_until=None, concurrency_key=None if spec.concurrency_key is None else spec.key_for(value),
+            created_at=now,
+        )
     data = spec.dump_payload(payload) if payload_json is None else payload_json
     if o.delay is not None and o.run_at is not None:
         raise InvalidOption("delay", o.delay, "either delay or run_at, not both", b)

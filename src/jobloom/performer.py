@@ -89,11 +89,19 @@ class PerformerSpec:
 
     def dump_payload(self, payload: Any) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON."""
+        return self.encode_payload(self.validate_payload(payload))
+
+    def validate_payload(self, payload: Any) -> Any:
+        """``payload`` as the payload type (validated)."""
         try:
-            value = self.payload_adapter.validate_python(payload)
-            data = self.payload_adapter.dump_json(value)
+            return self.payload_adapter.validate_python(payload)
         except pydantic.ValidationError as exc:
             raise InvalidPayload(self.binding, describe_validation(exc)) from None
+
+    def encode_payload(self, value: Any) -> str:
+        """A validated payload as JSON, refusing one over the size limit."""
+        try:
+            data = self.payload_adapter.dump_json(value)
         except PydanticSerializationError as exc:
             raise InvalidPayload(self.binding, str(exc)) from None
         if len(data) > MAX_PAYLOAD_BYTES:

@@ -130,6 +130,46 @@ async def test_enqueue_many(app: jobloom.App) -> None:
         assert (await app.get_job(job.id)).payload == job.payload
 
 
+async def test_enqueue_many_names_the_bad_item_and_enqueues_nothing(app: jobloom.App) -> None:
+    items: list[tuple[object, object]] = [(SendMail, Mail(to=str(i))) for i in range(5)]
+    items.insert(3, (SendMail, {"to": 7}))  # not a string
+    with pytest.raises(jobloom.InvalidPayload) as caught:
+        await app.enqueue_many(items)
+    assert "SendMail" in str(caught.value)
+    assert caught.value.__notes__ == ["in item 3 of enqueue_many (counting from 0); nothing was enqueued"]
+    assert await app.list_jobs() == []
+
+
+class Tuned(jobloom.Performer[Mail, None]):
+    priority = 5
+    max_attempts = 7
+    delivery = "at_most_once"
+    concurrency = 10
+
+    @staticmethod
+    def concurrency_key(payload: Mail) -> str:
+        return "to:" + payload.to
+
+    async def perform(self, payload: Mail) -> None:
+        return None
+
+
+async def test_jobs_with_default_options_take_the_performers_defaults(store_url: str) -> None:
+    app = jobloom.App(store_url, performers=[Quick, Tuned], auto_migrate=True)
+    try:
+        for performer, payload, expected in (
+            (Quick, {}, (0, Quick.max_attempts, "at_least_once", None)),
+            (Tuned, Mail(to="x"), (5, 7, "at_most_once", "to:x")),
+        ):
+            plain = await app.enqueue(performer, payload)
+            (many,) = await app.enqueue_many([(performer, payload)])
+            for job in (plain, many, await app.get_job(plain.id), await app.get_job(many.id)):
+                assert job.state == "queued" and job.unique_key is None
+                assert (job.priority, job.max_attempts, job.delivery, job.concurrency_key) == expected
+    finally:
+        await app.close()
+
+
 def test_enqueue_sync(store_url: str) -> None:
     app = jobloom.App(store_url, performers=[SendMail], auto_migrate=True)
     try:

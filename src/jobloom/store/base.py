@@ -47,7 +47,7 @@ class Tx(abc.ABC):
     async def insert_jobs(self, rows: Sequence[Params], at: float) -> list[int]:
         """Insert new jobs (``insert_job`` rows, each with the ``event`` kind to record at ``at``) and
         their events; return the new ids in row order. A driver may do it all in one statement."""
-        ids = await self.insert_many("insert_job", [{k: v for k, v in row.items() if k != "event"} for row in rows])
+        ids = await self.insert_many("insert_job", rows)  # the statement ignores the "event" key
         await self.executemany("insert_event", [
             {"at": at, "job_id": job_id, "binding": row["binding"], "kind": row["event"], "attempt": 0,
              "duration": None}
