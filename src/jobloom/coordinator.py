@@ -141,12 +141,17 @@ class Dispatched:
 
 
 async def dispatch(
-    tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float
+    tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
+    binding_rows: list[tuple[Any, ...]] | None = None,
 ) -> Dispatched:
-    """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit."""
+    """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
+
+    ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction."""
     if capacity <= 0:
         return Dispatched([])
-    row = await tx.fetchone("get_binding", {"binding": binding})
+    if binding_rows is None:
+        binding_rows = await tx.fetch("get_binding", {"binding": binding})
+    row = binding_rows[0] if binding_rows else None
     policy, bucket, _ = policy_from_row(row)
     locked = False
     if policy.limited:
@@ -215,15 +220,21 @@ async def _candidates(
     tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int
 ) -> list[Candidate]:
     params = {"binding": binding, "full_keys": full_keys, "limit": limit}
-    rows = await tx.fetch("candidates_by_priority", params)
-    if policy.priority_aging and rows:
+    if not policy.priority_aging:
+        rows = await tx.fetch("candidates_by_priority", params)
+    else:  # both orders at once: the oldest jobs may have aged past higher priorities
+        rows, by_age = await tx.fetch_batch([("candidates_by_priority", params), ("candidates_by_age", params)])
         seen = {r[0] for r in rows}
-        rows += [r for r in await tx.fetch("candidates_by_age", params) if r[0] not in seen]
+        rows += [r for r in by_age if r[0] not in seen]
     return [Candidate(r[0], r[1], r[2], r[3]) for r in rows]
 
 
-async def report(tx: Tx, outcomes: Sequence[Outcome], now: float) -> ReportResult:
-    """Apply attempt outcomes. A report for an attempt that is no longer running is never applied."""
+async def report(
+    tx: Tx, outcomes: Sequence[Outcome], now: float, *, locked: list[tuple[Any, ...]] | None = None
+) -> ReportResult:
+    """Apply attempt outcomes. A report for an attempt that is no longer running is never applied.
+
+    ``locked``: the outcomes' jobs as ``lock_running`` read and locked them in this transaction."""
     result = ReportResult()
     if not outcomes:
         return result
@@ -231,7 +242,7 @@ async def report(tx: Tx, outcomes: Sequence[Outcome], now: float) -> ReportResul
     for o in outcomes:
         unique.setdefault((o.job_id, o.attempt), o)
     outcomes = list(unique.values())
-    rows = await tx.fetch("lock_running", {"ids": [o.job_id for o in outcomes]})
+    rows = locked if locked is not None else await tx.fetch("lock_running", {"ids": [o.job_id for o in outcomes]})
     current = {r[0]: r for r in rows}
     finishes: list[dict[str, Any]] = []
     attempts: list[dict[str, Any]] = []
@@ -314,9 +325,18 @@ async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
     )
 
 
-async def reap(tx: Tx, now: float, *, limit: int = 100) -> list[int]:
-    """Expired leases: the worker is gone. Retry (at-least-once) or ``stalled`` (at-most-once)."""
-    rows = await tx.fetch("expired_leases", {"cutoff": now - LEASE_GRACE, "limit": limit})
+REAP_LIMIT = 100
+PROMOTE_LIMIT = 1000
+
+
+async def reap(
+    tx: Tx, now: float, *, limit: int = REAP_LIMIT, expired: list[tuple[Any, ...]] | None = None
+) -> list[int]:
+    """Expired leases: the worker is gone. Retry (at-least-once) or ``stalled`` (at-most-once).
+
+    ``expired``: the ``expired_leases`` rows if already read (and locked) in this transaction."""
+    rows = expired if expired is not None else await tx.fetch(
+        "expired_leases", {"cutoff": now - LEASE_GRACE, "limit": limit})
     if not rows:
         return []
     outcomes = [
@@ -328,11 +348,52 @@ async def reap(tx: Tx, now: float, *, limit: int = 100) -> list[int]:
     return [r[0] for r in rows]
 
 
-async def promote(tx: Tx, now: float, *, limit: int = 1000) -> int:
-    """``scheduled`` jobs whose time has come become ``queued``."""
-    rows = await tx.fetch("promote_due", {"now": now, "limit": limit})
+async def promote(tx: Tx, now: float, *, limit: int = PROMOTE_LIMIT,
+                  promoted: list[tuple[Any, ...]] | None = None) -> int:
+    """``scheduled`` jobs whose time has come become ``queued``.
+
+    ``promoted``: the ``promote_due`` rows if that statement already ran in this transaction."""
+    rows = promoted if promoted is not None else await tx.fetch("promote_due", {"now": now, "limit": limit})
     await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
     return len(rows)
+
+
+@dataclass(slots=True)
+class CycleReads:
+    """What a worker's cycle reads first, in one batch: see :func:`read_cycle`."""
+
+    locked: list[tuple[Any, ...]] | None
+    expired: list[tuple[Any, ...]]
+    promoted: list[tuple[Any, ...]]
+    cancels: set[int]
+    bindings: dict[str, list[tuple[Any, ...]]]
+
+
+async def read_cycle(
+    tx: Tx, now: float, *, reporting: Sequence[int], worker: str, watching: bool, bindings: Sequence[str]
+) -> CycleReads:
+    """The independent reads that open a worker's cycle, sent together: lock the jobs being reported,
+    find expired leases and promote due jobs (both skip rows other transactions hold), the worker's
+    cancel requests, and the policies of the bindings to dispatch. Pass the parts on to
+    :func:`report`, :func:`reap`, :func:`promote` and :func:`dispatch`.
+
+    A job being reported is left out of the expired leases: its report, applied first, finishes it.
+    """
+    queries: list[tuple[str, dict[str, Any] | None]] = []
+    if reporting:
+        queries.append(("lock_running", {"ids": list(reporting)}))
+    queries.append(("expired_leases", {"cutoff": now - LEASE_GRACE, "limit": REAP_LIMIT}))
+    queries.append(("promote_due", {"now": now, "limit": PROMOTE_LIMIT}))
+    if watching:
+        queries.append(("cancel_requests", {"worker": worker}))
+    queries += [("get_binding", {"binding": b}) for b in bindings]
+    results = iter(await tx.fetch_batch(queries))
+    locked = next(results) if reporting else None
+    ids = set(reporting)
+    expired = [r for r in next(results) if r[0] not in ids]
+    promoted = next(results)
+    cancels = {r[0] for r in next(results)} if watching else set()
+    return CycleReads(locked, expired, promoted, cancels, {b: next(results) for b in bindings})
 
 
 async def heartbeat(

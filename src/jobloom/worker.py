@@ -226,25 +226,29 @@ class Worker:
         async def work(tx: Tx) -> _CycleResult:
             now = time.time()
             res = _CycleResult()
+            reads = await coordinator.read_cycle(
+                tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
+                bindings=order if free > 0 else [],
+            )
             if outcomes:
-                await coordinator.report(tx, outcomes, now)
-            reaped = await coordinator.reap(tx, now)
-            promoted = await coordinator.promote(tx, now)
+                await coordinator.report(tx, outcomes, now, locked=reads.locked)
+            reaped = await coordinator.reap(tx, now, expired=reads.expired)
+            promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
             res.notify = bool(reaped or promoted or (outcomes and free <= 0))
+            res.cancels = reads.cancels
             room = free
             token_at: float | None = None
             for binding in order:
                 if room <= 0:
                     break
                 got = await coordinator.dispatch(
-                    tx, binding, capacity=room, worker=self.name, now=now, lease=self.lease
+                    tx, binding, capacity=room, worker=self.name, now=now, lease=self.lease,
+                    binding_rows=reads.bindings[binding],
                 )
                 res.claimed.extend(got.claimed)
                 room -= len(got.claimed)
                 if got.next_token_at is not None:
                     token_at = got.next_token_at if token_at is None else min(token_at, got.next_token_at)
-            if watching:
-                res.cancels = await coordinator.cancel_requests(tx, self.name)
             if not res.claimed:
                 due = await coordinator.next_due(tx)
                 moments = [m for m in (due, token_at) if m is not None]

@@ -27,6 +27,11 @@ class Tx(abc.ABC):
     async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
 
+    async def fetch_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
+        """Run named queries that do not depend on each other, in order; all their rows, per query.
+        A driver may send them together (one round trip)."""
+        return [await self.fetch(name, params) for name, params in queries]
+
     async def fetchone(self, name: str, params: Params | None = None) -> tuple[Any, ...] | None:
         """Run a named query and return its first row, if any."""
         rows = await self.fetch(name, params)

@@ -194,6 +194,16 @@ class PostgresTx(Tx):
             cur = await self.conn.execute(query, params or {})
         return cur
 
+    async def fetch_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
+        """Run independent named queries in one pipeline: one round trip for all of them."""
+        if self._left is not None:
+            return await super().fetch_batch(queries)
+        async with self.conn.pipeline():
+            await self._send_pending()
+            cursors = [await self.conn.execute(self._locks.query(name, params), params or {})
+                       for name, params in queries]
+        return [await cur.fetchall() if cur.description is not None else [] for cur in cursors]
+
     async def connection(self) -> AsyncConn:
         """The connection, inside the transaction, with every deferred write sent."""
         if not self._begun or self._pending:
