@@ -87,6 +87,27 @@ async def test_an_expired_lease_is_reaped_and_the_stale_report_is_recorded_not_a
     assert attempt.reported_at is not None
 
 
+async def test_a_cycle_that_reports_a_job_whose_lease_expired_applies_the_report_not_a_reap(
+    app: jobloom.App,
+) -> None:
+    done, lost = await app.enqueue(Echo, {"n": 1}), await app.enqueue(Echo, {"n": 2})
+    now = time.time()
+    claimed = {c.id: c for c in await claim(app, "Echo", "w1", now=now, lease=1.0)}
+    later = now + 1.0 + coordinator.LEASE_GRACE + 0.1  # both leases have expired
+
+    async def cycle(t: Any) -> tuple[list[int], set[int]]:
+        reads = await coordinator.read_cycle(t, later, reporting=[done.id], worker="w1", watching=True,
+                                             bindings=["Echo"])
+        await coordinator.report(t, [outcome(claimed[done.id], "w1")], later, locked=reads.locked)
+        return await coordinator.reap(t, later, expired=reads.expired), set(reads.bindings)
+
+    reaped, bindings = await tx(app, cycle)
+    assert reaped == [lost.id] and bindings == {"Echo"}
+    assert (await app.get_job(done.id)).state == "succeeded"
+    assert [(a.outcome, a.reported_outcome) for a in await app.attempts(done.id)] == [("succeeded", None)]
+    assert [a.outcome for a in await app.attempts(lost.id)] == ["lost"]
+
+
 async def test_a_newer_attempt_is_never_overwritten_by_an_older_one(app: jobloom.App) -> None:
     job = await app.enqueue(Echo, {}, max_attempts=5)
     t0 = time.time()
