@@ -109,7 +109,7 @@ class Enqueuer:
         self._pending.append((job, fut))
         if not self._flushing:
             self._flushing = True
-            loop.call_soon(lambda: loop.create_task(self._flush()))
+            loop.create_task(self._flush())  # runs after the tasks already ready: their enqueues join it
         return fut
 
     async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
