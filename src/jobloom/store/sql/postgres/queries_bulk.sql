@@ -7,7 +7,7 @@
 -- Ids come back in the rows' order: the rows are inserted in "i" order and an INSERT returns its
 -- rows in the order it inserted them, which also numbers them for their events.
 WITH r AS (
-    SELECT * FROM jsonb_to_recordset(:rows::jsonb) AS r(
+    SELECT * FROM json_to_recordset(:rows::json) AS r(
         i int, binding text, state text, payload text, priority int, run_at float8, max_attempts int,
         delivery text, timeout float8, unique_key text, unique_until float8, concurrency_key text,
         created_at float8, run_id text, node text, event text)
@@ -29,13 +29,13 @@ SELECT id, (SELECT pg_notify(:channel::text, '') WHERE :channel::text IS NOT NUL
 -- name: insert_event__bulk
 INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
 SELECT at, job_id, binding, kind, attempt, duration
-FROM jsonb_to_recordset(:rows::jsonb)
+FROM json_to_recordset(:rows::json)
      AS r(at float8, job_id bigint, binding text, kind text, attempt int, duration float8)
 
 -- name: insert_attempt__bulk
 INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
 SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceback
-FROM jsonb_to_recordset(:rows::jsonb)
+FROM json_to_recordset(:rows::json)
      AS r(job_id bigint, attempt int, worker text, started_at float8, finished_at float8, outcome text,
           error text, traceback text)
 ON CONFLICT (job_id, attempt) DO NOTHING
@@ -44,7 +44,7 @@ ON CONFLICT (job_id, attempt) DO NOTHING
 -- The rows are found by id (`id = ANY(...)`: the primary key, whatever the statistics say), never
 -- through the partial index of running jobs, whose dead entries pile up during a drain.
 WITH u AS MATERIALIZED (
-    SELECT * FROM jsonb_to_recordset(:rows::jsonb)
+    SELECT * FROM json_to_recordset(:rows::json)
          AS u(id bigint, attempt int, state text, result text, error text, run_at float8, finished_at float8,
               refund int, payload text)
 )
