@@ -1,11 +1,19 @@
-"""SQLite wake-ups work for a database file at a path too long for a Unix socket beside it."""
+"""SQLite wake-ups: sockets for a database file at a path too long for a Unix socket beside it, and
+senders that list the wake folder at most every ``wake.REFRESH`` seconds without losing a listener."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import socket
+import time
 from pathlib import Path
 
+import pytest
+
 import jobloom
+from jobloom.store import wake
 from jobloom.store.sqlite import wake_folder
 
 from .performers import Echo
@@ -36,3 +44,97 @@ async def test_a_worker_on_a_long_path_wakes_on_enqueue(tmp_path: Path) -> None:
         worker.stop()
         await asyncio.wait_for(task, 10)
         await app.close()
+
+
+# -- how often a sender lists the folder ----------------------------------------------------------------
+
+
+def _listener(folder: Path, name: str) -> socket.socket:
+    """A listening socket made as another process would: without this process's sockets knowing."""
+    folder.mkdir(exist_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(folder / name))
+    sock.setblocking(False)
+    return sock
+
+
+def _received(sock: socket.socket) -> int:
+    n = 0
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            sock.recv(64)
+            n += 1
+    return n
+
+
+def test_a_sender_lists_the_folder_at_most_once_per_refresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed: list[str] = []
+    real = os.listdir
+
+    def counting(path: str) -> list[str]:
+        listed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(wake.os, "listdir", counting)
+    sender = wake.WakeFolder(str(tmp_path / "missing.wake"))  # nobody listens: the folder does not exist
+    started = time.monotonic()
+    for _ in range(1000):
+        sender.send()
+    elapsed = time.monotonic() - started
+    assert 1 <= len(listed) <= 1 + int(elapsed / wake.REFRESH)
+    sender.close()
+
+
+def test_a_new_listener_elsewhere_is_signalled_once_the_listing_expires(tmp_path: Path) -> None:
+    folder = tmp_path / "w.wake"
+    sender = wake.WakeFolder(str(folder))
+    sender.send()  # lists the (missing) folder
+    sock = _listener(folder, "999999-aaaaaaaa.sock")
+    try:
+        time.sleep(wake.REFRESH + 0.01)
+        sender.send()
+        assert _received(sock) == 1
+    finally:
+        sock.close()
+        sender.close()
+
+
+def test_a_failed_send_lists_the_folder_again_at_the_next_send(tmp_path: Path) -> None:
+    folder = tmp_path / "w.wake"
+    gone = _listener(folder, "999998-aaaaaaaa.sock")
+    gone.close()  # its process died without removing the file: sends are refused
+    sender = wake.WakeFolder(str(folder))
+    sender.send()
+    assert not (folder / "999998-aaaaaaaa.sock").exists()  # removed by the failed send
+    sock = _listener(folder, "999999-bbbbbbbb.sock")
+    try:
+        sender.send()  # well within REFRESH of the first listing: listed again because a send failed
+        assert _received(sock) == 1
+    finally:
+        sock.close()
+        sender.close()
+
+
+async def test_listeners_of_this_process_are_signalled_at_once(tmp_path: Path) -> None:
+    folder = str(tmp_path / "w.wake")
+    sender = wake.WakeFolder(folder)
+    sender.send()  # a listing without any listener
+    listener = wake.SocketWakeups(folder)
+    try:
+        sender.send()
+        assert await listener.wait(1.0)
+    finally:
+        await listener.close()
+        sender.close()
+
+
+async def test_a_listener_wakes_by_itself_once_the_senders_listings_expired(tmp_path: Path) -> None:
+    """What bounds the delay of a signal a sender elsewhere missed: at most REFRESH and a margin."""
+    listener = wake.SocketWakeups(str(tmp_path / "w.wake"))
+    started = time.monotonic()
+    try:
+        assert await listener.wait(2.0)
+        assert wake.REFRESH <= time.monotonic() - started < wake.REFRESH + 0.5
+        assert not await listener.wait(wake.REFRESH * 2)  # once only
+    finally:
+        await listener.close()
