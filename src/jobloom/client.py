@@ -101,6 +101,7 @@ class Enqueuer:
         self.store = store
         self._pending: list[tuple[NewJob, asyncio.Future[Job]]] = []
         self._flushing = False
+        self._flushes: set[asyncio.Task[None]] = set()
 
     def submit(self, job: NewJob) -> asyncio.Future[Job]:
         """Queue ``job`` for the next flush; the future resolves once it is committed."""
@@ -109,7 +110,10 @@ class Enqueuer:
         self._pending.append((job, fut))
         if not self._flushing:
             self._flushing = True
-            loop.create_task(self._flush())  # runs after the tasks already ready: their enqueues join it
+            # runs after the tasks already ready, so their enqueues join it; held until done
+            task = loop.create_task(self._flush())
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
         return fut
 
     async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
