@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import operator
 import os
+import re
 import sqlite3
 import tempfile
 import time
@@ -49,42 +51,117 @@ def wake_folder(db_path: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"jobloom-wake-{digest}")
 
 
+_LISTS = (list, tuple, set, frozenset)
+
+
 def _adapt(params: Params | None) -> Mapping[str, Any] | None:
     if params is None:
         return None
-    if any(isinstance(v, list | tuple | set | frozenset) for v in params.values()):
-        return {k: json.dumps(list(v)) if isinstance(v, list | tuple | set | frozenset) else v
-                for k, v in params.items()}
+    if any(isinstance(v, _LISTS) for v in params.values()):
+        return {k: json.dumps(list(v)) if isinstance(v, _LISTS) else v for k, v in params.items()}
     return params
 
 
+# A string literal, a quoted name or a comment (kept as they are), or a named parameter.
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/|:(\w+)", re.S)
+
+
+def positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its ``:name`` parameters numbered (``?1``, ``?2``...; a name used twice keeps its
+    number), and the names in number order.
+
+    sqlite3 binds a tuple by position in C, where a mapping costs a string and a lookup per parameter
+    and row: in ``executemany`` of the drain's outcome, attempt and event rows that is most of the
+    binding's cost.
+    """
+    numbers: dict[str, int] = {}
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return m.group(0)
+        return f"?{numbers.setdefault(m.group(1), len(numbers) + 1)}"
+
+    return _TOKEN.sub(number, sql), tuple(numbers)
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Params], tuple[Any, ...]]:
+    if len(names) > 1:
+        return operator.itemgetter(*names)
+    if names:
+        only = names[0]
+        return lambda params: (params[only],)
+    return lambda params: ()
+
+
+def _compile(queries: Mapping[str, str]) -> dict[str, tuple[str, Callable[[Params], tuple[Any, ...]]]]:
+    out = {}
+    for name, sql in queries.items():
+        text, names = positional(sql)
+        out[name] = (text, _getter(names))
+    return out
+
+
+_POSITIONAL = _compile(_QUERIES)
+
+
+def _json_lists(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(json.dumps(list(v)) if isinstance(v, _LISTS) else v for v in values)
+
+
 class SQLiteTx(Tx):
-    """A transaction on the store's connection; statements run synchronously (they are short)."""
+    """A transaction on the store's connection; statements run synchronously (they are short).
+
+    Parameters are bound by position (see :func:`positional`); list values become JSON arrays (read
+    with ``json_each``). A parameter missing from a row falls back to sqlite3's named binding, which
+    names it in its error.
+    """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
+    def _one(self, name: str, params: Params | None) -> sqlite3.Cursor:
+        sql, get = _POSITIONAL[name]
+        try:
+            values = get(params or {})
+        except KeyError:
+            return self.conn.execute(_QUERIES[name], _adapt(params) or {})
+        if any(isinstance(v, _LISTS) for v in values):
+            values = _json_lists(values)
+        return self.conn.execute(sql, values)
+
+    def _many(self, name: str, rows: Sequence[Params]) -> sqlite3.Cursor:
+        sql, get = _POSITIONAL[name]
+        try:
+            values = list(map(get, rows))
+        except KeyError:
+            return self.conn.executemany(_QUERIES[name], [_adapt(r) or {} for r in rows])
+        if any(isinstance(v, _LISTS) for v in values[0]):  # adapted if the first row has lists
+            values = [_json_lists(v) for v in values]
+        return self.conn.executemany(sql, values)
+
     async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
-        return self.conn.execute(_QUERIES[name], _adapt(params) or {}).fetchall()
+        return self._one(name, params).fetchall()
 
     async def execute(self, name: str, params: Params | None = None) -> int:
         """Run a named statement; return the number of rows it changed."""
-        return self.conn.execute(_QUERIES[name], _adapt(params) or {}).rowcount
+        return self._one(name, params).rowcount
 
     async def executemany(self, name: str, rows: Sequence[Params]) -> None:
         """Run a named statement once per parameter set (list values are adapted if the first row has any)."""
         if rows:
-            if _adapt(rows[0]) is rows[0]:
-                self.conn.executemany(_QUERIES[name], rows)
-            else:
-                self.conn.executemany(_QUERIES[name], [_adapt(r) or {} for r in rows])
+            self._many(name, rows)
 
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
         """Insert rows; inside one write transaction SQLite assigns consecutive rowids."""
         if not rows:
             return []
-        cur = self.conn.executemany(_QUERIES[name], rows)
+        if len(rows) == 1:
+            rowid = self._one(name, rows[0]).lastrowid
+            if rowid is None:
+                raise StoreError(f"{name} inserted no row")
+            return [rowid]
+        cur = self._many(name, rows)
         last = self.conn.execute("SELECT last_insert_rowid()").fetchone()[0]
         count = cur.rowcount if cur.rowcount and cur.rowcount > 0 else len(rows)
         first = last - count + 1
