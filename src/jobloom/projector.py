@@ -9,7 +9,9 @@ Exactly once: one transaction locks the projector's cursor row, reads the next e
 adds them to the read model, deletes them from the outbox and moves the cursor. A crash anywhere
 rolls all of that back, so the next run (in any worker) starts from the same cursor. Two workers
 never project at once: SQLite's write lock serializes them; on PostgreSQL the cursor row is taken
-with ``SKIP LOCKED`` and the other worker simply does nothing this time.
+with ``SKIP LOCKED`` and the other worker simply does nothing this time. On SQLite every event left
+in the outbox is one not counted yet (the fold deletes what it counts), so "the next events" are
+simply the oldest ones there: its seqs are rowids, which restart once the outbox is empty.
 """
 
 from __future__ import annotations

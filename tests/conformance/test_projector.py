@@ -145,6 +145,68 @@ async def test_projecting_twice_counts_once_and_consumed_events_are_pruned(app: 
     assert stats.total.max == pytest.approx(1.0)
 
 
+async def test_events_after_every_event_was_pruned_are_counted_once(app: jobloom.App) -> None:
+    """On SQLite the outbox's seqs are rowids: once every event is folded and deleted they start again
+    below the cursor. Nothing may be skipped or counted twice."""
+    store = await app.store()
+    await app.enqueue_many([(Ok, {}) for _ in range(5)])
+    assert await project_all(store) == 5
+    cursor = await _cursor(store)
+    later = await app.enqueue_many([(Ok, {}) for _ in range(3)])
+    if store.dialect == "sqlite":
+        assert await _seqs(store, later[0].id) == [1]  # below the cursor: the case this test is about
+        assert cursor >= 5
+    assert await project_all(store, limit=2) == 3
+    assert await project_once(store) == 0
+    await app.enqueue(Ok, {})
+    await app.drain()  # started and succeeded events of all nine jobs
+    assert await project_all(store) == 19
+    stats = await app.stats()
+    assert (stats.total.enqueued, stats.total.started, stats.total.succeeded, stats.pending_events) == (9, 9, 9, 0)
+
+
+async def _cursor(store: Store) -> int:
+    async def work(tx: Tx) -> int:
+        row = await tx.fetchone("get_projector", {"name": projector.CURSOR})
+        return int(row[0]) if row else 0
+
+    return await store.transact(work, exclusive=False)
+
+
+async def _seqs(store: Store, job_id: int) -> list[int]:
+    async def work(tx: Tx) -> list[int]:
+        return [int(r[0]) for r in await tx.fetch("job_events", {"job_id": job_id})]
+
+    return await store.transact(work, exclusive=False)
+
+
+async def test_sqlite_outbox_upgrade_keeps_unfolded_events(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file migrated before the outbox lost AUTOINCREMENT (0006) keeps its unfolded events and their
+    seqs; each is counted once, and so are the events written after the upgrade."""
+    from jobloom.store import sqlite as sqlite_store
+
+    every = sqlite_store.load_migrations("sqlite")
+    assert every[5].name == "0006_outbox_rowid"
+    monkeypatch.setattr(sqlite_store, "load_migrations", lambda dialect: every[:5])
+    app = jobloom.App(sqlite_url, performers=[Ok], auto_migrate=True)
+    try:
+        store = await app.store()
+        await app.enqueue_many([(Ok, {}) for _ in range(10)])
+        assert await project_once(store, limit=4) == 4
+        monkeypatch.undo()
+        assert await store.migrate() == ["0006_outbox_rowid"]
+        assert isinstance(store, sqlite_store.SQLiteStore)
+        row = store.conn.execute("SELECT count(*) FROM sqlite_sequence WHERE name = 'jobloom_events'").fetchone()
+        assert row[0] == 0
+        assert await unprojected(store) == 6
+        more = await app.enqueue(Ok, {})
+        assert await _seqs(store, more.id) == [11]  # after the kept events, not after the cursor by chance
+        assert await project_all(store, limit=4) == 7
+        assert (await app.stats()).total.enqueued == 11
+    finally:
+        await app.close()
+
+
 async def test_a_crash_mid_projection_counts_every_event_exactly_once(
     app: jobloom.App, monkeypatch: pytest.MonkeyPatch
 ) -> None:

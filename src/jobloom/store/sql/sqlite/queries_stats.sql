@@ -1,5 +1,8 @@
 -- Named queries of the projector and the read model (jobloom_projector, jobloom_stats). Writers are
--- serialized by the store's write lock, so the outbox's seq order is its commit order.
+-- serialized by the store's write lock, so the outbox's seq order is its commit order. Each fold
+-- deletes the events it counted in its own transaction, so every event in the outbox is one not
+-- counted yet: the projector reads the oldest, whatever its cursor says (seqs are rowids, which
+-- restart once the outbox is empty; migration 0006).
 
 -- name: init_projector
 INSERT INTO jobloom_projector (name, last_seq, last_xid, updated_at) VALUES (:name, 0, 0, :now)
@@ -15,11 +18,10 @@ SELECT last_seq, last_xid, updated_at FROM jobloom_projector WHERE name = :name
 UPDATE jobloom_projector SET last_seq = :last_seq, last_xid = :last_xid, updated_at = :now WHERE name = :name
 
 -- name: project_events
-SELECT seq, 0, at, binding, kind, duration FROM jobloom_events
-WHERE seq > :after_seq ORDER BY seq LIMIT :limit
+SELECT seq, 0, at, binding, kind, duration FROM jobloom_events ORDER BY seq LIMIT :limit
 
 -- name: count_unprojected
-SELECT count(*) FROM jobloom_events WHERE seq > :after_seq
+SELECT count(*) FROM jobloom_events
 
 -- name: prune_projected_events
 DELETE FROM jobloom_events WHERE seq IN (SELECT value FROM json_each(:seqs))
