@@ -106,21 +106,22 @@ ORDER BY priority DESC, run_at, id LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: candidates_by_age
--- `(binding || '')` matches the by-age index (and nothing else does: see 0005_dispatch_indexes).
+-- `(state || '')` matches the by-age index, and only it (see 0005_dispatch_indexes).
 SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs
-WHERE (binding || '') = :binding AND state = 'queued'
+WHERE binding = :binding AND (state || '') = 'queued'
   AND (concurrency_key IS NULL OR concurrency_key <> ALL(:full_keys::text[]))
 ORDER BY run_at, id LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: claim
--- `(state || '') = 'queued'` keeps the planner off the partial index of queued jobs: right after a
--- burst of enqueues the table has no statistics yet, and that index would be scanned whole (every
--- queued job, per claim) instead of looking the ids up in the primary key.
+-- The ids are candidates this transaction has just read FOR UPDATE (PostgreSQL rechecks that they
+-- are still queued when it locks them), so they are queued until it commits. The statement names
+-- no state: a condition on state would let the planner reach the ids through a partial index of
+-- queued jobs and scan it whole instead of looking them up in the primary key.
 UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = false
-WHERE id = ANY(:ids::bigint[]) AND (state || '') = 'queued'
+WHERE id = ANY(:ids::bigint[])
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
 
 -- name: promote_due
