@@ -154,13 +154,19 @@ async def dispatch(
     row = binding_rows[0] if binding_rows else None
     policy, bucket, _ = policy_from_row(row)
     locked = False
-    if policy.limited:
-        row = await tx.fetchone("lock_binding", {"binding": binding})
-        policy, bucket, _ = policy_from_row(row)
+    running: int | None = None
+    key = {"binding": binding}
+    if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
+        counted = policy.concurrency is not None
+        lock_rows, *count_rows = await tx.fetch_batch(
+            [("lock_binding", key), *([("count_running", key)] if counted else [])])
+        policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
         locked = True
-    running = 0
-    if policy.concurrency is not None:
-        running = (await tx.fetchone("count_running", {"binding": binding}) or (0,))[0]
+        if count_rows:
+            running = count_rows[0][0][0] if count_rows[0] else 0
+    if policy.concurrency is not None and running is None:
+        running = (await tx.fetchone("count_running", key) or (0,))[0]
+    running = running or 0
     by_key: dict[str, int] | None = None
     full: set[str] = set()
     selected: list[int] = []
