@@ -176,15 +176,19 @@ async def dispatch(
         want = min(room, policy.concurrency - running if policy.concurrency is not None else room)
         if want <= 0:
             break
-        cands = await _candidates(tx, binding, policy, sorted(full), want + 16)
+        # under the binding's lock, the running count per key comes along (cheap, and no round trip of
+        # its own); it is only used if a candidate has a key
+        cands, key_rows = await _candidates(tx, binding, policy, sorted(full), want + 16,
+                                            with_keys=locked and by_key is None)
         if not cands:
             break
         if by_key is None and any(c.key is not None for c in cands):
             if not locked:
                 await tx.fetchone("lock_binding", {"binding": binding})
                 locked = True
-            rows = await tx.fetch("running_by_key", {"binding": binding})
-            by_key = {k: n for k, n in rows}
+            if key_rows is None:
+                key_rows = await tx.fetch("running_by_key", {"binding": binding})
+            by_key = {k: n for k, n in key_rows}
             newly_full = {k for k, n in by_key.items() if n >= policy.key_concurrency}
             if any(c.key in newly_full for c in cands):
                 full |= newly_full
@@ -208,8 +212,9 @@ async def dispatch(
         if not decision.skipped_keys or decision.blocked_by is not None:
             break
     if policy.rate is not None and bucket is not None:
-        await tx.execute(
-            "save_bucket", {"binding": binding, "tokens": bucket.tokens, "tokens_at": bucket.updated_at}
+        # nothing reads its result: a store may send it with the next statement
+        await tx.executemany(
+            "save_bucket", [{"binding": binding, "tokens": bucket.tokens, "tokens_at": bucket.updated_at}]
         )
     if not selected:
         return Dispatched([], next_token_at)
@@ -223,16 +228,23 @@ async def dispatch(
 
 
 async def _candidates(
-    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int
-) -> list[Candidate]:
+    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool
+) -> tuple[list[Candidate], list[tuple[Any, ...]] | None]:
+    """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
+    aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too."""
     params = {"binding": binding, "full_keys": full_keys, "limit": limit}
-    if not policy.priority_aging:
-        rows = await tx.fetch("candidates_by_priority", params)
-    else:  # both orders at once: the oldest jobs may have aged past higher priorities
-        rows, by_age = await tx.fetch_batch([("candidates_by_priority", params), ("candidates_by_age", params)])
+    queries: list[tuple[str, dict[str, Any] | None]] = [("candidates_by_priority", params)]
+    if policy.priority_aging:
+        queries.append(("candidates_by_age", params))
+    if with_keys:
+        queries.append(("running_by_key", {"binding": binding}))
+    results = await tx.fetch_batch(queries)
+    rows = results[0]
+    if policy.priority_aging:
         seen = {r[0] for r in rows}
-        rows += [r for r in by_age if r[0] not in seen]
-    return [Candidate(r[0], r[1], r[2], r[3]) for r in rows]
+        rows += [r for r in results[1] if r[0] not in seen]
+    key_rows = results[-1] if with_keys else None
+    return [Candidate(r[0], r[1], r[2], r[3]) for r in rows], key_rows
 
 
 async def report(
