@@ -1,6 +1,6 @@
 """What the drivers alone can do on this machine: the floor under the enqueue targets.
 
-    .venv/bin/python benchmarks/floor.py [--postgres-url URL] [-n 5000]
+    .venv/bin/python benchmarks/floor.py [--postgres-url URL] [-n 20000] [--stores sqlite,postgres]
 
 Without jobloom, on a private table (PostgreSQL: a temporary schema; SQLite: a temporary file in
 WAL mode, ``synchronous = NORMAL`` as jobloom sets it):
@@ -156,11 +156,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--postgres-url", default=os.environ.get("JOBLOOM_TEST_POSTGRES_URL",
                                                                  "postgresql://postgres@127.0.0.1:5432/test"))
-    parser.add_argument("-n", type=int, default=5000, help="rows (or calls) per measurement")
+    parser.add_argument("-n", type=int, default=20_000, help="rows (or calls) per measurement")
     parser.add_argument("--stores", default="sqlite,postgres")
     args = parser.parse_args()
     if "sqlite" in args.stores:
-        sqlite(max(args.n, 20_000))
+        sqlite(args.n)
     if "postgres" in args.stores:
         postgres(args.postgres_url, args.n)
 

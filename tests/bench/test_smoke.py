@@ -71,3 +71,18 @@ def test_command_prints_a_table(sqlite_url: str) -> None:
         capture_output=True, text=True, timeout=120, check=True, env={**os.environ, "COLUMNS": "120"},
     )
     assert "flows: diamond (4 nodes) completed" in out.stdout
+
+
+@pytest.mark.postgres
+def test_the_floor_script_runs_and_reports() -> None:
+    from ..conftest import POSTGRES_URL, require_postgres
+
+    require_postgres()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "floor.py"), "-n", "1000", "--postgres-url", POSTGRES_URL],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    lines = out.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["sqlite"] + ["postgres"] * 4, out.stdout
+    assert all("/s" in line and "µs" in line for line in lines), out.stdout
