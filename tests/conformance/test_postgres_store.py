@@ -290,7 +290,7 @@ async def test_hot_statements_find_their_rows_by_their_index(store: PostgresStor
     primary key, never sorting or scanning every queued or running job per cycle."""
     import json
 
-    from jobloom.store.postgres import _QUERIES
+    from jobloom.store.pg_tx import _QUERIES
 
     if history:
         done = [{**new_job().params(), "state": "succeeded", "event": "succeeded"} for _ in range(history)]

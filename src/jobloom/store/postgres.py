@@ -17,10 +17,9 @@ import random
 import re
 import select
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-import orjson
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
@@ -28,87 +27,18 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..errors import CommitUnknown, StoreError
-from .base import Params, Store, Tx, Wakeups, run_without_loop
+from .base import Store, Tx, Wakeups, run_without_loop
 from .pg_listen import Listener
-from .sql import load_migrations, load_queries
+from .pg_tx import AsyncConn, PostgresTx, SyncConn, SyncPostgresTx, to_psycopg
+from .sql import load_migrations
 
 T = TypeVar("T")
 RECONNECT_GIVE_UP = 8.0
 log = logging.getLogger("jobloom.store.postgres")
 
-AsyncConn = psycopg.AsyncConnection[TupleRow]
-SyncConn = psycopg.Connection[TupleRow]
-
-_TOKEN = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:(\w+)|%")
 _RETRY_DEADLINE = 60.0
 _CONNECT_TIMEOUT = 10.0
 _MIGRATE_LOCK = "jobloom.migrate"
-
-
-def to_psycopg(query: str) -> str:
-    """A query written with ``:name`` parameters, in psycopg's ``%(name)s`` style.
-
-    Comments are dropped, string literals, quoted names and ``::casts`` kept, ``%`` escaped.
-    """
-
-    def replace(m: re.Match[str]) -> str:
-        text = m.group(0)
-        if m.group(1) is not None:
-            return f"%({m.group(1)})s"
-        if text == "%":
-            return "%%"
-        if text.startswith("--"):
-            return ""
-        return text
-
-    return _TOKEN.sub(replace, query).strip()
-
-
-_QUERIES = {name: to_psycopg(text) for name, text in load_queries("postgres").items()}
-
-
-def _query(name: str) -> str:
-    try:
-        return _QUERIES[name]
-    except KeyError:
-        raise StoreError(f"the PostgreSQL store has no query named {name!r}") from None
-
-
-def _nowait(query: str) -> str:
-    changed, n = re.subn(r"\bFOR UPDATE\b", "FOR UPDATE NOWAIT", query)
-    if n != 1:
-        raise StoreError("lock_binding must take exactly one FOR UPDATE lock")
-    return changed
-
-
-_LOCK_BINDING_NOWAIT = _nowait(_query("lock_binding"))
-
-
-class _BindingLocks:
-    """Deadlock avoidance for the binding locks of one transaction.
-
-    A worker's cycle dispatches several bindings in one transaction, in an order that rotates for
-    fairness, so two workers can each hold the lock the other waits for. Here a lock is waited for
-    only when it comes after (by name) every binding lock the transaction holds; one taken out of
-    that order is tried without waiting (``NOWAIT``), and if it is busy the transaction fails with a
-    transient error, is rolled back and runs again at once. A wait cycle needs an out-of-order wait,
-    so there are none, and no transaction sits out PostgreSQL's deadlock check (1 s). (A brief wait
-    instead of NOWAIT measured worse: under contention most out-of-order conflicts are real cycles.)
-    Creating a missing binding row waits whatever the order; workers create theirs at start.
-    """
-
-    def __init__(self) -> None:
-        self.highest: str | None = None
-
-    def query(self, name: str, params: Params | None) -> str:
-        """The SQL to run for ``name``: the NOWAIT variant for an out-of-order binding lock."""
-        if name != "lock_binding" or params is None:
-            return _query(name)
-        binding = str(params["binding"])
-        if self.highest is None or binding >= self.highest:
-            self.highest = binding
-            return _query(name)
-        return _LOCK_BINDING_NOWAIT
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -130,193 +60,6 @@ def _channel(schema: str) -> str:
     if len(name.encode()) > 63:  # longer names are not valid channels
         name = "jobloom_" + hashlib.sha1(schema.encode()).hexdigest()[:32]
     return name
-
-
-class PostgresTx(Tx):
-    """One transaction on one connection; each named query is one statement.
-
-    Round trips are what a PostgreSQL transaction costs, so this one takes as few as it can:
-    ``BEGIN`` goes out with the first statement, writes whose results nobody reads
-    (:meth:`executemany`) wait to go out with the next statement or with ``COMMIT``, each group in
-    one pipeline. A deferred write that fails fails that later statement (or the commit), and the
-    whole transaction is rolled back as before.
-    """
-
-    def __init__(
-        self, conn: AsyncConn, *, begun: bool = True, channel: str | None = None, statements: int | None = None
-    ) -> None:
-        self.conn = conn
-        self._locks = _BindingLocks()
-        self._begun = begun
-        self._pending: list[tuple[str, Params | Sequence[Params], bool]] = []
-        self._channel = channel
-        self._left = statements  # None: any number
-
-    async def insert_jobs(self, rows: Sequence[Params], at: float) -> list[int]:
-        """Insert new jobs and their events in one statement, which also wakes the workers at commit."""
-        numbered = [{**row, "i": i} for i, row in enumerate(rows)]
-        cur = await self._send(_query("insert_job__with_events"), {"rows": _json_rows(numbered), "at": at,
-                                                       "channel": self._channel})
-        ids = [r[0] for r in await cur.fetchall()]
-        if len(ids) != len(rows):
-            raise StoreError(f"insert_job__with_events returned {len(ids)} ids for {len(rows)} rows")
-        if self._channel is not None:
-            self.notified = True
-        return ids
-
-    async def _send_pending(self) -> None:
-        if not self._begun:
-            self._begun = True
-            await self.conn.execute("BEGIN")
-        pending, self._pending = self._pending, []
-        for query, params, many in pending:
-            if many:
-                assert isinstance(params, Sequence)
-                async with self.conn.cursor() as cur:
-                    await cur.executemany(query, params)
-            else:
-                assert not isinstance(params, Sequence)
-                await self.conn.execute(query, params)
-
-    async def _run(self, name: str, params: Params | None) -> psycopg.AsyncCursor[TupleRow]:
-        return await self._send(self._locks.query(name, params), params)
-
-    async def _send(self, query: str, params: Params | None) -> psycopg.AsyncCursor[TupleRow]:
-        if self._left is not None:
-            if self._left <= 0 or self._pending:
-                raise StoreError("a single-statement transaction ran a second statement")
-            self._left -= 1
-        if self._begun and not self._pending:
-            return await self.conn.execute(query, params or {})
-        async with self.conn.pipeline():
-            await self._send_pending()
-            cur = await self.conn.execute(query, params or {})
-        return cur
-
-    async def fetch_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
-        """Run independent named queries in one pipeline: one round trip for all of them."""
-        if self._left is not None:
-            return await super().fetch_batch(queries)
-        async with self.conn.pipeline():
-            await self._send_pending()
-            cursors = [await self.conn.execute(self._locks.query(name, params), params or {})
-                       for name, params in queries]
-        return [await cur.fetchall() if cur.description is not None else [] for cur in cursors]
-
-    async def connection(self) -> AsyncConn:
-        """The connection, inside the transaction, with every deferred write sent."""
-        if not self._begun or self._pending:
-            async with self.conn.pipeline():
-                await self._send_pending()
-        return self.conn
-
-    async def commit(self) -> None:
-        """Send the deferred writes and ``COMMIT`` in one round trip (nothing if nothing ran)."""
-        if not self._begun and not self._pending:
-            return
-        async with self.conn.pipeline():
-            await self._send_pending()
-            await self.conn.execute("COMMIT")
-
-    async def rollback(self) -> None:
-        """Drop the deferred writes and roll back what was sent."""
-        self._pending.clear()
-        if self._begun:
-            await self.conn.execute("ROLLBACK")
-
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
-        """Run a named query and return all rows."""
-        cur = await self._run(name, params)
-        return await cur.fetchall() if cur.description is not None else []
-
-    async def execute(self, name: str, params: Params | None = None) -> int:
-        """Run a named statement; return the number of rows it changed."""
-        return (await self._run(name, params)).rowcount
-
-    async def executemany(self, name: str, rows: Sequence[Params]) -> None:
-        """Run a named statement once per parameter set, deferred to the next round trip: as one
-        set-based statement when the query has a ``__bulk`` twin, else pipelined."""
-        if not rows:
-            return
-        bulk = _QUERIES.get(name + "__bulk")
-        if bulk is not None:
-            self._pending.append((bulk, {"rows": _json_rows(rows)}, False))
-        else:
-            self._pending.append((_query(name), rows, True))
-
-    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
-        """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
-        if not rows:
-            return []
-        bulk = _QUERIES.get(name + "__bulk")
-        if bulk is not None:
-            numbered = [{**row, "i": i} for i, row in enumerate(rows)]
-            cur = await self._send(bulk, {"rows": _json_rows(numbered)})
-            ids = [r[0] for r in await cur.fetchall()]
-            if len(ids) != len(rows):
-                raise StoreError(f"query {name!r} returned {len(ids)} ids for {len(rows)} rows")
-            return ids
-        conn = await self.connection()
-        ids = []
-        async with conn.cursor() as cur:
-            await cur.executemany(_query(name), rows, returning=True)
-            async for result in cur.results():
-                row = await result.fetchone()
-                if row is None:
-                    raise StoreError(f"query {name!r} returned no id")
-                ids.append(row[0])
-        return ids
-
-
-def _json_rows(rows: Sequence[Params]) -> str:
-    """A batch of rows as the JSON array that a ``__bulk`` statement reads with ``json_to_recordset``
-    (orjson: a tenth of the standard library's time per row, on the worker's and enqueuer's hot path)."""
-    return orjson.dumps(rows).decode()
-
-
-class SyncPostgresTx(Tx):
-    """A :class:`Tx` over a caller's synchronous connection: its methods never suspend.
-
-    Coroutines that await only this Tx run to completion without an event loop
-    (:func:`run_without_loop`), which is how a synchronous caller enqueues in its own transaction.
-    """
-
-    def __init__(self, conn: SyncConn) -> None:
-        self.conn = conn
-        self._locks = _BindingLocks()
-
-    def _run(self, name: str, params: Params | None) -> psycopg.Cursor[TupleRow]:
-        return self.conn.execute(self._locks.query(name, params), params or {})
-
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
-        """Run a named query and return all rows."""
-        cur = self._run(name, params)
-        return cur.fetchall() if cur.description is not None else []
-
-    async def execute(self, name: str, params: Params | None = None) -> int:
-        """Run a named statement; return the number of rows it changed."""
-        return self._run(name, params).rowcount
-
-    async def executemany(self, name: str, rows: Sequence[Params]) -> None:
-        """Run a named statement once per parameter set."""
-        if rows:
-            with self.conn.cursor() as cur:
-                cur.executemany(_query(name), rows)
-
-    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
-        """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
-        if not rows:
-            return []
-        ids: list[int] = []
-        with self.conn.cursor() as cur:
-            cur.executemany(_query(name), rows, returning=True)
-            for result in cur.results():
-                row = result.fetchone()
-                if row is None:
-                    raise StoreError(f"query {name!r} returned no id")
-                ids.append(row[0])
-        return ids
-
 
 
 class PostgresStore(Store):
@@ -430,42 +173,21 @@ class PostgresStore(Store):
         ``exclusive`` is accepted for the seam's sake: PostgreSQL serializes with row locks taken by
         the queries themselves, not per transaction.
         """
-        pool = await self._ready()
-        deadline = time.monotonic() + self.retry_deadline
-        delay = 0.002  # a lock conflict clears in milliseconds; a lost server backs off to 2 s
-        while True:
-            phase = "connect"
+
+        async def once(conn: AsyncConn, phase: _Phase) -> T:
+            tx = PostgresTx(conn, begun=False, channel=self.channel)
             try:
-                async with pool.connection(timeout=max(0.05, deadline - time.monotonic())) as conn:
-                    phase = "run"
-                    tx = PostgresTx(conn, begun=False, channel=self.channel)
-                    try:
-                        result = await fn(tx)
-                        phase = "commit"
-                        await tx.commit()
-                    except BaseException:
-                        if conn.info.transaction_status != psycopg.pq.TransactionStatus.UNKNOWN:
-                            with contextlib.suppress(psycopg.Error):
-                                await tx.rollback()
-                        raise
-                    phase = "done"
-                return result
-            except Exception as exc:
-                if phase == "done":  # committed; only handing the connection back failed
-                    return result
-                if phase == "commit" and _connection_lost(exc):
-                    # it may or may not have committed: running fn again could repeat it
-                    raise CommitUnknown(
-                        f"the connection failed during COMMIT ({type(exc).__name__}: {exc}); "
-                        "the transaction may or may not have been applied"
-                    ) from exc
-                if not is_transient(exc) or time.monotonic() + delay > deadline:
-                    raise
-                conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
-                log.log(logging.DEBUG if conflict else logging.WARNING,
-                        "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
-                await asyncio.sleep(delay * (0.5 + random.random() / 2))
-                delay = min(delay * 2, 2.0)
+                result = await fn(tx)
+                phase.unsure = True  # from here on, the COMMIT may be applied without our hearing so
+                await tx.commit()
+            except BaseException:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.UNKNOWN:
+                    with contextlib.suppress(psycopg.Error):
+                        await tx.rollback()
+                raise
+            return result
+
+        return await self._retrying(once, "COMMIT")
 
     async def autocommit(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         """Run ``fn``'s one statement on its own, without ``BEGIN``/``COMMIT``: one round trip.
@@ -474,35 +196,48 @@ class PostgresStore(Store):
         pool (a restart) is noticed before the statement is sent and replaced; a connection lost
         while the statement runs leaves its outcome unknown: :class:`CommitUnknown`.
         """
+
+        async def once(conn: AsyncConn, phase: _Phase) -> T:
+            if _has_unread(conn):  # idle connections hear only of their end (a FATAL, or EOF)
+                await conn.close()
+                raise psycopg.OperationalError("the pooled connection was closed by the server")
+            phase.unsure = True  # the statement commits itself
+            tx = PostgresTx(conn, channel=self.channel, statements=1)
+            result = await fn(tx)
+            if tx.has_pending():
+                raise StoreError("a single-statement transaction left writes unsent")
+            return result
+
+        return await self._retrying(once, "a statement")
+
+    async def _retrying(self, once: Callable[[AsyncConn, _Phase], Awaitable[T]], unsure_step: str) -> T:
+        """Run ``once`` on a pooled connection until it succeeds, a failure is not transient, or
+        ``retry_deadline`` passes (exponential backoff). A connection lost after ``once`` marked its
+        phase unsure raises :class:`CommitUnknown`: running it again could apply it twice."""
         pool = await self._ready()
         deadline = time.monotonic() + self.retry_deadline
-        delay = 0.002
+        delay = 0.002  # a lock conflict clears in milliseconds; a lost server backs off to 2 s
         while True:
-            phase = "connect"
+            phase = _Phase()
+            done = False
             try:
                 async with pool.connection(timeout=max(0.05, deadline - time.monotonic())) as conn:
-                    if _has_unread(conn):  # idle connections hear only of their end (a FATAL, or EOF)
-                        await conn.close()
-                        raise psycopg.OperationalError("the pooled connection was closed by the server")
-                    phase = "run"
-                    tx = PostgresTx(conn, channel=self.channel, statements=1)
-                    result = await fn(tx)
-                    if tx._pending:
-                        raise StoreError("a single-statement transaction left writes unsent")
-                    phase = "done"
+                    result = await once(conn, phase)
+                    done = True
                 return result
             except Exception as exc:
-                if phase == "done":
+                if done:  # applied; only handing the connection back failed
                     return result
-                if phase == "run" and _connection_lost(exc):
+                if phase.unsure and _connection_lost(exc):
                     raise CommitUnknown(
-                        f"the connection failed during a statement ({type(exc).__name__}: {exc}); "
+                        f"the connection failed during {unsure_step} ({type(exc).__name__}: {exc}); "
                         "it may or may not have been applied"
                     ) from exc
                 if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
-                log.log(logging.DEBUG if phase == "run" else logging.WARNING,
-                        "jobloom statement retried after %s: %s", type(exc).__name__, exc)
+                conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
+                log.log(logging.DEBUG if conflict else logging.WARNING,
+                        "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))
                 delay = min(delay * 2, 2.0)
 
@@ -669,6 +404,16 @@ async def _conn_of(tx: Tx) -> AsyncConn:
     if not isinstance(tx, PostgresTx):
         raise StoreError("expected a PostgreSQL transaction")
     return await tx.connection()
+
+
+class _Phase:
+    """How far one attempt of a transaction got: ``unsure`` once a lost connection could hide that it
+    was applied."""
+
+    __slots__ = ("unsure",)
+
+    def __init__(self) -> None:
+        self.unsure = False
 
 
 def _has_unread(conn: AsyncConn) -> bool:
