@@ -16,18 +16,19 @@ from typing import Any
 import pytest
 
 from jobloom import App, MigrationsMissing, Performer, StoreError
-from jobloom.coordinator import NewJob, dispatch, enqueue
+from jobloom.coordinator import dispatch, enqueue
 from jobloom.store.base import Tx
 from jobloom.store.sql import load_migrations, load_queries
 
 from ..conftest import POSTGRES_URL, require_postgres
 from ..pg_private import PrivateServer, private_server_fixture
+from .pg_support import new_job, open_store
 
 pytestmark = pytest.mark.postgres
 private_server = private_server_fixture  # a server of the test's own, for the restart tests
 
 psycopg = pytest.importorskip("psycopg")
-from jobloom.store.postgres import PostgresStore, to_psycopg  # noqa: E402
+from jobloom.store.postgres import PostgresStore  # noqa: E402
 
 
 @dataclass
@@ -47,15 +48,11 @@ class Limited(Performer[Mail, str]):
         return payload.to
 
 
-def new_job(binding: str = "SendMail", *, payload: str = '{"to": "a"}', unique_key: str | None = None,
-            concurrency_key: str | None = None) -> NewJob:
-    now = time.time()
-    return NewJob(
-        binding=binding, payload=payload, priority=0, run_at=now, state="queued", max_attempts=3,
-        delivery="at_least_once", timeout=60.0, unique_key=unique_key,
-        unique_until=None if unique_key is None else now + 3600, concurrency_key=concurrency_key,
-        created_at=now,
-    )
+@pytest.fixture
+async def store(postgres_url: str) -> AsyncIterator[PostgresStore]:
+    """A migrated store in the test's private schema."""
+    async with open_store(postgres_url) as s:
+        yield s
 
 
 @pytest.fixture
@@ -76,18 +73,6 @@ def new_schema() -> Iterator[Callable[[], str]]:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
-@pytest.fixture
-async def store(postgres_url: str) -> AsyncIterator[PostgresStore]:
-    """A migrated store in the test's private schema."""
-    s = PostgresStore(postgres_url)
-    await s.open()
-    await s.migrate()
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
 # -- named SQL ----------------------------------------------------------------------------------------
 
 
@@ -97,11 +82,6 @@ def test_every_sqlite_query_has_a_postgres_twin() -> None:
     assert postgres - variants == set(load_queries("sqlite"))
     assert {name.split("__")[0] for name in variants} <= postgres  # variants of real statements
     assert [m.name for m in load_migrations("postgres")] == [m.name for m in load_migrations("sqlite")]
-
-
-def test_named_parameters_become_psycopg_placeholders() -> None:
-    q = to_psycopg("SELECT :a::text, 'x:y', \"q:z\", 5 % 2 -- it's :b\nFROM t WHERE c = ANY(:ids::bigint[])")
-    assert q == "SELECT %(a)s::text, 'x:y', \"q:z\", 5 %% 2 \nFROM t WHERE c = ANY(%(ids)s::bigint[])"
 
 
 async def test_a_refused_login_fails_at_once_with_the_servers_reason() -> None:
@@ -282,112 +262,6 @@ async def test_transact_survives_a_terminated_connection(store: PostgresStore) -
     assert job_id > 0
 
 
-@pytest.mark.parametrize("history", [0, 20_000], ids=["no-statistics", "statistics-of-finished-jobs"])
-async def test_hot_statements_find_their_rows_by_their_index(store: PostgresStore, history: int) -> None:
-    """The planner's estimate of queued jobs is often wrong: no statistics right after a burst of
-    enqueues, or statistics taken when nearly every job was finished. Whatever it believes, the
-    candidate queries must be served in their own index's order and finished attempts found by
-    primary key, never sorting or scanning every queued or running job per cycle."""
-    import json
-
-    from jobloom.store.pg_tx import _QUERIES
-
-    if history:
-        done = [{**new_job().params(), "state": "succeeded", "event": "succeeded"} for _ in range(history)]
-        await store.autocommit(lambda tx: tx.insert_jobs(done, time.time()))
-        await store.autocommit(lambda tx: tx.conn.execute("ANALYZE jobloom_jobs"))  # type: ignore[attr-defined]
-    rows = [{**new_job().params(), "event": "enqueued"} for _ in range(3000)]
-    ids = await store.autocommit(lambda tx: tx.insert_jobs(rows, time.time()))
-    await store.transact(lambda tx: tx.fetch("claim", {"ids": ids[:1500], "worker": "w", "lease_expires": 1e10,
-                                                       "now": time.time()}))
-
-
-    async def plans(tx: Tx) -> dict[str, str]:
-        conn = tx.conn  # type: ignore[attr-defined]
-        finish = json.dumps([{"id": i, "attempt": 1, "state": "succeeded", "result": None, "error": None,
-                              "run_at": 0.0, "finished_at": 0.0, "refund": 0, "payload": None} for i in ids[:100]])
-        out = {}
-        for name, params in (
-            ("candidates_by_priority", {"binding": "SendMail", "full_keys": [], "limit": 116}),
-            ("candidates_by_age", {"binding": "SendMail", "full_keys": [], "limit": 116}),
-            ("finish_attempt__bulk", {"rows": finish}),
-            ("claim", {"ids": ids[1500:1600], "worker": "w", "lease_expires": 1e10, "now": 0.0}),
-        ):
-            cur = await conn.execute("EXPLAIN " + _QUERIES[name], params)
-            out[name] = "\n".join(r[0] for r in await cur.fetchall())
-        return out
-
-    found = await store.transact(plans)
-    assert "jobloom_jobs_queued " in found["candidates_by_priority"] + " ", found["candidates_by_priority"]
-    assert "Sort" not in found["candidates_by_priority"], found["candidates_by_priority"]
-    assert "jobloom_jobs_queued_age" in found["candidates_by_age"], found["candidates_by_age"]
-    assert "jobloom_jobs_pkey" in found["finish_attempt__bulk"], found["finish_attempt__bulk"]
-    assert "Seq Scan" not in found["finish_attempt__bulk"], found["finish_attempt__bulk"]
-    assert "jobloom_jobs_queued" not in found["claim"], found["claim"]  # never through every queued job
-    if history:  # a large table: by primary key (a small one may be read whole, which is as cheap)
-        assert "jobloom_jobs_pkey" in found["claim"], found["claim"]
-
-
-async def test_a_deferred_write_that_fails_rolls_the_whole_transaction_back(store: PostgresStore) -> None:
-    async def work(tx: Tx) -> None:
-        await tx.insert_jobs([{**new_job().params(), "event": "enqueued"}], time.time())
-        # a write nobody reads the result of goes out with COMMIT; its failure must still undo everything
-        await tx.executemany("insert_event", [{"at": None, "job_id": 1, "binding": "b", "kind": "x",
-                                               "attempt": 0, "duration": None}])
-
-    with pytest.raises(psycopg.errors.NotNullViolation):
-        await store.transact(work)
-
-    async def count(tx: Tx) -> Any:
-        return (await tx.fetch("count_by_state"), await tx.fetch("project_events", {"after_seq": 0, "limit": 10}))
-
-    assert await store.transact(count, exclusive=False) == ([], [])
-
-
-async def test_insert_jobs_returns_ids_in_row_order_with_one_event_each(store: PostgresStore) -> None:
-    rows = [{**new_job(payload=f'{{"to": "{i}"}}').params(), "event": "enqueued"} for i in range(300)]
-    ids = await store.autocommit(lambda tx: tx.insert_jobs(rows, 123.0))
-
-    async def read(tx: Tx) -> Any:
-        jobs = [await tx.fetchone("get_job", {"id": i}) for i in ids]
-        return jobs, await tx.fetch("project_events", {"after_seq": 0, "limit": 1000})
-
-    jobs, events = await store.transact(read, exclusive=False)
-    assert [json_to(j) for j in jobs] == [str(i) for i in range(300)]
-    assert sorted((e[2], e[4]) for e in events) == [(123.0, "enqueued")] * 300
-
-
-def json_to(row: Any) -> str:
-    import json
-
-    return str(json.loads(next(v for v in row if isinstance(v, str) and v.startswith('{"to"')))["to"])
-
-
-async def test_autocommit_replaces_a_pooled_connection_the_server_closed(postgres_url: str) -> None:
-    store = PostgresStore(postgres_url, pool_min=1, pool_max=1)
-    try:
-        await store.migrate()
-        row = {**new_job().params(), "event": "enqueued"}
-        await store.autocommit(lambda tx: tx.insert_jobs([row], time.time()))
-        pid = await store.autocommit(_pid)
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
-            # pg_terminate_backend only signals: wait until the backend is gone
-            deadline = time.monotonic() + 10
-            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
-        # the idle connection is dead: it is noticed before the statement goes out, not reported as unknown
-        ids = await store.autocommit(lambda tx: tx.insert_jobs([row], time.time()))
-        assert len(ids) == 1
-    finally:
-        await store.close()
-
-
-async def _pid(tx: Tx) -> int:
-    return int(tx.conn.info.backend_pid)  # type: ignore[attr-defined]
-
-
 async def test_transact_retries_the_loser_of_a_deadlock(store: PostgresStore) -> None:
     ids = await store.transact(lambda tx: tx.insert_many("insert_job", [new_job().params(), new_job().params()]))
     locked = [asyncio.Event(), asyncio.Event()]
@@ -440,15 +314,6 @@ async def test_a_non_transient_error_propagates_and_rolls_back(store: PostgresSt
     with pytest.raises(psycopg.errors.NotNullViolation):
         await store.transact(lambda tx: tx.insert_many("insert_job", [new_job().params() | {"payload": None}]))
     assert await store.transact(lambda tx: tx.fetch("count_by_state")) == []
-
-
-async def test_insert_many_returns_ids_in_row_order(store: PostgresStore) -> None:
-    rows = [new_job(payload=f'{{"to": "{i}"}}').params() for i in range(50)]
-    ids = await store.transact(lambda tx: tx.insert_many("insert_job", rows))
-    assert len(set(ids)) == 50
-    for i, job_id in enumerate(ids):
-        row = await store.transact(lambda tx, job_id=job_id: tx.fetchone("get_job", {"id": job_id}))
-        assert row is not None and row[3] == f'{{"to": "{i}"}}'
 
 
 async def test_racing_enqueues_of_one_unique_key_make_one_job(postgres_url: str) -> None:
