@@ -422,11 +422,6 @@ async def heartbeat(
     return {r[0] for r in rows}, {r[0] for r in rows if r[1]}
 
 
-async def cancel_requests(tx: Tx, worker: str) -> set[int]:
-    """Running jobs of ``worker`` that someone asked to cancel."""
-    return {r[0] for r in await tx.fetch("cancel_requests", {"worker": worker})}
-
-
 async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> str:
     """Cancel at once if not running; ask the worker if running. Returns the resulting state."""
     row = await tx.fetchone("lock_job", {"id": job_id})
