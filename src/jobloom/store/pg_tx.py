@@ -211,16 +211,8 @@ class PostgresTx(Tx):
         """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
         if not rows:
             return []
-        bulk = _QUERIES.get(name + "__bulk")
-        if bulk is not None:
-            numbered = [{**row, "i": i} for i, row in enumerate(rows)]
-            cur = await self._send(bulk, {"rows": _json_rows(numbered)})
-            ids = [r[0] for r in await cur.fetchall()]
-            if len(ids) != len(rows):
-                raise StoreError(f"query {name!r} returned {len(ids)} ids for {len(rows)} rows")
-            return ids
         conn = await self.connection()
-        ids = []
+        ids: list[int] = []
         async with conn.cursor() as cur:
             await cur.executemany(_query(name), rows, returning=True)
             async for result in cur.results():
