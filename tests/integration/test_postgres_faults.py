@@ -358,6 +358,7 @@ async def test_a_commit_acknowledgement_lost_inside_the_postgres_store_orphans_n
 
 
 _LISTEN_RETRY = re.compile(r"LISTEN reconnect failed .*?; next try in ([0-9.]+) s", re.S)
+_CYCLE_FAILED = re.compile(r"jobloom cycle failed \((\w+):")
 _POOL_REFUSED = re.compile(r"^(\S+ \S+) WARNING psycopg\.pool error connecting[^\n]*Connection refused", re.M)
 
 
@@ -399,7 +400,10 @@ async def test_workers_back_off_while_the_server_is_down(
         assert delays[:7] == _doubling(7), delays
         refused = _POOL_REFUSED.findall(text)  # the pool reconnects with its own backoff (1 s, doubling)
         assert 1 <= len(refused) <= 30, f"{len(refused)} connection attempts in ~3 s: not backing off"
-        assert "jobloom cycle failed" not in text  # the store waited for the server: no cycle failed
+        # the store waited for the server instead of failing cycles; the one failure an outage may cause is a
+        # COMMIT in flight when the server went down, which nobody can decide (the worker then releases orphans)
+        failed = _CYCLE_FAILED.findall(text)
+        assert set(failed) <= {"CommitUnknown"} and len(failed) <= 1, failed
 
         await asyncio.to_thread(private_server.start)
         back = partial(lambda at: "LISTEN connection re-established" in log_since(at), since)
