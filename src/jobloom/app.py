@@ -7,13 +7,14 @@ import json
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 from . import coordinator
 from .client import DEFAULT_OPTIONS, EnqueueOptions, Enqueuer, build_job, insert_in
+from .coordinator import NewJob
 from .errors import JobloomError, JobNotFound, MigrationsMissing, StoreError, UnknownBinding, WaitTimeout
 from .flow import Flow
 from .flowapi import FlowsAPI, flow_bindings, register_flows
@@ -29,6 +30,8 @@ from .types import Attempt, Job, to_datetime
 
 T = TypeVar("T")
 PerformerRef = type[Performer[Any, Any]] | str
+STREAM_CHUNK = 100
+"""Jobs per statement of a large :meth:`App.enqueue_many`, validated while the store writes the last chunk."""
 Hook = Callable[[], Awaitable[None] | None]
 
 
@@ -246,26 +249,41 @@ class App(FlowsAPI, SchedulingMixin):
         return await core.enqueuer.submit(job)
 
     async def enqueue_many(self, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
-        """Enqueue many jobs in one transaction: ``(performer, payload)`` tuples or ``EnqueueRequest``s."""
+        """Enqueue many jobs in one transaction: ``(performer, payload)`` tuples or ``EnqueueRequest``s.
+
+        On a store that :attr:`~jobloom.store.Store.streams_inserts` (PostgreSQL), a large batch is
+        validated and sent in chunks of :data:`STREAM_CHUNK`, the next chunk being validated while the
+        server inserts the last; a bad item still leaves nothing enqueued."""
         now = time.time()
-        jobs = []
+        requests = [item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item) for item in items]
         specs: dict[int, PerformerSpec] = {}  # by id(): a performer class or name is looked up once
-        for item in items:
-            if isinstance(item, EnqueueRequest):
-                performer, payload, options = item.performer, item.payload, item.options
-            else:
-                req = EnqueueRequest(*item)
-                performer, payload, options = req.performer, req.payload, req.options
-            spec = specs.get(id(performer))
-            if spec is None:
-                spec = specs[id(performer)] = self.spec(performer)
-            try:
-                jobs.append(build_job(spec, payload, options, now))
-            except JobloomError as exc:
-                exc.add_note(f"in item {len(jobs)} of enqueue_many (counting from 0); nothing was enqueued")
-                raise
+
+        def build(start: int, stop: int) -> list[NewJob]:
+            jobs = []
+            for i in range(start, stop):
+                req = requests[i]
+                spec = specs.get(id(req.performer))
+                if spec is None:
+                    spec = specs[id(req.performer)] = self.spec(req.performer)
+                try:
+                    jobs.append(build_job(spec, req.payload, req.options, now))
+                except JobloomError as exc:
+                    exc.add_note(f"in item {i} of enqueue_many (counting from 0); nothing was enqueued")
+                    raise
+            return jobs
+
+        n = len(requests)
         core = await self._core()
-        return await core.enqueuer.insert(jobs)
+        if n <= STREAM_CHUNK or not core.store.streams_inserts or any(
+            req.options.unique_key is not None for req in requests
+        ):
+            return await core.enqueuer.insert(build(0, n))
+
+        def chunks() -> Iterator[list[NewJob]]:
+            for start in range(0, n, STREAM_CHUNK):
+                yield build(start, min(n, start + STREAM_CHUNK))
+
+        return await core.enqueuer.insert_streamed(chunks)
 
     async def spawn_child(self, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
                           **options: Any) -> Job:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -118,18 +118,41 @@ class Enqueuer:
 
     async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Insert ``jobs`` now, atomically: one statement when no unique key needs checking first."""
-        notified = False
 
         async def work(tx: Tx) -> list[Job]:
+            return await _insert(tx, jobs)
+
+        return await self._committed(work, single_statement=all(job.unique_key is None for job in jobs))
+
+    async def insert_streamed(self, chunks: Callable[[], Iterable[Sequence[NewJob]]]) -> list[Job]:
+        """Insert jobs without unique keys in one transaction, built chunk by chunk while the store
+        writes the chunks before (``chunks`` is called again if the transaction is retried)."""
+
+        async def work(tx: Tx) -> list[Job]:
+            built: list[NewJob] = []
+
+            def kept() -> Iterator[Sequence[NewJob]]:
+                for jobs in chunks():
+                    built.extend(jobs)
+                    yield jobs
+
+            ids = await coordinator.enqueue_streamed(tx, kept(), time.time())
+            return [job_from_new(job_id, new) for job_id, new in zip(ids, built, strict=True)]
+
+        return await self._committed(work, single_statement=False)
+
+    async def _committed(self, work: Callable[[Tx], Awaitable[list[Job]]], *, single_statement: bool) -> list[Job]:
+        """Run ``work`` in a transaction (or as one statement) and wake idle workers unless it did."""
+        notified = False
+
+        async def tracked(tx: Tx) -> list[Job]:
             nonlocal notified
-            created = await _insert(tx, jobs)
+            created = await work(tx)
             notified = tx.notified
             return created
 
-        if any(job.unique_key is not None for job in jobs):
-            created = await self.store.transact(work)
-        else:
-            created = await self.store.autocommit(work)
+        run = self.store.autocommit if single_statement else self.store.transact
+        created = await run(tracked)
         if not notified:
             await self.store.notify()
         return created

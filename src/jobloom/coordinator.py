@@ -9,7 +9,7 @@ by the attempt number so that a stale worker can never overwrite a newer truth.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +123,18 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
         for i, new_id in zip(plain, ids, strict=True):
             out[i] = (new_id, True)
     return [o for o in out if o is not None]
+
+
+async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: float) -> list[int]:
+    """Insert jobs without unique keys, chunk by chunk (built as the store asks for them); their ids."""
+
+    def rows() -> Iterator[list[dict[str, Any]]]:
+        for jobs in chunks:
+            if any(job.unique_key is not None for job in jobs):
+                raise ValueError("enqueue_streamed takes jobs without unique keys")
+            yield [_with_event(job) for job in jobs]
+
+    return await tx.insert_jobs_streamed(rows(), now)
 
 
 def _with_event(job: NewJob) -> dict[str, Any]:

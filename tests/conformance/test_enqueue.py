@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobloom
+from jobloom.app import STREAM_CHUNK
 
 
 @dataclass
@@ -138,6 +139,29 @@ async def test_enqueue_many_names_the_bad_item_and_enqueues_nothing(app: jobloom
     assert "SendMail" in str(caught.value)
     assert caught.value.__notes__ == ["in item 3 of enqueue_many (counting from 0); nothing was enqueued"]
     assert await app.list_jobs() == []
+
+
+async def test_a_large_enqueue_many_keeps_every_job_in_order(app: jobloom.App) -> None:
+    """More items than one chunk (PostgreSQL sends a large batch in chunks, built while the last is written)."""
+    n = 2 * STREAM_CHUNK + 37
+    jobs = await app.enqueue_many([(SendMail, Mail(to=str(i))) for i in range(n)])
+    assert [j.payload["to"] for j in jobs] == [str(i) for i in range(n)]
+    assert [j.id for j in jobs] == sorted({j.id for j in jobs})  # distinct, in the order given
+    stored = {j.id: j for j in await app.list_jobs(limit=10 * n)}
+    assert len(stored) == n
+    assert all(stored[j.id].payload == j.payload and stored[j.id].state == "queued" for j in jobs)
+
+
+async def test_a_bad_item_late_in_a_large_enqueue_many_enqueues_nothing(app: jobloom.App) -> None:
+    """The earlier chunks may already be at the server when the bad item is found: they roll back."""
+    bad = 2 * STREAM_CHUNK + 5
+    items: list[tuple[object, object]] = [(SendMail, Mail(to=str(i))) for i in range(3 * STREAM_CHUNK)]
+    items[bad] = (SendMail, {"to": None})
+    with pytest.raises(jobloom.InvalidPayload) as caught:
+        await app.enqueue_many(items)
+    assert caught.value.__notes__ == [f"in item {bad} of enqueue_many (counting from 0); nothing was enqueued"]
+    assert await app.list_jobs() == []
+    assert len(await app.enqueue_many(items[:bad])) == bad  # the store is usable afterwards
 
 
 class Tuned(jobloom.Performer[Mail, None]):

@@ -4,7 +4,7 @@ statements, deferred writes, set-based inserts, and single-statement transaction
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -114,20 +114,53 @@ def json_to(row: Any) -> str:
     return str(json.loads(next(v for v in row if isinstance(v, str) and v.startswith('{"to"')))["to"])
 
 
+async def test_a_streamed_insert_cut_off_midway_is_retried_whole_once(store: PostgresStore) -> None:
+    """The connection dies after the first chunks went out: the transaction runs again from the start,
+    the chunks are built again, and every job exists exactly once."""
+    from jobloom import coordinator
+
+    tries = 0
+
+    async def work(tx: Tx) -> list[int]:
+        nonlocal tries
+        tries += 1
+
+        def chunks() -> Iterator[list[Any]]:
+            for c in range(4):
+                if c == 2 and tries == 1:
+                    _terminate(tx.conn.info.backend_pid)  # type: ignore[attr-defined]
+                yield [new_job(payload=f'{{"to": "{c}-{i}"}}') for i in range(50)]
+
+        return await coordinator.enqueue_streamed(tx, chunks(), time.time())
+
+    ids = await store.transact(work)
+    assert tries == 2
+
+    async def read(tx: Tx) -> Any:
+        return [await tx.fetchone("get_job", {"id": i}) for i in ids], await tx.fetch("count_by_state")
+
+    jobs, counts = await store.transact(read, exclusive=False)
+    assert [json_to(j) for j in jobs] == [f"{c}-{i}" for c in range(4) for i in range(50)]
+    assert counts == [("SendMail", "queued", 200)]
+
+
+def _terminate(pid: int) -> None:
+    """End backend ``pid`` and wait until it is gone (``pg_terminate_backend`` only signals)."""
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        deadline = time.monotonic() + 10
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+            assert time.monotonic() < deadline, f"backend {pid} still there after 10 s"
+            time.sleep(0.01)
+
+
 async def test_autocommit_replaces_a_pooled_connection_the_server_closed(postgres_url: str) -> None:
     store = PostgresStore(postgres_url, pool_min=1, pool_max=1)
     try:
         await store.migrate()
         row = {**new_job().params(), "event": "enqueued"}
         await store.autocommit(lambda tx: tx.insert_jobs([row], time.time()))
-        pid = await store.autocommit(_pid)
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
-            # pg_terminate_backend only signals: wait until the backend is gone
-            deadline = time.monotonic() + 10
-            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+        _terminate(await store.autocommit(_pid))
         # the idle connection is dead: it is noticed before the statement goes out, not reported as unknown
         ids = await store.autocommit(lambda tx: tx.insert_jobs([row], time.time()))
         assert len(ids) == 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..errors import StoreError
@@ -60,6 +60,16 @@ class Tx(abc.ABC):
         ])
         return ids
 
+    async def insert_jobs_streamed(self, chunks: Iterable[Sequence[Params]], at: float) -> list[int]:
+        """:meth:`insert_jobs` for each chunk of rows, in order; return all the ids in row order.
+
+        ``chunks`` may build each chunk when asked for it: a driver that can send a statement without
+        waiting for its answer builds the next chunk while the server inserts the last one."""
+        ids: list[int] = []
+        for rows in chunks:
+            ids += await self.insert_jobs(rows, at)
+        return ids
+
 
 class Wakeups(abc.ABC):
     """A subscription to wake-up signals from other processes."""
@@ -90,6 +100,10 @@ class Store(abc.ABC):
 
     dialect: str
     url: str
+    streams_inserts = False
+    """Whether :meth:`Tx.insert_jobs_streamed` builds the next chunk while the database writes the last
+    one. Otherwise a large batch is better built whole before its transaction starts (a lock held
+    while payloads are validated is a lock every worker waits for)."""
 
     @abc.abstractmethod
     async def open(self) -> None:

@@ -72,6 +72,7 @@ class PostgresStore(Store):
     """
 
     dialect = "postgres"
+    streams_inserts = True
 
     def __init__(
         self,
