@@ -4,6 +4,7 @@ sub-flow nodes. This is where user code of a flow (``input=``, ``over=``) runs, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -30,23 +31,93 @@ def node_options(node: Node) -> EnqueueOptions:
                           max_attempts=o.get("max_attempts"), delivery=o.get("delivery"))
 
 
-async def _context(app: App, c: Claimed) -> tuple[Flow, Node, Any, dict[str, Any], int]:
-    store = await app.store()
-    assert c.run_id is not None and c.node is not None
+RUN_CACHE = 1024
+"""Runs whose flow, input, graph and depth (fixed when the run starts) a worker keeps in memory."""
 
-    async def load(tx: Tx) -> tuple[Any, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        run = await tx.fetchone("get_run", {"id": c.run_id})
-        assert run is not None
-        graph = json.loads(run[4])
-        ups = graph.get(top_node(c.node), [])
-        results = await tx.fetch("node_results", {"run_id": c.run_id, "nodes": ups})
-        children = []
-        for up in ups:
-            for r in await tx.fetch("children_of", {"run_id": c.run_id, "prefix": like_prefix(up)}):
-                children.append((up, *r))
-        return run, results, children
 
-    run, results, children = await store.transact(load, exclusive=False)
+class NodeContexts:
+    """Reads what flow nodes need to start (their run, upstream results and fan-out children).
+
+    The nodes a worker starts in one loop tick (one cycle's claims) are read together: one read
+    transaction, with every run not seen before in one batch and every node's upstream results in
+    another. A run's flow, input, graph and depth never change, so they are kept per run.
+    """
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self._runs: dict[str, tuple[Any, ...]] = {}
+        self._pending: list[tuple[Claimed, asyncio.Future[_Loaded | None]]] = []
+        self._flushing: set[asyncio.Task[None]] = set()
+
+    async def load(self, c: Claimed) -> _Loaded | None:
+        """The run row, upstream results and upstream fan-out children of node job ``c`` (None: no such run)."""
+        fut: asyncio.Future[_Loaded | None] = asyncio.get_running_loop().create_future()
+        self._pending.append((c, fut))
+        if len(self._pending) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_soon)
+        return await fut
+
+    def _flush_soon(self) -> None:
+        batch, self._pending = self._pending, []
+        task = asyncio.get_running_loop().create_task(self._flush(batch))
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _flush(self, batch: list[tuple[Claimed, asyncio.Future[_Loaded | None]]]) -> None:
+        try:
+            loaded = await (await self.app.store()).transact(lambda tx: self._read(tx, [c for c, _ in batch]),
+                                                            exclusive=False)
+        except BaseException as exc:
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, fut), one in zip(batch, loaded, strict=True):
+            if not fut.done():
+                fut.set_result(one)
+
+    async def _read(self, tx: Tx, jobs: list[Claimed]) -> list[_Loaded | None]:
+        missing = sorted({c.run_id for c in jobs if c.run_id is not None and c.run_id not in self._runs})
+        for found_run in await tx.fetch_batch([("get_run", {"id": run_id}) for run_id in missing]):
+            if found_run:
+                if len(self._runs) >= RUN_CACHE:
+                    del self._runs[next(iter(self._runs))]
+                self._runs[found_run[0][0]] = found_run[0]
+        found = [(c, self._runs.get(c.run_id or "")) for c in jobs]
+        ups = [[] if run is None else _ups(run, c) for c, run in found]
+        queries: list[tuple[str, dict[str, Any]]] = []
+        for (c, run), node_ups in zip(found, ups, strict=True):
+            if run is not None:
+                queries.append(("node_results", {"run_id": c.run_id, "nodes": node_ups}))
+                queries += [("children_of", {"run_id": c.run_id, "prefix": like_prefix(up)}) for up in node_ups]
+        answers = iter(await tx.fetch_batch(queries))
+        out: list[_Loaded | None] = []
+        for (_, run), node_ups in zip(found, ups, strict=True):
+            if run is None:
+                out.append(None)
+            else:
+                results = next(answers)
+                out.append((run, results, [(up, *r) for up in node_ups for r in next(answers)]))
+        return out
+
+
+def _ups(run: tuple[Any, ...], c: Claimed) -> list[str]:
+    """The upstream nodes of node job ``c`` in ``run``'s graph (a fan-out child: its node's)."""
+    graph: dict[str, list[str]] = json.loads(run[4])
+    return graph.get(top_node(c.node) or "", [])
+
+
+_Loaded = tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any, dict[str, Any], int]:
+    app = contexts.app
+    loaded = await contexts.load(c)
+    if loaded is None:
+        raise Permanent(f"run {c.run_id!r} of node {c.node!r} no longer exists")
+    run, results, children = loaded
     flow = app.flows.get(run[1])
     if flow is None:
         raise Permanent(f"this worker does not know flow {run[1]!r}")
@@ -72,9 +143,10 @@ def fanout_summary(children: list[tuple[str, str, str | None, str | None]]) -> d
     }
 
 
-async def node_payload(app: App, c: Claimed) -> str:
+async def node_payload(contexts: NodeContexts, c: Claimed) -> str:
     """Build a node's payload with its ``input`` function; a function that raises fails the node."""
-    _, node, inp, up, _ = await _context(app, c)
+    _, node, inp, up, _ = await _context(contexts, c)
+    app = contexts.app
     try:
         value = node.input(inp, up)
     except Exception as exc:
@@ -82,9 +154,10 @@ async def node_payload(app: App, c: Claimed) -> str:
     return app.spec(node.child_binding).dump_payload(value)
 
 
-async def run_map(app: App, c: Claimed) -> Any:
+async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
     """A fan-out node: create its children once, then wait until all have finished."""
-    _, node, inp, up, _ = await _context(app, c)
+    _, node, inp, up, _ = await _context(contexts, c)
+    app = contexts.app
     try:
         items = list(node.over(inp, up)) if node.over else []
     except Exception as exc:
@@ -110,11 +183,12 @@ async def run_map(app: App, c: Claimed) -> Any:
     raise Suspended(FOREVER, wait=CHILDREN_DONE)
 
 
-async def run_subflow(app: App, c: Claimed) -> Any:
+async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
     """A sub-flow node: start the child run once, then finish when it ends, with its nodes' results."""
     from .flowapi import start_run
 
-    _, node, inp, up, depth = await _context(app, c)
+    _, node, inp, up, depth = await _context(contexts, c)
+    app = contexts.app
     assert node.subflow is not None
     child_id = f"{c.run_id}/{node.name}"
     try:

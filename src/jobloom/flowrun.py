@@ -60,82 +60,106 @@ async def start_run(
     return True
 
 
+Move = tuple[str, dict[str, Any], str | None]
+"""A statement on a run's jobs or its row, its parameters, and the event its returned jobs record."""
+
+
 async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str]], now: float) -> None:
     """Nodes reached a terminal state: queue ready downstream nodes, skip failed branches, end runs.
 
-    The caller holds the runs' locks (``lock_run``).
+    Every run concerned is locked and read in one batch (in run id order, as every transaction that
+    locks several runs does), and every move that follows goes out in one more: two round trips for
+    a cycle's finished nodes, whatever the number of runs.
     """
     by_run: dict[str, list[tuple[str | None, str]]] = {}
     for _, run_id, node, state in finished:
         by_run.setdefault(run_id, []).append((node, state))
-    for run_id, nodes in sorted(by_run.items()):
-        run = await tx.fetchone("lock_run", {"id": run_id})
-        if run is None:
+    order = sorted(by_run)
+    reads = await tx.fetch_batch([
+        q for run_id in order for q in (("lock_run", {"id": run_id}), ("run_jobs", {"run_id": run_id}))
+    ])
+    moves: list[Move] = []
+    for k, run_id in enumerate(order):
+        found, jobs = reads[2 * k], reads[2 * k + 1]
+        if found:
+            moves += _moves(found[0], by_run[run_id], {r[1]: r[2] for r in jobs}, now)
+    await _apply(tx, moves, now)
+
+
+def _moves(
+    run: tuple[Any, ...], nodes: list[tuple[str | None, str]], states: dict[str | None, str], now: float
+) -> list[Move]:
+    """What ``nodes`` reaching their states moves on in ``run`` (``states``: its jobs' states, updated)."""
+    run_id = run[0]
+    graph: dict[str, list[str]] = json.loads(run[4])
+    down: dict[str, list[str]] = {n: [] for n in graph}
+    for n, ups in graph.items():
+        for up in ups:
+            down[up].append(n)
+    moves: list[Move] = []
+    for node, state in nodes:
+        if node is None:
             continue
-        graph: dict[str, list[str]] = json.loads(run[4])
-        down: dict[str, list[str]] = {n: [] for n in graph}
-        for n, ups in graph.items():
-            for up in ups:
-                down[up].append(n)
-        jobs = await tx.fetch("run_jobs", {"run_id": run_id})
-        states = {r[1]: r[2] for r in jobs}
-        for node, state in nodes:
-            if node is None:
-                continue
-            if ":" in node:  # a fan-out child: wake its parent once all children are done
-                parent = node.split(":", 1)[0]
-                prefix = parent + ":"
-                if all(s not in ACTIVE for n, s in states.items() if n and n.startswith(prefix)):
-                    await _queue(tx, "wake_node", run_id, parent, now)
-                continue
-            if state == "succeeded" and run[2] == "running":
-                for d in down.get(node, []):
-                    ready = states.get(d) == "waiting" and all(states.get(u) == "succeeded" for u in graph[d])
-                    if ready and await _queue(tx, "queue_waiting", run_id, d, now):
-                        states[d] = "queued"
-            elif state != "succeeded":
-                await _skip_downstream(tx, run_id, node, down, states, now)
-        await _maybe_end(tx, run, states, now)
+        if ":" in node:  # a fan-out child: wake its parent once all children are done
+            parent = node.split(":", 1)[0]
+            prefix = parent + ":"
+            if all(s not in ACTIVE for n, s in states.items() if n and n.startswith(prefix)):
+                moves.append(("wake_node", {"run_id": run_id, "node": parent, "now": now}, "queued"))
+            continue
+        if state == "succeeded" and run[2] == "running":
+            for d in down.get(node, []):  # the run is locked: a node seen waiting is still waiting
+                if states.get(d) == "waiting" and all(states.get(u) == "succeeded" for u in graph[d]):
+                    moves.append(("queue_waiting", {"run_id": run_id, "node": d, "now": now}, "queued"))
+                    states[d] = "queued"
+        elif state != "succeeded":
+            moves += _skip_downstream(run_id, node, down, states, now)
+    return moves + _end(run, states, now)
 
 
-async def _queue(tx: Tx, query: str, run_id: str, node: str, now: float) -> bool:
-    rows = await tx.fetch(query, {"run_id": run_id, "node": node, "now": now})
-    await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
-    return bool(rows)
-
-
-async def _skip_downstream(
-    tx: Tx, run_id: str, node: str, down: dict[str, list[str]], states: dict[str | None, str], now: float
-) -> None:
+def _skip_downstream(
+    run_id: str, node: str, down: dict[str, list[str]], states: dict[str | None, str], now: float
+) -> list[Move]:
+    moves: list[Move] = []
     todo = list(down.get(node, []))
     while todo:
         d = todo.pop()
         if states.get(d) != "waiting":
             continue
-        rows = await tx.fetch("skip_waiting", {
+        moves.append(("skip_waiting", {
             "run_id": run_id, "node": d, "now": now, "reason": f"skipped: upstream node {node!r} did not succeed",
-        })
-        await emit(tx, [event(now, r[0], r[1], "skipped", r[2]) for r in rows])
+        }, "skipped"))
         states[d] = "skipped"
         todo.extend(down.get(d, []))
+    return moves
 
 
-async def _maybe_end(tx: Tx, run: tuple[Any, ...], states: dict[str | None, str], now: float) -> None:
+def _end(run: tuple[Any, ...], states: dict[str | None, str], now: float) -> list[Move]:
+    """Ending ``run`` once none of its nodes is active, and waking the job that waits for it."""
     run_id, state, parent_job_id = run[0], run[2], run[6]
     if any(s in ACTIVE for s in states.values()):
-        return
+        return []
+    moves: list[Move] = []
     if state == "running":
         top = {n: s for n, s in states.items() if n is not None and ":" not in n}
         ok = all(s == "succeeded" for s in top.values())
         failed = sorted(n for n, s in top.items() if s != "succeeded")
         error = None if ok else f"nodes did not succeed: {', '.join(failed)}"
-        await tx.execute("set_run_state", {"id": run_id, "state": "succeeded" if ok else "failed",
-                                           "error": error, "finished_at": now})
+        moves.append(("set_run_state", {"id": run_id, "state": "succeeded" if ok else "failed", "error": error,
+                                        "finished_at": now}, None))
     elif run[10] is None:
-        await tx.execute("set_run_state", {"id": run_id, "state": state, "error": run[8], "finished_at": now})
+        moves.append(("set_run_state", {"id": run_id, "state": state, "error": run[8], "finished_at": now}, None))
     if parent_job_id is not None:
-        rows = await tx.fetch("wake_suspended", {"id": parent_job_id, "now": now})
-        await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+        moves.append(("wake_suspended", {"id": parent_job_id, "now": now}, "queued"))
+    return moves
+
+
+async def _apply(tx: Tx, moves: list[Move], now: float) -> None:
+    """Run the moves in one batch and record an event for every job they moved."""
+    if not moves:
+        return
+    results = await tx.fetch_batch([(query, params) for query, params, _ in moves])
+    await emit(tx, [event(now, r[0], r[1], kind, r[2])
+                    for (_, _, kind), rows in zip(moves, results, strict=True) if kind is not None for r in rows])
 
 
 async def wait_satisfied(tx: Tx, job_id: int, wait: str, run_id: str | None, node: str | None) -> bool:
@@ -162,7 +186,7 @@ async def cancel_run(tx: Tx, run_id: str, now: float) -> str:
     await tx.execute("set_run_state", {"id": run_id, "state": "cancelled", "error": "cancelled", "finished_at": None})
     jobs = await tx.fetch("run_jobs", {"run_id": run_id})
     cancelled_run = (*run[:2], "cancelled", *run[3:])
-    await _maybe_end(tx, cancelled_run, {r[1]: r[2] for r in jobs}, now)
+    await _apply(tx, _end(cancelled_run, {r[1]: r[2] for r in jobs}, now), now)
     return "cancelled"
 
 
@@ -204,8 +228,8 @@ async def fail_past_deadline(tx: Tx, now: float, limit: int = 50) -> list[str]:
         await tx.execute("set_run_state", {"id": run_id, "state": "failed", "error": "deadline passed",
                                            "finished_at": None})
         jobs = await tx.fetch("run_jobs", {"run_id": run_id})
-        await _maybe_end(tx, (*run[:2], "failed", *run[3:8], "deadline passed", *run[9:]),
-                         {r[1]: r[2] for r in jobs}, now)
+        ended = (*run[:2], "failed", *run[3:8], "deadline passed", *run[9:])
+        await _apply(tx, _end(ended, {r[1]: r[2] for r in jobs}, now), now)
         failed.append(run_id)
     return failed
 

@@ -87,6 +87,7 @@ class Worker:
         self._stopping = False
         self._rotation = 0
         self._executor: ThreadPoolExecutor | None = None
+        self._contexts = flowexec.NodeContexts(app)
         self._unsure = False
 
     # -- running ----------------------------------------------------------------------------------
@@ -297,7 +298,7 @@ class Worker:
                 if spec is None:
                     raise Permanent(f"this worker has no performer for binding {c.binding!r}")
                 if c.node is not None and c.payload == "":
-                    payload_json = await flowexec.node_payload(self.app, c)
+                    payload_json = await flowexec.node_payload(self._contexts, c)
                 payload = spec.load_payload(payload_json or c.payload)
                 performer = spec.cls()
                 performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
@@ -342,8 +343,8 @@ class Worker:
 
     async def _flow_node(self, c: Claimed) -> Any:
         if c.binding == MAP_BINDING:
-            return await flowexec.run_map(self.app, c)
-        return await flowexec.run_subflow(self.app, c)
+            return await flowexec.run_map(self._contexts, c)
+        return await flowexec.run_subflow(self._contexts, c)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 import jobloom
+from jobloom.coordinator import Claimed
 from jobloom.flow import FlowError
+from jobloom.flowexec import NodeContexts, node_payload
 
 from .flow_performers import PERFORMERS, Analyze, Collect, Slowish, calls, fanout_flow, image_flow, parent_flow
 
@@ -111,6 +113,51 @@ async def test_a_sub_flow_runs_as_one_node(app: jobloom.App) -> None:
     child = await app.get_run(f"{run.id}/child")
     assert child.state == "succeeded" and child.parent_job_id == done.nodes["child"].job_id
     assert done.nodes["after"].result == {"child": "published thumb-p.png-x with {'saved': 640}"}
+
+
+async def test_many_runs_of_every_kind_move_on_together(app: jobloom.App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nodes of many runs finish in the same cycles and start in the same loop ticks: the coordinator
+    moves every run on in one batch, and the worker reads the nodes' upstream results together."""
+    reads: list[int] = []
+    original = NodeContexts._read
+
+    async def counted(self: NodeContexts, tx: Any, jobs: list[Any]) -> Any:
+        reads.append(len(jobs))
+        return await original(self, tx, jobs)
+
+    monkeypatch.setattr(NodeContexts, "_read", counted)
+    images = [await app.start(app.flows["publish-image"], {"image": f"{i}.png", "fail_thumb": i % 5 == 0})
+              for i in range(20)]
+    fans = [await app.start(app.flows["fan-out"], {"image": "x", "sizes": [i + 1, -1 if i % 2 else 2, 3]})
+            for i in range(6)]
+    parents = [await app.start(app.flows["parent"], {"image": f"p{i}.png"}) for i in range(3)]
+    await drain_all(app, rounds=30)
+
+    for i, run in enumerate(images):
+        done = await app.get_run(run.id)
+        if i % 5 == 0:
+            assert (done.state, done.nodes["publish"].state, done.nodes["thumbnail"].state) == (
+                "failed", "skipped", "failed")
+        else:
+            assert done.state == "succeeded"
+            assert done.nodes["publish"].result == f"published thumb-{i}.png-x with {{'saved': 640}}"
+    for i, run in enumerate(fans):
+        done = await app.get_run(run.id)
+        assert done.nodes["collect"].result == {
+            "total": 3, "succeeded": 2 if i % 2 else 3, "failed": 1 if i % 2 else 0,
+            "results": [2 * (i + 1), None if i % 2 else 4, 6]}
+    for i, run in enumerate(parents):
+        done = await app.get_run(run.id)
+        assert done.state == "succeeded"
+        assert done.nodes["after"].result == {"child": f"published thumb-p{i}.png-x with {{'saved': 640}}"}
+    assert sum(reads) >= 60 and len(reads) * 4 <= sum(reads), reads  # several nodes per read, not one each
+
+
+async def test_a_node_whose_run_is_gone_fails_for_good(app: jobloom.App) -> None:
+    await app.store()
+    c = Claimed(1, "Analyze", "", 1, 3, None, "at_least_once", 0.0, run_id="no-such-run", node="analyze")
+    with pytest.raises(jobloom.Permanent, match="run 'no-such-run' of node 'analyze' no longer exists"):
+        await node_payload(NodeContexts(app), c)
 
 
 async def test_cancel_a_run(app: jobloom.App) -> None:
