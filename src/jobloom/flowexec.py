@@ -31,21 +31,16 @@ def node_options(node: Node) -> EnqueueOptions:
                           max_attempts=o.get("max_attempts"), delivery=o.get("delivery"))
 
 
-RUN_CACHE = 1024
-"""Runs whose flow, input, graph and depth (fixed when the run starts) a worker keeps in memory."""
-
-
 class NodeContexts:
     """Reads what flow nodes need to start (their run, upstream results and fan-out children).
 
     The nodes a worker starts in one loop tick (one cycle's claims) are read together: one read
-    transaction, with every run not seen before in one batch and every node's upstream results in
-    another. A run's flow, input, graph and depth never change, so they are kept per run.
+    transaction, with their runs in one batch and every node's upstream results in another. (Runs
+    are not kept between ticks: a finished run may be deleted and its id used again.)
     """
 
     def __init__(self, app: App) -> None:
         self.app = app
-        self._runs: dict[str, tuple[Any, ...]] = {}
         self._pending: list[tuple[Claimed, asyncio.Future[_Loaded | None]]] = []
         self._flushing: set[asyncio.Task[None]] = set()
 
@@ -79,13 +74,9 @@ class NodeContexts:
                 fut.set_result(one)
 
     async def _read(self, tx: Tx, jobs: list[Claimed]) -> list[_Loaded | None]:
-        missing = sorted({c.run_id for c in jobs if c.run_id is not None and c.run_id not in self._runs})
-        for found_run in await tx.fetch_batch([("get_run", {"id": run_id}) for run_id in missing]):
-            if found_run:
-                if len(self._runs) >= RUN_CACHE:
-                    del self._runs[next(iter(self._runs))]
-                self._runs[found_run[0][0]] = found_run[0]
-        found = [(c, self._runs.get(c.run_id or "")) for c in jobs]
+        run_ids = sorted({c.run_id for c in jobs if c.run_id is not None})
+        runs = {r[0][0]: r[0] for r in await tx.fetch_batch([("get_run", {"id": i}) for i in run_ids]) if r}
+        found = [(c, runs.get(c.run_id or "")) for c in jobs]
         ups = [[] if run is None else _ups(run, c) for c, run in found]
         queries: list[tuple[str, dict[str, Any]]] = []
         for (c, run), node_ups in zip(found, ups, strict=True):
