@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import coordinator
 from . import options as opt
@@ -19,6 +19,8 @@ from .types import Job
 
 if TYPE_CHECKING:
     from .store.base import Store, Tx
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,18 +164,23 @@ class Enqueuer:
         self._flushing = False
         if not batch:
             return
-        try:
-            jobs = await self.insert([j for j, _ in batch])
-        except BaseException as exc:
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, fut), job in zip(batch, jobs, strict=True):
+        await settle([fut for _, fut in batch], self.insert([j for j, _ in batch]))
+
+
+async def settle(futures: Sequence[asyncio.Future[T]], work: Awaitable[Sequence[T]]) -> None:
+    """Await ``work`` for a batch of callers: each future gets its result (in order), or all get its error."""
+    try:
+        results = await work
+    except BaseException as exc:
+        for fut in futures:
             if not fut.done():
-                fut.set_result(job)
+                fut.set_exception(exc)
+        if not isinstance(exc, Exception):
+            raise
+        return
+    for fut, result in zip(futures, results, strict=True):
+        if not fut.done():
+            fut.set_result(result)
 
 
 async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:

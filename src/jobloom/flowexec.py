@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import coordinator
-from .client import EnqueueOptions, build_job
+from .client import EnqueueOptions, build_job, settle
 from .errors import Permanent
 from .flow import Flow, FlowError, Node
 from .flowrun import CHILDREN_DONE, SUBFLOW_DONE, like_prefix, top_node
@@ -59,19 +59,11 @@ class NodeContexts:
         task.add_done_callback(self._flushing.discard)
 
     async def _flush(self, batch: list[tuple[Claimed, asyncio.Future[_Loaded | None]]]) -> None:
-        try:
-            loaded = await (await self.app.store()).transact(lambda tx: self._read(tx, [c for c, _ in batch]),
-                                                            exclusive=False)
-        except BaseException as exc:
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, fut), one in zip(batch, loaded, strict=True):
-            if not fut.done():
-                fut.set_result(one)
+        async def read() -> list[_Loaded | None]:
+            store = await self.app.store()
+            return await store.transact(lambda tx: self._read(tx, [c for c, _ in batch]), exclusive=False)
+
+        await settle([fut for _, fut in batch], read())
 
     async def _read(self, tx: Tx, jobs: list[Claimed]) -> list[_Loaded | None]:
         run_ids = sorted({c.run_id for c in jobs if c.run_id is not None})
