@@ -35,8 +35,8 @@ class NodeContexts:
     """Reads what flow nodes need to start (their run, upstream results and fan-out children).
 
     The nodes a worker starts in one loop tick (one cycle's claims) are read together: one read
-    transaction, with their runs in one batch and every node's upstream results in another. (Runs
-    are not kept between ticks: a finished run may be deleted and its id used again.)
+    transaction, with their runs in one batch and every node's upstream results in another. Runs are
+    not kept between ticks, so nothing here relies on a run id never being started again.
     """
 
     def __init__(self, app: App) -> None:
