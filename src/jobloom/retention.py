@@ -1,5 +1,7 @@
 """Retention: finished jobs are deleted, with their history, once their binding's retention has passed.
 
+A finished flow run is deleted with the last of its jobs (its id may then start a new run).
+
 Each performer's ``retention`` (default: succeeded 1 day; failed, stalled, cancelled and skipped
 7 days) applies to its binding; bindings the app does not know get the defaults. Deletion goes in
 bounded batches, one short transaction each, so no lock is held for long and dispatch never waits
@@ -42,7 +44,8 @@ def _history_queries(dialect: str) -> list[str]:
 async def prune_batch(
     store: Store, *, state: str, cutoff: float, bindings: list[str], others: bool, limit: int
 ) -> int:
-    """Delete up to ``limit`` jobs in ``state`` finished before ``cutoff``, with their history.
+    """Delete up to ``limit`` jobs in ``state`` finished before ``cutoff``, with their history (and the
+    finished flow runs whose last jobs they were).
 
     ``others=False``: jobs of ``bindings``; ``others=True``: jobs of every other binding.
     """
@@ -56,7 +59,12 @@ async def prune_batch(
             return 0
         for name in history:
             await tx.execute(name, {"ids": ids})
-        return await tx.execute("prune_jobs", {"ids": ids})
+        deleted = await tx.execute("prune_jobs", {"ids": ids})
+        runs = sorted({r[1] for r in rows if r[1] is not None})
+        if runs:  # a finished flow run goes with the last of its jobs
+            await tx.fetch("lock_pruned_runs", {"ids": runs})
+            await tx.execute("prune_runs", {"ids": runs})
+        return deleted
 
     return await store.transact(work)
 

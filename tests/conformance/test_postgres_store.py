@@ -281,6 +281,56 @@ async def test_transact_retries_the_loser_of_a_deadlock(store: PostgresStore) ->
     assert sorted(tries) == [1, 2]
 
 
+async def test_two_batches_deleting_a_runs_last_jobs_at_once_delete_the_run(store: PostgresStore) -> None:
+    """Retention: each batch deletes one of a finished run's two jobs, neither sees the other's delete
+    before it commits; the run is still deleted (the second batch waits on the run's lock)."""
+    now = time.time()
+    jobs = [new_job() for _ in range(2)]
+    for job in jobs:
+        job.run_id, job.state = "r1", "succeeded"
+
+    async def setup(tx: Tx) -> list[int]:
+        await tx.execute("insert_run", {"id": "r1", "flow": "f", "input": "{}", "graph": "{}", "deadline": None,
+                                        "parent_job_id": None, "depth": 0, "now": now})
+        await tx.execute("set_run_state", {"id": "r1", "state": "succeeded", "error": None, "finished_at": now})
+        return await enqueue(tx, jobs, now)  # type: ignore[return-value]
+
+    a, b = [job_id for job_id, _ in await store.transact(setup)]
+    first_locked, first_done, second_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    second_pid: list[int] = []
+
+    async def second_waits_or_is_done() -> None:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            deadline = time.monotonic() + 10
+            while not second_done.is_set():
+                row = admin.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                                    second_pid).fetchone() if second_pid else None
+                if row is not None and row[0] == "Lock":
+                    return
+                assert time.monotonic() < deadline, "the second batch neither waited nor finished"
+                await asyncio.sleep(0.01)
+
+    async def first(tx: Tx) -> None:
+        await tx.execute("prune_jobs", {"ids": [a]})
+        await tx.fetch("lock_pruned_runs", {"ids": ["r1"]})
+        first_locked.set()
+        await second_waits_or_is_done()
+        await tx.execute("prune_runs", {"ids": ["r1"]})  # sees b: the second batch has not committed
+        first_done.set()
+
+    async def second(tx: Tx) -> None:
+        await first_locked.wait()
+        second_pid.append(tx.conn.info.backend_pid)  # type: ignore[attr-defined]
+        await tx.execute("prune_jobs", {"ids": [b]})
+        await tx.fetch("lock_pruned_runs", {"ids": ["r1"]})
+        await tx.execute("prune_runs", {"ids": ["r1"]})
+        second_done.set()
+        await first_done.wait()  # both have looked before either commits
+
+    await asyncio.wait_for(asyncio.gather(store.transact(first), store.transact(second)), 30)
+    assert await store.transact(lambda tx: tx.fetch("get_run", {"id": "r1"}), exclusive=False) == []
+
+
 async def test_binding_locks_taken_in_opposite_orders_do_not_deadlock(store: PostgresStore) -> None:
     locked = [asyncio.Event(), asyncio.Event()]
     tries = [0, 0]

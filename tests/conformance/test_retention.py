@@ -13,6 +13,8 @@ import jobloom
 from jobloom.retention import RetentionKeeper, prune, prune_batch
 from jobloom.store.base import Tx
 
+from .flow_performers import PERFORMERS, image_flow
+
 DAY = 86400.0
 
 
@@ -132,6 +134,36 @@ async def test_the_keeper_runs_again_at_once_only_while_work_is_left(app: jobloo
     for _ in range(3):
         await keeper.run(app, later)
     assert keeper.deleted == 5 and await keeper.next_due(app, later) == later + 60.0
+
+
+async def test_a_finished_run_goes_with_the_last_of_its_jobs(store_url: str) -> None:
+    image = image_flow()
+    app = jobloom.App(store_url, performers=[*PERFORMERS, Ok], flows=[image], auto_migrate=True)
+    try:
+        ok = await app.start(image, {"image": "a.png"}, id="ok-run")
+        failed = await app.start(image, {"image": "b.png", "fail_thumb": True}, id="failed-run")
+        for _ in range(5):
+            await app.drain()
+        running = await app.start(image, {"image": "c.png"}, id="running-run")  # not drained
+        await app.enqueue(Ok, {}, delay=100 * DAY)  # the newest job, which SQLite never prunes
+        assert ((await app.get_run(ok.id)).state, (await app.get_run(failed.id)).state) == ("succeeded", "failed")
+        now = time.time()
+
+        await prune(app, now + 2 * DAY)  # successes go after a day: the failed run keeps its failed node
+        with pytest.raises(jobloom.RunNotFound):
+            await app.get_run(ok.id)
+        kept = await app.get_run(failed.id)
+        assert {n: s.state for n, s in kept.nodes.items()} == {"thumbnail": "failed", "publish": "skipped"}
+
+        await prune(app, now + 8 * DAY)
+        with pytest.raises(jobloom.RunNotFound):
+            await app.get_run(failed.id)
+        assert (await app.get_run(running.id)).state == "running"  # its jobs never finished
+
+        again = await app.start(image, {"image": "d.png"}, id="ok-run")  # the id starts a new run
+        assert again.state == "running" and again.input == {"image": "d.png"}
+    finally:
+        await app.close()
 
 
 async def test_old_read_model_rows_are_pruned(app: jobloom.App) -> None:

@@ -5,13 +5,13 @@
 -- person's retry cannot slip in between the pick and the delete.
 
 -- name: prune_pick
-SELECT id FROM jobloom_jobs
+SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state AND binding = ANY(:bindings::text[])
 ORDER BY finished_at LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: prune_pick_others
-SELECT id FROM jobloom_jobs
+SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
   AND binding <> ALL(:bindings::text[])
 ORDER BY finished_at LIMIT :limit
@@ -22,6 +22,17 @@ DELETE FROM jobloom_attempts WHERE job_id = ANY(:ids::bigint[])
 
 -- name: prune_jobs
 DELETE FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
+
+-- name: lock_pruned_runs
+-- The runs of a batch's jobs, locked before prune_runs looks for their other jobs: of two batches
+-- that delete a run's last jobs at the same time, the second then sees the first's deletes.
+SELECT id FROM jobloom_runs WHERE id = ANY(:ids::text[]) ORDER BY id FOR UPDATE
+
+-- name: prune_runs
+-- A finished run goes with the last of its jobs.
+DELETE FROM jobloom_runs r
+WHERE r.id = ANY(:ids::text[]) AND r.state <> 'running'
+  AND NOT EXISTS (SELECT 1 FROM jobloom_jobs j WHERE j.run_id = r.id)
 
 -- name: prune_stats
 DELETE FROM jobloom_stats

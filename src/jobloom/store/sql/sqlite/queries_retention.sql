@@ -5,14 +5,14 @@
 -- jobs would hand their ids out again, and an id must name one job for ever.
 
 -- name: prune_pick
-SELECT id FROM jobloom_jobs
+SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
   AND binding IN (SELECT value FROM json_each(:bindings))
   AND id < (SELECT max(id) FROM jobloom_jobs)
 ORDER BY finished_at LIMIT :limit
 
 -- name: prune_pick_others
-SELECT id FROM jobloom_jobs
+SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
   AND binding NOT IN (SELECT value FROM json_each(:bindings))
   AND id < (SELECT max(id) FROM jobloom_jobs)
@@ -23,6 +23,16 @@ DELETE FROM jobloom_attempts WHERE job_id IN (SELECT value FROM json_each(:ids))
 
 -- name: prune_jobs
 DELETE FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: lock_pruned_runs
+-- (SQLite serializes writers: nothing to lock.)
+SELECT id FROM jobloom_runs WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: prune_runs
+-- A finished run goes with the last of its jobs.
+DELETE FROM jobloom_runs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state <> 'running'
+  AND NOT EXISTS (SELECT 1 FROM jobloom_jobs j WHERE j.run_id = jobloom_runs.id)
 
 -- name: prune_stats
 DELETE FROM jobloom_stats
