@@ -7,10 +7,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from . import coordinator
 from . import options as opt
+from .coalesce import Coalescer
 from .coordinator import NewJob
 from .errors import InvalidOption
 from .performer import PerformerSpec
@@ -19,8 +20,6 @@ from .types import Job
 
 if TYPE_CHECKING:
     from .store.base import Store, Tx
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,22 +100,11 @@ class Enqueuer:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._pending: list[tuple[NewJob, asyncio.Future[Job]]] = []
-        self._flushing = False
-        self._flushes: set[asyncio.Task[None]] = set()
+        self._calls: Coalescer[NewJob, Job] = Coalescer(self.insert)
 
     def submit(self, job: NewJob) -> asyncio.Future[Job]:
         """Queue ``job`` for the next flush; the future resolves once it is committed."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Job] = loop.create_future()
-        self._pending.append((job, fut))
-        if not self._flushing:
-            self._flushing = True
-            # runs after the tasks already ready, so their enqueues join it; held until done
-            task = loop.create_task(self._flush())
-            self._flushes.add(task)
-            task.add_done_callback(self._flushes.discard)
-        return fut
+        return self._calls.submit(job)
 
     async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Insert ``jobs`` now, atomically: one statement when no unique key needs checking first."""
@@ -158,29 +146,6 @@ class Enqueuer:
         if not notified:
             await self.store.notify()
         return created
-
-    async def _flush(self) -> None:
-        batch, self._pending = self._pending, []
-        self._flushing = False
-        if not batch:
-            return
-        await settle([fut for _, fut in batch], self.insert([j for j, _ in batch]))
-
-
-async def settle(futures: Sequence[asyncio.Future[T]], work: Awaitable[Sequence[T]]) -> None:
-    """Await ``work`` for a batch of callers: each future gets its result (in order), or all get its error."""
-    try:
-        results = await work
-    except BaseException as exc:
-        for fut in futures:
-            if not fut.done():
-                fut.set_exception(exc)
-        if not isinstance(exc, Exception):
-            raise
-        return
-    for fut, result in zip(futures, results, strict=True):
-        if not fut.done():
-            fut.set_result(result)
 
 
 async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:

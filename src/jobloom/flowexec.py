@@ -4,13 +4,13 @@ sub-flow nodes. This is where user code of a flow (``input=``, ``over=``) runs, 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from . import coordinator
-from .client import EnqueueOptions, build_job, settle
+from .client import EnqueueOptions, build_job
+from .coalesce import Coalescer
 from .errors import Permanent
 from .flow import Flow, FlowError, Node
 from .flowrun import CHILDREN_DONE, SUBFLOW_DONE, like_prefix, top_node
@@ -41,29 +41,15 @@ class NodeContexts:
 
     def __init__(self, app: App) -> None:
         self.app = app
-        self._pending: list[tuple[Claimed, asyncio.Future[_Loaded | None]]] = []
-        self._flushing: set[asyncio.Task[None]] = set()
+        self._calls: Coalescer[Claimed, _Loaded | None] = Coalescer(self._load)
 
     async def load(self, c: Claimed) -> _Loaded | None:
         """The run row, upstream results and upstream fan-out children of node job ``c`` (None: no such run)."""
-        fut: asyncio.Future[_Loaded | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((c, fut))
-        if len(self._pending) == 1:
-            asyncio.get_running_loop().call_soon(self._flush_soon)
-        return await fut
+        return await self._calls.submit(c)
 
-    def _flush_soon(self) -> None:
-        batch, self._pending = self._pending, []
-        task = asyncio.get_running_loop().create_task(self._flush(batch))
-        self._flushing.add(task)
-        task.add_done_callback(self._flushing.discard)
-
-    async def _flush(self, batch: list[tuple[Claimed, asyncio.Future[_Loaded | None]]]) -> None:
-        async def read() -> list[_Loaded | None]:
-            store = await self.app.store()
-            return await store.transact(lambda tx: self._read(tx, [c for c, _ in batch]), exclusive=False)
-
-        await settle([fut for _, fut in batch], read())
+    async def _load(self, jobs: list[Claimed]) -> list[_Loaded | None]:
+        store = await self.app.store()
+        return await store.transact(lambda tx: self._read(tx, jobs), exclusive=False)
 
     async def _read(self, tx: Tx, jobs: list[Claimed]) -> list[_Loaded | None]:
         run_ids = sorted({c.run_id for c in jobs if c.run_id is not None})

@@ -1,0 +1,53 @@
+"""Coalescing: the calls made in one event-loop tick, run as one batch (one transaction, not one each)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+class Coalescer(Generic[In, Out]):
+    """Collects the items submitted in one loop tick and hands them to ``run`` together.
+
+    ``run`` takes the items in the order they were submitted and returns one result per item; each
+    caller's future gets its own result, or every caller gets ``run``'s error.
+    """
+
+    def __init__(self, run: Callable[[list[In]], Awaitable[Sequence[Out]]]) -> None:
+        self._run = run
+        self._pending: list[tuple[In, asyncio.Future[Out]]] = []
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    def submit(self, item: In) -> asyncio.Future[Out]:
+        """Queue ``item`` for the next batch; the future resolves with its result."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Out] = loop.create_future()
+        self._pending.append((item, fut))
+        if len(self._pending) == 1:
+            # runs after the tasks already ready, so that their submits join it; held until done
+            task = loop.create_task(self._flush())
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+        return fut
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending, []
+        futures = [fut for _, fut in batch]
+        try:
+            results = await self._run([item for item, _ in batch])
+            if len(results) != len(batch):
+                raise ValueError(f"a batch of {len(batch)} items returned {len(results)} results")
+        except BaseException as exc:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for fut, result in zip(futures, results, strict=True):
+            if not fut.done():
+                fut.set_result(result)

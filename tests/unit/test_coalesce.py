@@ -1,0 +1,63 @@
+"""The coalescer: one batch per loop tick, results to their callers in order, an error to all."""
+
+from __future__ import annotations
+
+import asyncio
+
+from jobloom.coalesce import Coalescer
+
+
+async def test_the_calls_of_one_tick_run_as_one_batch_and_each_gets_its_result() -> None:
+    batches: list[list[int]] = []
+
+    async def run(items: list[int]) -> list[int]:
+        batches.append(items)
+        await asyncio.sleep(0)
+        return [i * 10 for i in items]
+
+    c: Coalescer[int, int] = Coalescer(run)
+    first = await asyncio.gather(*(c.submit(i) for i in range(5)))
+    second = await asyncio.gather(c.submit(7), c.submit(8))
+    assert (first, second) == ([0, 10, 20, 30, 40], [70, 80])
+    assert batches == [[0, 1, 2, 3, 4], [7, 8]]
+
+
+async def test_tasks_ready_in_the_same_tick_join_the_batch() -> None:
+    batches: list[list[str]] = []
+
+    async def run(items: list[str]) -> list[str]:
+        batches.append(items)
+        return [s.upper() for s in items]
+
+    c: Coalescer[str, str] = Coalescer(run)
+
+    async def caller(s: str) -> str:
+        return await c.submit(s)
+
+    assert await asyncio.gather(*(caller(s) for s in "abc")) == ["A", "B", "C"]
+    assert batches == [["a", "b", "c"]]
+
+
+async def test_a_failing_batch_fails_every_caller_and_the_next_batch_runs() -> None:
+    calls = 0
+
+    async def run(items: list[int]) -> list[int]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ConnectionError("store unreachable")
+        return items
+
+    c: Coalescer[int, int] = Coalescer(run)
+    results = await asyncio.gather(c.submit(1), c.submit(2), return_exceptions=True)
+    assert [type(r) for r in results] == [ConnectionError, ConnectionError]
+    assert await c.submit(3) == 3
+
+
+async def test_a_batch_that_returns_too_few_results_is_an_error() -> None:
+    async def run(items: list[int]) -> list[int]:
+        return items[:-1]
+
+    c: Coalescer[int, int] = Coalescer(run)
+    results = await asyncio.wait_for(asyncio.gather(c.submit(1), c.submit(2), return_exceptions=True), 5)
+    assert [str(r) for r in results] == ["a batch of 2 items returned 1 results"] * 2  # none left waiting
