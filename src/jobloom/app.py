@@ -122,6 +122,15 @@ class App(FlowsAPI, SchedulingMixin):
         """The store for the running event loop, connected and checked."""
         return (await self._core()).store
 
+    def store_if_open(self) -> Store | None:
+        """The store of the running event loop if one was opened (no I/O; None outside a loop)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        core = self._cores.get(loop)
+        return None if core is None else core.store
+
     async def _core(self) -> _Core:
         loop = asyncio.get_running_loop()
         last = self._last

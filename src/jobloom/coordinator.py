@@ -395,7 +395,7 @@ class CycleReads:
     locked: list[tuple[Any, ...]] | None
     expired: list[tuple[Any, ...]]
     promoted: list[tuple[Any, ...]]
-    cancels: set[int]
+    cancels: set[tuple[int, int]]
     bindings: dict[str, list[tuple[Any, ...]]]
 
 
@@ -422,16 +422,21 @@ async def read_cycle(
     ids = set(reporting)
     expired = [r for r in next(results) if r[0] not in ids]
     promoted = next(results)
-    cancels = {r[0] for r in next(results)} if watching else set()
+    cancels = {(r[0], r[1]) for r in next(results)} if watching else set()
     return CycleReads(locked, expired, promoted, cancels, {b: next(results) for b in bindings})
 
 
 async def heartbeat(
-    tx: Tx, worker: str, ids: Iterable[int], now: float, lease: float
-) -> tuple[set[int], set[int]]:
-    """Extend the leases of ``worker``'s running jobs; return (still held, cancel requested)."""
-    rows = await tx.fetch("heartbeat", {"ids": list(ids), "worker": worker, "lease_expires": now + lease})
-    return {r[0] for r in rows}, {r[0] for r in rows if r[1]}
+    tx: Tx, worker: str, keys: Iterable[tuple[int, int]], now: float, lease: float
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """Extend the leases of ``worker``'s running attempts, given as (job id, attempt): an attempt that is
+    no longer the job's current one is not renewed. Returns (still held, cancel requested)."""
+    pairs = sorted(set(keys))
+    rows = await tx.fetch("heartbeat", {
+        "ids": [k[0] for k in pairs], "attempts": [k[1] for k in pairs], "pairs": [list(k) for k in pairs],
+        "worker": worker, "lease_expires": now + lease,
+    })
+    return {(r[0], r[1]) for r in rows}, {(r[0], r[1]) for r in rows if r[2]}
 
 
 async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> str:
@@ -465,6 +470,17 @@ async def retry(tx: Tx, job_id: int, now: float) -> None:
         raise InvalidTransition(job_id, row[1], "retry")
     await tx.execute("retry_now", {"id": job_id, "now": now})
     await emit(tx, [event(now, job_id, row[3], "requeued", row[2])])
+
+
+async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
+    """Fail an attempt whose outcome cannot be applied, by the narrowest statement there is (no result,
+    no traceback, no flow bookkeeping): the last resort that keeps one bad job from wedging a worker."""
+    row = await tx.fetchone("fail_attempt", {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
+    if row is None:
+        return False
+    await tx.execute("insert_attempt", _attempt_row(o) | {"outcome": lifecycle.PERMANENT})
+    await emit(tx, [event(now, o.job_id, row[0], "failed", o.attempt, o.finished_at - o.started_at)])
+    return True
 
 
 async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int, str]], now: float) -> int:

@@ -181,21 +181,23 @@ async def test_heartbeat_extends_only_the_owners_leases(app: jobloom.App) -> Non
     job = await app.enqueue(Echo, {})
     now = time.time()
     await claim(app, "Echo", "w1", now=now, lease=1.0)
+    key = (job.id, 1)
 
-    async def beat(worker: str) -> Any:
+    async def beat(worker: str, attempt: int = 1) -> Any:
         async def work(t: Any) -> Any:
-            return await coordinator.heartbeat(t, worker, [job.id], now + 0.5, 1.0)
+            return await coordinator.heartbeat(t, worker, [(job.id, attempt)], now + 0.5, 1.0)
         return await tx(app, work)
 
     assert await beat("intruder") == (set(), set())
-    assert await beat("w1") == ({job.id}, set())
+    assert await beat("w1", attempt=2) == (set(), set())  # fenced: not the job's current attempt
+    assert await beat("w1") == ({key}, set())
 
     async def reap(t: Any) -> list[int]:
         return await coordinator.reap(t, now + 1.0 + coordinator.LEASE_GRACE + 0.2)
 
     assert await tx(app, reap) == []  # the lease was extended to now + 1.5
     await app.cancel(job.id)
-    assert await beat("w1") == ({job.id}, {job.id})
+    assert await beat("w1") == ({key}, {key})
 
 
 async def test_release_returns_unstarted_jobs_without_spending_an_attempt(app: jobloom.App) -> None:

@@ -7,10 +7,12 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
+import jobloom
 
 HERE = Path(__file__).parent
 
@@ -26,8 +28,9 @@ class Processes:
         self.env = {**os.environ, "PYTHONPATH": str(state_dir), "JOBLOOM_IT_URL": url,
                     "JOBLOOM_IT_DIR": str(state_dir)}
 
-    def worker(self, *, concurrency: int = 16, grace: float = 5.0, lease: float = 1.0) -> subprocess.Popen[bytes]:
-        env = {**self.env, "JOBLOOM_IT_LEASE": str(lease)}
+    def worker(self, *, concurrency: int = 16, grace: float = 5.0, lease: float = 1.0,
+               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        env = {**self.env, "JOBLOOM_IT_LEASE": str(lease), **(env or {})}
         proc = subprocess.Popen(
             [sys.executable, "-m", "jobloom.process", "itapp:app", "--concurrency", str(concurrency),
              "--grace", str(grace), "--log-level", "warning"],
@@ -61,3 +64,29 @@ def procs(store_url: str, tmp_path: Path) -> Iterator[Processes]:
         yield p
     finally:
         p.cleanup()
+
+
+@pytest.fixture
+async def it_app(procs: Processes) -> AsyncIterator[jobloom.App]:
+    """An App on the test's store with itapp's performers and flows (imported from the test's folder)."""
+    import sys
+
+    sys.path.insert(0, str(procs.state_dir))
+    os.environ["JOBLOOM_IT_DIR"] = str(procs.state_dir)
+    import importlib
+
+    import itapp  # type: ignore[import-not-found]
+
+    importlib.reload(itapp)
+    app = jobloom.App(procs.url, performers=list(itapp.app.specs[b].cls for b in itapp.app.specs),
+                      flows=list(itapp.app.flows.values()), auto_migrate=True, lease=1.0)
+    await app.store()
+    yield app
+    await app.close()
+    sys.path.remove(str(procs.state_dir))
+
+
+@pytest.fixture
+async def app(it_app: jobloom.App) -> jobloom.App:
+    """``it_app`` under its usual name."""
+    return it_app

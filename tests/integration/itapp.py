@@ -131,6 +131,25 @@ class LoggedAtMostOnce(jobloom.Performer[dict[str, Any], int]):
         return self.ctx.attempt
 
 
+class Poison(jobloom.Performer[dict[str, Any], None]):
+    """Fails with text no store can hold as it is (a NUL byte and a lone surrogate)."""
+
+    max_attempts = 1
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        raise RuntimeError("bad\x00byte \ud800 here")
+
+
+class Noop(jobloom.Performer[dict[str, Any], None]):
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+class Tick(jobloom.Performer[dict[str, Any], None]):
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
 fan_in = jobloom.Flow("fan-in")
 _a = fan_in.node("a", Node, input=lambda inp, up: {"n": 1})
 _b = fan_in.node("b", Node, after=[_a], input=lambda inp, up: {"n": 2, "sleep": 0.01})
@@ -141,8 +160,10 @@ fan_in.node("d", Node, after=[_b, _c], input=lambda inp, up: {"n": up["b"] + up[
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
     performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
-                LoggedAtMostOnce],
+                LoggedAtMostOnce, Poison, Noop, Tick],
     flows=[fan_in],
+    schedules=[jobloom.Schedule("tick", every=1, performer=Tick, payload=lambda at: {"tick": at.timestamp()})]
+    if os.environ.get("JOBLOOM_IT_TICK") else [],
     lease=float(os.environ.get("JOBLOOM_IT_LEASE", "1.0")),
     auto_migrate=True,
 )

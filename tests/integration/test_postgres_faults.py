@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from functools import partial
@@ -471,3 +472,22 @@ async def test_a_failing_cycle_backs_off_exponentially_and_starts_over_after_a_s
     finally:
         await client.close()
         await app.close()
+
+
+@pytest.mark.postgres
+async def test_sigterm_stops_a_worker_within_its_grace_while_the_server_is_down(
+    private_server: PrivateServer, pg_procs: LoggedProcesses, pg_app: jobloom.App
+) -> None:
+    """The store is failing (its server stopped): SIGTERM still ends the worker within its grace period
+    and a small margin, whatever the store's own retries were doing."""
+    job = await pg_app.enqueue(LoggedAtLeastOnce, {})
+    worker = pg_procs.worker(grace=2.0)
+    assert (await pg_app.wait(job.id, timeout=30)).state == "succeeded"
+    await pg_app.close()
+    await asyncio.to_thread(private_server.stop, "immediate")
+    t0 = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    code = await asyncio.to_thread(worker.wait, 30)
+    took = time.monotonic() - t0
+    assert took < 2.0 + jobloom.worker.ABANDON_MARGIN + 2.0, (took, pg_procs.tail(worker))
+    assert code == 0, pg_procs.tail(worker)

@@ -16,25 +16,6 @@ from .conftest import Processes
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-async def app(procs: Processes):
-    import sys
-
-    sys.path.insert(0, str(procs.state_dir))
-    os.environ["JOBLOOM_IT_DIR"] = str(procs.state_dir)
-    import importlib
-
-    import itapp  # type: ignore[import-not-found]
-
-    importlib.reload(itapp)
-    app = jobloom.App(procs.url, performers=list(itapp.app.specs[b].cls for b in itapp.app.specs),
-                      flows=list(itapp.app.flows.values()), auto_migrate=True, lease=1.0)
-    await app.store()
-    yield app
-    await app.close()
-    sys.path.remove(str(procs.state_dir))
-
-
 async def _count(app: jobloom.App, binding: str, state: str) -> int:
     return sum(1 for j in await app.list_jobs(binding=binding, state=state, limit=10_000))
 

@@ -128,6 +128,11 @@ class Store(abc.ABC):
         it is :meth:`transact`."""
         return await self.transact(fn)
 
+    def is_transient(self, exc: BaseException) -> bool:
+        """Whether ``exc`` (raised by :meth:`transact` after its own retries) says the store is unreachable
+        or busy for now, rather than that the work itself cannot be done: the caller may try again later."""
+        return isinstance(exc, StoreError)
+
     @abc.abstractmethod
     async def notify(self) -> None:
         """Wake idle workers in other processes (after a commit that made work runnable)."""

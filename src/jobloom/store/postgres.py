@@ -317,6 +317,10 @@ class PostgresStore(Store):
 
     # -- wake-ups -----------------------------------------------------------------------------------
 
+    def is_transient(self, exc: BaseException) -> bool:
+        """A conflict, a lost or refused connection, a pool that had no connection in time."""
+        return isinstance(exc, StoreError | OSError) or is_transient(exc)
+
     async def notify(self) -> None:
         """``NOTIFY`` this schema's channel, in the background; never raises (a lost signal only delays
         a worker). Calls made while a NOTIFY is on its way are folded into one more, so a caller

@@ -279,6 +279,15 @@ class SQLiteStore(Store):
 
         return self.transact_on_sync(conn, run)
 
+    def is_transient(self, exc: BaseException) -> bool:
+        """A busy lock, a full or failing disk, a file that cannot be opened for now."""
+        if isinstance(exc, StoreError):
+            return True
+        if isinstance(exc, sqlite3.OperationalError):
+            text = str(exc).lower()
+            return any(s in text for s in ("locked", "busy", "disk i/o", "unable to open", "database or disk is full"))
+        return isinstance(exc, OSError)
+
     async def notify(self) -> None:
         """Wake workers of this file in other processes."""
         self._waker.send()

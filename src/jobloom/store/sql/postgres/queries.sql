@@ -172,18 +172,28 @@ SET state = 'queued', attempt = attempt - 1, lease_owner = NULL, lease_expires =
 WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker
 
 -- name: heartbeat
+-- Fenced by attempt: only the (id, attempt) pairs that are still the jobs' current, running attempts of
+-- this worker are renewed.
 WITH held AS (
     SELECT id FROM jobloom_jobs
-    WHERE id = ANY(:ids::bigint[]) AND lease_owner = :worker AND (state || '') = 'running'  -- by id (see claim)
+    WHERE id = ANY(:ids::bigint[]) AND (id, attempt) IN (SELECT * FROM unnest(:ids::bigint[], :attempts::int[]))
+      AND lease_owner = :worker AND (state || '') = 'running'  -- by id (see claim)
     ORDER BY id
     FOR UPDATE
 )
 UPDATE jobloom_jobs AS j SET lease_expires = :lease_expires FROM held WHERE j.id = held.id
-RETURNING j.id, j.cancel_requested
+RETURNING j.id, j.attempt, j.cancel_requested
 
 -- name: cancel_requests
-SELECT id FROM jobloom_jobs
+SELECT id, attempt FROM jobloom_jobs
 WHERE state = 'running' AND lease_owner = :worker AND cancel_requested
+
+-- name: fail_attempt
+-- The last resort for an attempt whose outcome cannot be applied: failed, with jobloom's own error text.
+UPDATE jobloom_jobs
+SET state = 'failed', error = :error, finished_at = :now, lease_owner = NULL, lease_expires = NULL
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+RETURNING binding
 
 -- name: next_scheduled
 SELECT min(run_at) FROM jobloom_jobs WHERE state = 'scheduled'

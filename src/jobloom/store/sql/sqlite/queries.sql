@@ -133,13 +133,24 @@ SET state = 'queued', attempt = attempt - 1, lease_owner = NULL, lease_expires =
 WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker
 
 -- name: heartbeat
+-- Fenced by attempt: only the (id, attempt) pairs (a JSON array of [id, attempt]) that are still the jobs'
+-- current, running attempts of this worker are renewed.
 UPDATE jobloom_jobs SET lease_expires = :lease_expires
-WHERE id IN (SELECT value FROM json_each(:ids)) AND lease_owner = :worker AND state = 'running'
-RETURNING id, cancel_requested
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND (id, attempt) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:pairs))
+  AND lease_owner = :worker AND state = 'running'
+RETURNING id, attempt, cancel_requested
 
 -- name: cancel_requests
-SELECT id FROM jobloom_jobs
+SELECT id, attempt FROM jobloom_jobs
 WHERE state = 'running' AND lease_owner = :worker AND cancel_requested = 1
+
+-- name: fail_attempt
+-- The last resort for an attempt whose outcome cannot be applied: failed, with jobloom's own error text.
+UPDATE jobloom_jobs
+SET state = 'failed', error = :error, finished_at = :now, lease_owner = NULL, lease_expires = NULL
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+RETURNING binding
 
 -- name: next_scheduled
 SELECT min(run_at) FROM jobloom_jobs WHERE state = 'scheduled'
