@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from .errors import CommitUnknown
+
 In = TypeVar("In")
 Out = TypeVar("Out")
 
@@ -14,7 +16,10 @@ class Coalescer(Generic[In, Out]):
     """Collects the items submitted in one loop tick and hands them to ``run`` together.
 
     ``run`` takes the items in the order they were submitted and returns one result per item; each
-    caller's future gets its own result, or every caller gets ``run``'s error.
+    caller's future gets its own result. If a batch of several items fails, each item is run again on
+    its own, so that one caller's bad item fails only that caller; an error that leaves the batch's
+    fate unknown (``CommitUnknown``: it may have been applied) goes to every caller instead, since
+    running the items again could apply them twice.
     """
 
     def __init__(self, run: Callable[[list[In]], Awaitable[Sequence[Out]]]) -> None:
@@ -36,18 +41,28 @@ class Coalescer(Generic[In, Out]):
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []
-        futures = [fut for _, fut in batch]
+        try:
+            await self._settle(batch)
+        except BaseException as exc:
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            raise
+
+    async def _settle(self, batch: list[tuple[In, asyncio.Future[Out]]]) -> None:
         try:
             results = await self._run([item for item, _ in batch])
             if len(results) != len(batch):
                 raise ValueError(f"a batch of {len(batch)} items returned {len(results)} results")
-        except BaseException as exc:
-            for fut in futures:
+        except Exception as exc:
+            if len(batch) > 1 and not isinstance(exc, CommitUnknown):
+                for one in batch:  # each caller gets its own outcome
+                    await self._settle([one])
+                return
+            for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
             return
-        for fut, result in zip(futures, results, strict=True):
+        for (_, fut), result in zip(batch, results, strict=True):
             if not fut.done():
                 fut.set_result(result)

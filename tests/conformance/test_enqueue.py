@@ -269,3 +269,31 @@ async def test_list_jobs_filters(app: jobloom.App) -> None:
     assert len(await app.list_jobs(limit=2)) == 2
     with pytest.raises(jobloom.InvalidOption, match="state.*one of waiting"):
         await app.list_jobs(state="bogus")
+
+
+async def test_one_callers_bad_job_in_a_coalesced_batch_fails_only_that_caller(store_url: str) -> None:
+    """Enqueues made in one loop tick share a transaction; a job the store refuses fails only its caller."""
+    import dataclasses
+    import time as _time
+
+    from jobloom.client import build_job
+
+    app = jobloom.App(store_url, performers=[_Plain], auto_migrate=True)
+    try:
+        core = await app._core()
+        now = _time.time()
+        good = build_job(app.spec(_Plain), {}, jobloom.EnqueueOptions(), now)
+        bad = dataclasses.replace(good, payload='"\\ud800"')  # no store can hold a lone surrogate
+        bad.payload = '"\ud800"'
+        results = await asyncio.gather(core.enqueuer.submit(good), core.enqueuer.submit(bad),
+                                       core.enqueuer.submit(dataclasses.replace(good)), return_exceptions=True)
+        assert isinstance(results[1], Exception), results
+        assert all(isinstance(r, jobloom.Job) for r in (results[0], results[2])), results
+        assert {j.id for j in await app.list_jobs()} == {results[0].id, results[2].id}  # type: ignore[union-attr]
+    finally:
+        await app.close()
+
+
+class _Plain(jobloom.Performer[dict[str, int], None]):
+    async def perform(self, payload: dict[str, int]) -> None:
+        return None

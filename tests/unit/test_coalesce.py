@@ -1,4 +1,4 @@
-"""The coalescer: one batch per loop tick, results to their callers in order, an error to all."""
+"""The coalescer: one batch per loop tick, results to their callers in order, each caller its own error."""
 
 from __future__ import annotations
 
@@ -38,20 +38,36 @@ async def test_tasks_ready_in_the_same_tick_join_the_batch() -> None:
     assert batches == [["a", "b", "c"]]
 
 
-async def test_a_failing_batch_fails_every_caller_and_the_next_batch_runs() -> None:
-    calls = 0
+async def test_a_bad_item_fails_only_its_caller() -> None:
+    batches: list[list[int]] = []
 
     async def run(items: list[int]) -> list[int]:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise ConnectionError("store unreachable")
+        batches.append(items)
+        if 2 in items:
+            raise ValueError("2 is refused")
         return items
 
     c: Coalescer[int, int] = Coalescer(run)
+    results = await asyncio.gather(c.submit(1), c.submit(2), c.submit(3), return_exceptions=True)
+    assert results[0] == 1 and results[2] == 3
+    assert isinstance(results[1], ValueError)
+    assert batches == [[1, 2, 3], [1], [2], [3]]
+    assert await c.submit(4) == 4
+
+
+async def test_a_batch_of_unknown_fate_fails_every_caller_without_running_again() -> None:
+    from jobloom.errors import CommitUnknown
+
+    batches: list[list[int]] = []
+
+    async def run(items: list[int]) -> list[int]:
+        batches.append(items)
+        raise CommitUnknown("the connection failed during COMMIT")
+
+    c: Coalescer[int, int] = Coalescer(run)
     results = await asyncio.gather(c.submit(1), c.submit(2), return_exceptions=True)
-    assert [type(r) for r in results] == [ConnectionError, ConnectionError]
-    assert await c.submit(3) == 3
+    assert [type(r) for r in results] == [CommitUnknown, CommitUnknown]
+    assert batches == [[1, 2]]  # not run again: it may have been applied
 
 
 async def test_a_batch_that_returns_too_few_results_is_an_error() -> None:
@@ -60,4 +76,4 @@ async def test_a_batch_that_returns_too_few_results_is_an_error() -> None:
 
     c: Coalescer[int, int] = Coalescer(run)
     results = await asyncio.wait_for(asyncio.gather(c.submit(1), c.submit(2), return_exceptions=True), 5)
-    assert [str(r) for r in results] == ["a batch of 2 items returned 1 results"] * 2  # none left waiting
+    assert [str(r) for r in results] == ["a batch of 1 items returned 0 results"] * 2  # none left waiting
