@@ -21,6 +21,7 @@ from .flowapi import FlowsAPI, flow_bindings, register_flows
 from .housekeeping import Housekeeper
 from .performer import Performer, PerformerSpec, inspect_performer
 from .records import attempt_from_row, backoff_json, job_from_row
+from .retention import retention_json
 from .schedule import Schedule
 from .scheduling import SchedulingMixin
 from .store import Store, open_store
@@ -159,7 +160,8 @@ class App(FlowsAPI, SchedulingMixin):
         return applied
 
     async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
-        """Store the performers' limits with their coordinators (done by workers at start)."""
+        """Store the performers' limits with their coordinators, and their retention, which every app's
+        pruning then applies to their jobs (done by workers at start)."""
         store = await self.store()
         now = time.time()
         rows = []
@@ -171,7 +173,8 @@ class App(FlowsAPI, SchedulingMixin):
             rows.append({
                 "binding": name, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
                 "rate": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
-                "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff), "now": now,
+                "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
+                "retention": retention_json(spec.retention), "now": now,
             })
 
         async def work(tx: Tx) -> None:

@@ -75,12 +75,14 @@ UNION ALL
 SELECT * FROM created
 
 -- name: upsert_binding
-INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, updated_at)
-VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :now)
+-- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
+INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
+                              retention, updated_at)
+VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention, :now)
 ON CONFLICT (binding) DO UPDATE SET
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
-    updated_at = excluded.updated_at
+    retention = excluded.retention, updated_at = excluded.updated_at
 
 -- name: set_overrides
 INSERT INTO jobloom_bindings (binding, overrides, updated_at) VALUES (:binding, :overrides, :now)
