@@ -1,15 +1,20 @@
 """Reads on every store that must not grow with the history: ``App.counts()`` reads indexes only,
-whatever the number of succeeded and skipped jobs (``counts(finished=True)`` counts those too)."""
+whatever the number of succeeded and skipped jobs (``counts(finished=True)`` counts those too), and
+``App.list_runs()`` reads the listed runs' nodes in one query."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
 import jobloom
+from jobloom.store.base import Tx
 from jobloom.store.sql import load_queries
+
+from .flow_performers import PERFORMERS, fanout_flow, image_flow
 
 HISTORY = 20_000
 # (binding, state, how many) of the jobs that are not succeeded or skipped
@@ -88,3 +93,43 @@ async def test_counts_read_indexes_not_the_table(app: jobloom.App, store_url: st
             assert index in plan, (index, plan)
         assert "jobloom_jobs_queued" in plan, plan  # either of the two indexes of queued jobs
 
+
+class _Recording:
+    """A transaction that notes the name of every statement it runs (and runs it)."""
+
+    def __init__(self, tx: Tx, names: list[str]) -> None:
+        self._tx, self._names = tx, names
+
+    async def fetch(self, name: str, params: Any = None) -> list[tuple[Any, ...]]:
+        self._names.append(name)
+        return await self._tx.fetch(name, params)
+
+
+async def test_list_runs_reads_every_listed_runs_nodes_in_one_query(store_url: str) -> None:
+    image, fanout = image_flow(), fanout_flow()
+    app = jobloom.App(store_url, performers=PERFORMERS, flows=[image, fanout], auto_migrate=True)
+    try:
+        started = [await app.start(image, {"image": f"{i}.png"}, id=f"img-{i}") for i in range(4)]
+        started.append(await app.start(fanout, {"sizes": [1, 2, 3]}, id="fan"))
+        for _ in range(3):
+            await app.drain()  # runs at different stages, the fan-out's map children among its jobs
+        store = await app.store()
+        names: list[str] = []
+        transact = store.transact
+
+        async def recording(fn: Callable[[Tx], Awaitable[Any]], **kw: Any) -> Any:
+            return await transact(lambda tx: fn(_Recording(tx, names)), **kw)  # type: ignore[arg-type]
+
+        store.transact = recording  # type: ignore[method-assign]
+        try:
+            listed = await app.list_runs()
+        finally:
+            store.transact = transact  # type: ignore[method-assign]
+        assert names == ["list_runs", "runs_jobs"]
+        assert sorted(r.id for r in listed) == sorted(r.id for r in started)
+        for run in listed:
+            assert run == await app.get_run(run.id)
+        assert all(len(r.nodes) == 4 for r in listed if r.id != "fan")
+        assert await app.list_runs(flow="no-such-flow") == []
+    finally:
+        await app.close()
