@@ -21,6 +21,7 @@ from .flowapi import FlowsAPI, flow_bindings, register_flows
 from .housekeeping import Housekeeper
 from .performer import Performer, PerformerSpec, inspect_performer
 from .records import attempt_from_row, backoff_json, job_from_row
+from .retention import retention_json
 from .schedule import Schedule
 from .scheduling import SchedulingMixin
 from .store import Store, open_store
@@ -168,7 +169,8 @@ class App(FlowsAPI, SchedulingMixin):
         return applied
 
     async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
-        """Store the performers' limits with their coordinators (done by workers at start)."""
+        """Store the performers' limits with their coordinators, and their retention, which every app's
+        pruning then applies to their jobs (done by workers at start)."""
         store = await self.store()
         now = time.time()
         rows = []
@@ -180,7 +182,8 @@ class App(FlowsAPI, SchedulingMixin):
             rows.append({
                 "binding": name, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
                 "rate": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
-                "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff), "now": now,
+                "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
+                "retention": retention_json(spec.retention), "now": now,
             })
 
         async def work(tx: Tx) -> None:
@@ -362,12 +365,17 @@ class App(FlowsAPI, SchedulingMixin):
 
         return [job_from_row(r) for r in await store.transact(work, exclusive=False)]
 
-    async def counts(self) -> dict[str, dict[str, int]]:
-        """Number of jobs per binding and state."""
+    async def counts(self, *, finished: bool = False) -> dict[str, dict[str, int]]:
+        """Number of jobs per binding and state (states with no jobs are left out).
+
+        By default succeeded and skipped jobs, most of the history, are not counted: the other states
+        are each read from an index, so the cost follows the active and failed jobs, however long the
+        history. ``finished=True`` counts succeeded and skipped jobs too, reading every job."""
         store = await self.store()
+        query = "count_by_state" if finished else "count_by_state_indexed"
 
         async def work(tx: Tx) -> list[tuple[Any, ...]]:
-            return await tx.fetch("count_by_state")
+            return await tx.fetch(query)
 
         out: dict[str, dict[str, int]] = {}
         for binding, state, n in await store.transact(work, exclusive=False):

@@ -248,15 +248,18 @@ def cancel_command(
 def counts_command(
     ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
     as_json: JsonOption = False,
+    finished: Annotated[bool, typer.Option(
+        "--finished", help="Count succeeded and skipped jobs too (reads every job of the history).")] = False,
 ) -> None:
-    """Count jobs per binding and state."""
+    """Count jobs per binding and state; succeeded and skipped ones only with --finished."""
     app = open_target(ctx, app_ref, url, schema)
-    counts = run(app, lambda a: a.counts())
+    counts = run(app, lambda a: a.counts(finished=finished))
     if as_json:
         print_json(counts)
         return
+    note = "" if finished else "succeeded and skipped jobs not counted (--finished counts them)"
     if not counts:
-        console.print("no jobs", style="dim")
+        console.print("no jobs" + (f" ({note})" if note else ""), style="dim")
         return
     states = [s for s in ALL_STATES if any(s in by_state for by_state in counts.values())]
     table = Table(header_style="bold")
@@ -274,3 +277,5 @@ def counts_command(
         table.add_section()
         table.add_row("all", *(str(totals[s]) for s in states), str(sum(totals.values())), style="bold")
     console.print(table)
+    if note:
+        console.print(note, style="dim")

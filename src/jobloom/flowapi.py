@@ -127,7 +127,11 @@ class FlowsAPI:
 
         async def work(tx: Tx) -> list[Run]:
             rows = await tx.fetch("list_runs", {"flow": flow, "state": state, "limit": limit})
-            return [_run_from(r, await tx.fetch("run_jobs", {"run_id": r[0]})) for r in rows]
+            jobs: dict[str, list[tuple[Any, ...]]] = {r[0]: [] for r in rows}
+            if jobs:  # every listed run's nodes in one query
+                for j in await tx.fetch("runs_jobs", {"run_ids": list(jobs)}):
+                    jobs[j[7]].append(j)
+            return [_run_from(r, jobs[r[0]]) for r in rows]
 
         return await store.transact(work, exclusive=False)
 

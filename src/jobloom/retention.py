@@ -3,9 +3,13 @@
 A finished flow run is deleted with the last of its jobs (its id may then start a new run).
 
 Each performer's ``retention`` (default: succeeded 1 day; failed, stalled, cancelled and skipped
-7 days) applies to its binding; bindings the app does not know get the defaults. Deletion goes in
-bounded batches, one short transaction each, so no lock is held for long and dispatch never waits
-on a large delete. The read model's per-minute rows are kept ``stats_retention`` seconds (30 days).
+7 days) applies to its binding. The app that performs a binding stores its retention with the
+binding when its workers start (:meth:`App.register_bindings`), and every app prunes each binding by
+that stored retention, so an app that only enqueues (or the CLI) keeps another app's jobs as long
+as the app that performs them does. An app's own performers use its own specs (which is what it
+stores); a binding with no stored retention gets the defaults. Deletion goes in bounded batches,
+one short transaction each, so no lock is held for long and dispatch never waits on a large delete.
+The read model's per-minute rows are kept ``stats_retention`` seconds (30 days).
 
 The history of a job is every row kept per job: each named query ``prune_history_*`` of the store's
 dialect (attempts, and whatever other concepts add) is run for each batch with the batch's ids.
@@ -13,6 +17,7 @@ dialect (attempts, and whatever other concepts add) is run for each batch with t
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
@@ -28,11 +33,42 @@ DEFAULTS: dict[str, float] = _retention(None, "")
 STATS_RETENTION = 30 * 86400.0
 
 
-def retention_groups(app: App) -> list[tuple[str, float, list[str]]]:
-    """(state, seconds, bindings) for the app's bindings, grouped by equal retention."""
+def retention_json(retention: dict[str, float]) -> str:
+    """A retention (state -> seconds) as stored with its binding."""
+    return json.dumps(retention, sort_keys=True)
+
+
+def parse_retention(text: str) -> dict[str, float]:
+    """A stored retention over the defaults: states it lacks (or gives no number for) keep the default."""
+    out = dict(DEFAULTS)
+    try:
+        stored = json.loads(text)
+    except ValueError:
+        return out
+    if isinstance(stored, dict):
+        for state, seconds in stored.items():
+            if state in out and isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
+                out[state] = float(seconds)
+    return out
+
+
+async def stored_retentions(store: Store) -> dict[str, dict[str, float]]:
+    """The retention stored with each binding by the app that performs it."""
+
+    async def work(tx: Tx) -> list[tuple[Any, ...]]:
+        return await tx.fetch("binding_retentions")
+
+    return {str(b): parse_retention(text) for b, text in await store.transact(work, exclusive=False)}
+
+
+def retention_groups(app: App, stored: dict[str, dict[str, float]] | None = None) -> list[tuple[str, float, list[str]]]:
+    """(state, seconds, bindings) grouped by equal retention: the app's own bindings by its specs, the
+    others that have a ``stored`` retention by it."""
+    retention = {binding: dict(r) for binding, r in (stored or {}).items()}
+    retention.update((binding, spec.retention) for binding, spec in app.specs.items())
     groups: dict[tuple[str, float], list[str]] = defaultdict(list)
-    for binding, spec in sorted(app.specs.items()):
-        for state, seconds in spec.retention.items():
+    for binding, by_state in sorted(retention.items()):
+        for state, seconds in by_state.items():
             groups[(state, seconds)].append(binding)
     return [(state, seconds, bindings) for (state, seconds), bindings in sorted(groups.items())]
 
@@ -47,7 +83,8 @@ async def prune_batch(
     """Delete up to ``limit`` jobs in ``state`` finished before ``cutoff``, with their history (and the
     finished flow runs whose last jobs they were).
 
-    ``others=False``: jobs of ``bindings``; ``others=True``: jobs of every other binding.
+    ``others=False``: jobs of ``bindings``; ``others=True``: jobs of every other binding that has no
+    stored retention.
     """
     history = _history_queries(store.dialect)
 
@@ -73,10 +110,10 @@ async def prune(app: App, now: float, *, batch: int = 500, max_batches: int = 20
                 stats_retention: float = STATS_RETENTION) -> tuple[int, bool]:
     """Prune what is past retention, at most ``max_batches`` full batches; return (jobs deleted, more left)."""
     store = await app.store()
-    groups = retention_groups(app)
-    known = sorted(app.specs)
+    groups = retention_groups(app, await stored_retentions(store))
+    own = sorted(app.specs)
     plan: list[tuple[str, float, list[str], bool]] = [(s, secs, b, False) for s, secs, b in groups]
-    plan += [(state, secs, known, True) for state, secs in DEFAULTS.items()]
+    plan += [(state, secs, own, True) for state, secs in DEFAULTS.items()]
     deleted = 0
     full = 0
     for state, seconds, bindings, others in plan:
@@ -129,4 +166,7 @@ def describe(app: App) -> dict[str, Any]:
     return {binding: dict(spec.retention) for binding, spec in sorted(app.specs.items())}
 
 
-__all__ = ["DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "describe", "prune", "prune_batch", "retention_groups"]
+__all__ = [
+    "DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "describe", "parse_retention", "prune", "prune_batch",
+    "retention_groups", "retention_json", "stored_retentions",
+]

@@ -217,6 +217,16 @@ def test_counts(cli: Env) -> None:
     }
     table = cli.run("jobs", "counts", "--url", cli.url).stdout
     assert "scheduled" in table and "total" in table
+    cli.drain()
+    assert cli.json("jobs", "counts", "--url", cli.url) == {"Boom": {"failed": 1}, "SendMail": {"scheduled": 1}}
+    table = cli.run("jobs", "counts", "--url", cli.url).stdout
+    header = table.splitlines()[1]
+    assert "failed" in header and "succeeded" not in header
+    assert "succeeded and skipped jobs not counted (--finished counts them)" in table
+    assert cli.json("jobs", "counts", "--finished", "--url", cli.url) == {
+        "Boom": {"failed": 1}, "SendMail": {"scheduled": 1, "succeeded": 1}
+    }
+    assert "not counted" not in cli.run("jobs", "counts", "--finished", "--url", cli.url).stdout
 
 
 # -- retry and cancel -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom.retention import RetentionKeeper, prune, prune_batch
+from jobloom.retention import DEFAULTS, RetentionKeeper, prune, prune_batch, stored_retentions
 from jobloom.store.base import Tx
 
 from .flow_performers import PERFORMERS, image_flow
@@ -104,6 +104,71 @@ async def test_bindings_the_app_does_not_know_get_the_defaults(app: jobloom.App,
         assert not await exists(app, ids["succeeded"]) and await exists(app, ids["failed"])
     finally:
         await bare.close()
+
+
+class Report(jobloom.Performer[dict[str, Any], None]):
+    retention = 30 * DAY
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+class Mine(jobloom.Performer[dict[str, Any], None]):
+    retention = {"succeeded": 60.0}
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+async def test_an_app_prunes_another_apps_binding_by_the_retention_its_performer_stored(store_url: str) -> None:
+    performing = jobloom.App(store_url, performers=[Report], auto_migrate=True)
+    enqueuing = jobloom.App(store_url, performers=[Mine], auto_migrate=True)  # never performs Report
+    try:
+        report = await performing.enqueue(Report, {})
+        await performing.drain()  # a worker stores its bindings' retention when it starts
+        mine = await enqueuing.enqueue(Mine, {})
+        await enqueuing.drain()
+        await enqueuing.enqueue(Mine, {}, delay=100 * DAY)  # unfinished, and the newest job
+        stored = await stored_retentions(await enqueuing.store())
+        assert stored["Report"] == dict.fromkeys(DEFAULTS, 30 * DAY)
+        assert stored["Mine"] == {**DEFAULTS, "succeeded": 60.0}
+        now = time.time()
+        # the pass by the defaults never picks a binding that has a stored retention, even one the
+        # pruner did not know of when it listed the stored retentions
+        assert await prune_batch(await enqueuing.store(), state="succeeded", cutoff=now + 2 * DAY, bindings=["Mine"],
+                                 others=True, limit=10) == 0
+        keeper = RetentionKeeper()
+
+        await keeper.run(enqueuing, now + 90)  # its own binding by its own retention
+        assert not await exists(enqueuing, mine.id) and await exists(enqueuing, report.id)
+        for later in (2 * DAY, 29 * DAY):  # past the default day, within the stored 30 days: kept
+            await keeper.run(enqueuing, now + later)
+            assert await exists(enqueuing, report.id), later
+        await keeper.run(enqueuing, now + 31 * DAY)
+        assert not await exists(enqueuing, report.id) and await attempt_rows(enqueuing, report.id) == 0
+        assert keeper.deleted == 2
+    finally:
+        await performing.close()
+        await enqueuing.close()
+
+
+async def test_a_binding_with_no_stored_retention_gets_the_defaults(store_url: str) -> None:
+    performers = jobloom.App(store_url, performers=[Report, Ok], auto_migrate=True)  # never starts a worker
+    pruner = jobloom.App(store_url, performers=[Mine], auto_migrate=True)
+    try:
+        await performers.set_limits("Report", concurrency=2)  # a binding row with no retention
+        cancelled = [await performers.enqueue(p, {}, delay=DAY) for p in (Report, Ok)]  # Ok has no row at all
+        for job in cancelled:
+            await performers.cancel(job.id)
+        await performers.enqueue(Ok, {}, delay=100 * DAY)  # unfinished, and the newest job
+        assert await stored_retentions(await pruner.store()) == {}
+        now = time.time()
+        assert await prune(pruner, now + 6 * DAY) == (0, False)
+        assert await prune(pruner, now + 8 * DAY) == (2, False)  # cancelled: 7 days by default
+        assert [await exists(pruner, j.id) for j in cancelled] == [False, False]
+    finally:
+        await performers.close()
+        await pruner.close()
 
 
 async def test_pruning_goes_in_bounded_batches(app: jobloom.App) -> None:

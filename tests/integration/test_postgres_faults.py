@@ -112,7 +112,7 @@ async def _jobs(app: jobloom.App, binding: str) -> dict[int, jobloom.Job]:
 
 
 async def _succeeded(app: jobloom.App) -> int:
-    return sum(c.get("succeeded", 0) for c in (await app.counts()).values())
+    return sum(c.get("succeeded", 0) for c in (await app.counts(finished=True)).values())
 
 
 def _starts(procs: Processes, name: str) -> Counter[int]:
@@ -191,7 +191,7 @@ async def test_postgres_restart_under_four_workers(
     try:
         await eventually(settled, timeout=180, interval=0.5, what="every job finished")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; counts: {await pg_app.counts()}") from None
+        raise AssertionError(f"{exc}; counts: {await pg_app.counts(finished=True)}") from None
     least = await _jobs(pg_app, "LoggedAtLeastOnce")
     most = await _jobs(pg_app, "LoggedAtMostOnce")
     missing = expected - set(least) - set(most)

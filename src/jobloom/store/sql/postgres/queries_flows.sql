@@ -27,6 +27,10 @@ UPDATE jobloom_runs SET state = :state, error = :error, finished_at = :finished_
 -- name: run_jobs
 SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs WHERE run_id = :run_id
 
+-- name: runs_jobs
+-- The node jobs of many runs at once (a listing of runs), each with its run's id.
+SELECT id, node, state, result, error, attempt, binding, run_id FROM jobloom_jobs WHERE run_id = ANY(:run_ids::text[])
+
 -- name: node_results
 SELECT node, state, result FROM jobloom_jobs
 WHERE run_id = :run_id AND node = ANY(:nodes::text[])

@@ -4,6 +4,10 @@
 -- The picked jobs are locked (SKIP LOCKED: workers pruning at once take different rows), so a
 -- person's retry cannot slip in between the pick and the delete.
 
+-- name: binding_retentions
+-- The retention that the app performing each binding stored with it (JSON: state -> seconds).
+SELECT binding, retention FROM jobloom_bindings WHERE retention IS NOT NULL ORDER BY binding
+
 -- name: prune_pick
 SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state AND binding = ANY(:bindings::text[])
@@ -11,9 +15,13 @@ ORDER BY finished_at LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: prune_pick_others
+-- Jobs of the bindings not in :bindings (the pruning app's own) that have no stored retention: the
+-- default retention applies. The stored retention is checked here, in the statement that picks, so
+-- a binding whose retention is stored after the pruner listed them is never pruned by the default.
 SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
   AND binding <> ALL(:bindings::text[])
+  AND NOT EXISTS (SELECT 1 FROM jobloom_bindings b WHERE b.binding = jobloom_jobs.binding AND b.retention IS NOT NULL)
 ORDER BY finished_at LIMIT :limit
 FOR UPDATE SKIP LOCKED
 

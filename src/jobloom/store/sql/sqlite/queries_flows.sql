@@ -25,6 +25,10 @@ UPDATE jobloom_runs SET state = :state, error = :error, finished_at = :finished_
 -- name: run_jobs
 SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs WHERE run_id = :run_id
 
+-- name: runs_jobs
+-- The node jobs of many runs at once (a listing of runs), each with its run's id.
+SELECT id, node, state, result, error, attempt, binding, run_id FROM jobloom_jobs WHERE run_id IN (SELECT value FROM json_each(:run_ids)) AND run_id IS NOT NULL
+
 -- name: node_results
 SELECT node, state, result FROM jobloom_jobs
 WHERE run_id = :run_id AND node IN (SELECT value FROM json_each(:nodes))

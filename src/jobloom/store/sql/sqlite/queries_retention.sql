@@ -4,6 +4,10 @@
 -- The newest job is never picked: SQLite gives a new row the highest id + 1, so deleting the newest
 -- jobs would hand their ids out again, and an id must name one job for ever.
 
+-- name: binding_retentions
+-- The retention that the app performing each binding stored with it (JSON: state -> seconds).
+SELECT binding, retention FROM jobloom_bindings WHERE retention IS NOT NULL ORDER BY binding
+
 -- name: prune_pick
 SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
@@ -12,9 +16,13 @@ WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
 ORDER BY finished_at LIMIT :limit
 
 -- name: prune_pick_others
+-- Jobs of the bindings not in :bindings (the pruning app's own) that have no stored retention: the
+-- default retention applies. The stored retention is checked here, in the statement that picks, so
+-- a binding whose retention is stored after the pruner listed them is never pruned by the default.
 SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state
   AND binding NOT IN (SELECT value FROM json_each(:bindings))
+  AND NOT EXISTS (SELECT 1 FROM jobloom_bindings b WHERE b.binding = jobloom_jobs.binding AND b.retention IS NOT NULL)
   AND id < (SELECT max(id) FROM jobloom_jobs)
 ORDER BY finished_at LIMIT :limit
 
