@@ -235,6 +235,41 @@ async def test_a_lost_listen_connection_reconnects_and_signals(postgres_url: str
         await store.close()
 
 
+async def test_a_listener_survives_an_unexpected_error_while_reconnecting(postgres_url: str) -> None:
+    """Not only a lost connection: whatever breaks the listening loop, it listens again (a listener that
+    died silently would leave idle workers to their polling)."""
+    store = PostgresStore(postgres_url)
+    wake = await store.wakeups()
+    try:
+        listener = wake.listener  # type: ignore[attr-defined]
+        conn = listener.conn
+        assert conn is not None
+        real_listen = listener._listen
+        failures = []
+
+        async def listen_failing_once() -> Any:
+            if not failures:
+                failures.append(1)
+                raise RuntimeError("an unexpected error")
+            return await real_listen()
+
+        listener._listen = listen_failing_once
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+        deadline = time.monotonic() + 10
+        while listener.conn is None or listener.conn is conn:
+            assert time.monotonic() < deadline, "the listener did not listen again"
+            assert listener._task is not None and not listener._task.done(), "the listener task died"
+            await asyncio.sleep(0.02)
+        assert failures == [1]
+        await wake.wait(0)
+        await store.notify()
+        assert await wake.wait(5)
+    finally:
+        await wake.close()
+        await store.close()
+
+
 # -- transactions -------------------------------------------------------------------------------------
 
 

@@ -29,6 +29,28 @@ def test_long_paths_get_a_short_folder_named_after_the_file() -> None:
     assert len(folder) < 60 and folder == wake_folder(long) and folder != wake_folder(long + "2")
 
 
+def test_the_short_folder_is_private_and_one_made_by_someone_else_is_refused(tmp_path: Path) -> None:
+    import stat
+
+    from jobloom.errors import StoreError
+    from jobloom.store.sqlite import private_folder
+
+    mine = private_folder(str(tmp_path / "mine"))
+    assert stat.S_IMODE(os.stat(mine).st_mode) == 0o700 and os.stat(mine).st_uid == os.geteuid()
+    assert private_folder(mine) == mine  # again: accepted as it is
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    with pytest.raises(StoreError, match="not a private folder"):
+        private_folder(str(open_to_all))
+    if os.geteuid() == 0:  # as root, a folder that another user made first can be staged
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(0o700)
+        os.chown(theirs, 65534, 65534)
+        with pytest.raises(StoreError, match="owner uid 65534"):
+            private_folder(str(theirs))
+
+
 async def test_a_worker_on_a_long_path_wakes_on_enqueue(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 100)
     deep.mkdir()

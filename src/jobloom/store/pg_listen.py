@@ -70,7 +70,7 @@ class Listener:
             if self.conn is None:
                 try:
                     self.conn = await self._listen()
-                except (psycopg.OperationalError, OSError) as exc:
+                except Exception as exc:
                     log.debug("jobloom LISTEN reconnect failed (%s); next try in %.2f s", exc, delay)
                     await asyncio.sleep(delay * (0.5 + random.random() / 2))
                     delay = min(delay * 2, 5.0)
@@ -83,13 +83,16 @@ class Listener:
                 async for _ in conn.notifies(timeout=HEALTH_CHECK):
                     self._signal()
                 await conn.execute("SELECT 1")
-            except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
+            except Exception as exc:  # whatever broke, listen again: a dead listener would go unnoticed
                 if self._closed:
                     return
-                log.warning("jobloom LISTEN connection lost (%s); reconnecting", exc)
+                log.warning("jobloom LISTEN connection lost (%s: %s); reconnecting", type(exc).__name__, exc)
                 self.conn = None
                 with contextlib.suppress(Exception):
                     await conn.close()
+                self._signal()  # what was missed meanwhile is looked at now
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(delay * 2, 5.0)
 
     async def stop(self) -> None:
         """Stop listening and close the connection; subscribers are woken one last time."""

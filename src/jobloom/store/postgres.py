@@ -99,6 +99,7 @@ class PostgresStore(Store):
         self._listening: asyncio.Lock | None = None
         self._notifier: asyncio.Task[None] | None = None
         self._notify_wanted = False
+        self._notify_failing = False
 
     # -- connections --------------------------------------------------------------------------------
 
@@ -336,8 +337,12 @@ class PostgresStore(Store):
                 pool = await self._ready()
                 async with pool.connection(timeout=5.0) as conn:
                     await conn.execute("SELECT pg_notify(%s, '')", [self.channel])
-            except Exception as exc:
-                log.debug("jobloom NOTIFY failed (%s: %s)", type(exc).__name__, exc)
+                self._notify_failing = False
+            except Exception as exc:  # idle workers still wake at their next due moment
+                level = logging.DEBUG if self._notify_failing else logging.WARNING
+                self._notify_failing = True  # one warning per run of failures, not one per commit
+                log.log(level, "jobloom NOTIFY failed (%s: %s); idle workers will notice the change at their "
+                        "next due moment", type(exc).__name__, exc)
 
     async def wakeups(self) -> Wakeups:
         """Subscribe to this schema's channel (one ``LISTEN`` connection per store, shared)."""

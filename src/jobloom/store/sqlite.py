@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import operator
 import os
 import re
 import sqlite3
+import stat
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -43,12 +45,28 @@ _MAX_SOCKET_PATH = 100  # Unix socket paths are limited to about 107 bytes
 
 def wake_folder(db_path: str) -> str:
     """Where the wake-up sockets of a database file live: beside it, or, when that path would be too
-    long for a Unix socket, in a short folder under the temp directory named after the file's path."""
+    long for a Unix socket, in a private folder under the temp directory named after the file's path
+    and the user (see :func:`private_folder`)."""
     beside = db_path + ".wake"
     if len(beside) + len("/1234567-12345678.sock") <= _MAX_SOCKET_PATH:
         return beside
     digest = hashlib.sha1(db_path.encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), f"jobloom-wake-{digest}")
+    return private_folder(os.path.join(tempfile.gettempdir(), f"jobloom-wake-{os.geteuid()}-{digest}"))
+
+
+def private_folder(path: str) -> str:
+    """Create ``path`` as a folder only this user can enter (0700), or check that an existing one is
+    that: a folder under a shared temp directory that another user made first could receive or
+    intercept the wake-ups, so it is refused with a :class:`StoreError` naming it."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise StoreError(
+            f"the wake-up folder {path} is not a private folder of this user (owner uid {info.st_uid}, "
+            f"mode {stat.S_IMODE(info.st_mode):o}); remove it, or use a shorter database path"
+        )
+    return path
 
 
 _LISTS = (list, tuple, set, frozenset)
