@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import inspect
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -48,8 +49,12 @@ async def run_startup_hooks(
     return True
 
 
-async def serve_process(app: App, *, concurrency: int, bindings: list[str] | None, grace: float) -> None:
-    """Run one worker in this process until SIGTERM or SIGINT, then drain gracefully."""
+async def serve_process(app: App, *, concurrency: int, bindings: list[str] | None, grace: float,
+                        on_ready: Callable[[], None] = lambda: None) -> None:
+    """Run one worker in this process until SIGTERM or SIGINT, then drain gracefully.
+
+    ``on_ready()`` is called once the start-up hooks are done, the store is open and the worker started.
+    """
     worker = Worker(app, concurrency=concurrency, bindings=bindings, grace=grace)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -61,7 +66,10 @@ async def serve_process(app: App, *, concurrency: int, bindings: list[str] | Non
     log.info("worker_started worker=%s bindings=%s concurrency=%d", worker.name, ",".join(worker.bindings),
              concurrency)
     try:
-        await worker.run()
+        await app.store()
+        running = asyncio.create_task(worker.run())
+        on_ready()
+        await running
     finally:
         log.info("worker_stopped worker=%s", worker.name)
         await app.close()
@@ -84,11 +92,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bindings", default="")
     parser.add_argument("--grace", type=float, default=25.0)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    ready_fd: int | None = args.ready_fd
+    if ready_fd is not None:
+        os.set_inheritable(ready_fd, False)  # before any app code: job code's subprocesses never get it
+
+    def on_ready() -> None:
+        nonlocal ready_fd
+        if ready_fd is not None:
+            fd, ready_fd = ready_fd, None
+            try:
+                os.write(fd, b"R")  # tell the supervisor this process is ready
+            except OSError:
+                pass  # the supervisor is gone; nothing to tell
+            finally:
+                os.close(fd)
+
     configure_logging(args.log_level)
     app = load_app(args.app)
     bindings = [b for b in args.bindings.split(",") if b] or None
-    asyncio.run(serve_process(app, concurrency=args.concurrency, bindings=bindings, grace=args.grace))
+    asyncio.run(serve_process(app, concurrency=args.concurrency, bindings=bindings, grace=args.grace,
+                              on_ready=on_ready))
     return 0
 
 

@@ -1,41 +1,64 @@
-"""The supervisor: starts N worker processes, restarts a crashed one, and passes SIGTERM/SIGINT on.
+"""The supervisor: starts N worker processes, restarts one that exits, and passes SIGTERM/SIGINT on.
 
-A child that exits while the supervisor is not stopping is restarted after a backoff that grows
-with repeated crashes and resets once a child has stayed up for a while.
+Each worker process reports once that it is ready (app loaded, start-up hooks done, store open, its
+worker started) by writing one byte to a pipe whose write end it inherits (``--ready-fd``). A process
+that dies after it became ready is restarted promptly and its slot's failure count starts over; only
+consecutive deaths before ready back off exponentially. After ``give_up_after`` of those in a row the
+supervisor stops the other processes gracefully and returns 1, with one log line saying why.
+
+Signal handlers only set a flag (and wake the loop through :func:`signal.set_wakeup_fd`); the loop
+itself signals the children. A child started while a SIGTERM is being handled is therefore always
+signalled too: the loop sees the flag after ``Popen`` returns, and then signals every child it has.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
+from typing import Any
 
 log = logging.getLogger("jobloom.supervisor")
-STABLE_AFTER = 30.0
-GIVE_UP_AFTER = 10  # consecutive quick crashes of one slot: something is wrong with the app, not the moment
+_IDLE_WAKE = 0.5  # seconds: the loop's longest sleep (a child's exit also wakes it, through SIGCHLD)
 
 
 @dataclass
 class _Child:
     slot: int
     proc: subprocess.Popen[bytes] | None = None
-    started: float = 0.0
-    failures: int = 0
+    ready_fd: int | None = None  # read end of this process's readiness pipe, until its byte or EOF
+    ready: bool = False
+    failures: int = 0  # consecutive deaths before ready
     restart_at: float = 0.0
 
 
 def child_command(app_ref: str, concurrency: int, bindings: list[str] | None, grace: float,
                   log_level: str) -> list[str]:
-    """The command line of one worker process."""
+    """The command line of one worker process (without its ``--ready-fd``)."""
     cmd = [sys.executable, "-m", "jobloom.process", app_ref, "--concurrency", str(concurrency),
            "--grace", str(grace), "--log-level", log_level]
     if bindings:
         cmd += ["--bindings", ",".join(bindings)]
     return cmd
+
+
+def describe_exit(code: int | None) -> str:
+    """``code=N`` for an exit status, ``signal=NAME`` for a death by signal (``Popen.returncode`` < 0)."""
+    if code is None:
+        return "code=none"
+    if code < 0:
+        try:
+            return f"signal={signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal={-code}"
+    return f"code={code}"
 
 
 def serve(
@@ -46,65 +69,194 @@ def serve(
     bindings: list[str] | None = None,
     grace: float = 25.0,
     log_level: str = "info",
+    restart_delay: float = 0.1,
+    backoff_first: float = 0.5,
+    backoff_max: float = 30.0,
+    give_up_after: int = 10,
+    kill_margin: float = 10.0,
 ) -> int:
     """Run ``processes`` workers until SIGTERM/SIGINT; return the exit status.
 
-    1 if a worker process crashed quickly ``GIVE_UP_AFTER`` times in a row (the supervisor then stops).
+    A process that exits after it became ready is restarted after ``restart_delay`` seconds; one that
+    exits before, after ``backoff_first`` doubling with each consecutive such exit up to ``backoff_max``.
+    After ``give_up_after`` consecutive exits before ready in one slot, every process is stopped and the
+    status is 1. On stop, each process gets SIGTERM, then SIGKILL if it still runs ``grace + kill_margin``
+    seconds later. Must run in the main thread (it installs signal handlers, restored on return).
     """
-    cmd = child_command(app_ref, concurrency, bindings, grace, log_level)
-    children = [_Child(i) for i in range(processes)]
-    stopping = False
-    status = 0
+    return supervise(child_command(app_ref, concurrency, bindings, grace, log_level), processes=processes,
+                     stop_timeout=grace + kill_margin, restart_delay=restart_delay, backoff_first=backoff_first,
+                     backoff_max=backoff_max, give_up_after=give_up_after)
 
-    def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-        for c in children:
-            if c.proc is not None and c.proc.poll() is None:
-                c.proc.send_signal(signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    env = dict(os.environ)
-    env.setdefault("PYTHONPATH", os.getcwd())
-    if os.getcwd() not in env["PYTHONPATH"].split(os.pathsep):
-        env["PYTHONPATH"] = os.getcwd() + os.pathsep + env["PYTHONPATH"]
+def supervise(
+    command: list[str],
+    *,
+    processes: int,
+    stop_timeout: float,
+    restart_delay: float = 0.1,
+    backoff_first: float = 0.5,
+    backoff_max: float = 30.0,
+    give_up_after: int = 10,
+) -> int:
+    """Run ``command`` in ``processes`` slots as :func:`serve` does; return the exit status.
 
-    def start(c: _Child) -> None:
-        c.proc = subprocess.Popen(cmd, env=env)
-        c.started = time.monotonic()
+    Each process gets ``--ready-fd N`` appended: the write end of a pipe, inherited, on which it writes
+    one byte once ready. A process still running ``stop_timeout`` seconds after its SIGTERM is killed.
+    """
+    sup = _Supervisor(command, processes, restart_delay=restart_delay, backoff_first=backoff_first,
+                      backoff_max=backoff_max, give_up_after=give_up_after)
+    return sup.run(stop_timeout)
+
+
+class _Supervisor:
+    def __init__(self, cmd: list[str], processes: int, *, restart_delay: float, backoff_first: float,
+                 backoff_max: float, give_up_after: int) -> None:
+        self.cmd = cmd
+        self.children = [_Child(i) for i in range(processes)]
+        self.restart_delay = restart_delay
+        self.backoff_first = backoff_first
+        self.backoff_max = backoff_max
+        self.give_up_after = give_up_after
+        self.stopping = False
+        self.status = 0
+        self.sel = selectors.DefaultSelector()
+        self.env = dict(os.environ)
+        self.env.setdefault("PYTHONPATH", os.getcwd())
+        if os.getcwd() not in self.env["PYTHONPATH"].split(os.pathsep):
+            self.env["PYTHONPATH"] = os.getcwd() + os.pathsep + self.env["PYTHONPATH"]
+
+    def _on_stop_signal(self, _signum: int, _frame: FrameType | None) -> None:
+        self.stopping = True  # only the flag: the loop signals the children (no race with Popen)
+
+    def run(self, stop_timeout: float) -> int:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        self.sel.register(wake_r, selectors.EVENT_READ, None)
+        previous: dict[signal.Signals, Any] = {}
+        old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        try:
+            handlers: dict[signal.Signals, Callable[[int, FrameType | None], None]] = {
+                signal.SIGTERM: self._on_stop_signal, signal.SIGINT: self._on_stop_signal,
+                signal.SIGCHLD: lambda _s, _f: None,  # a child's exit wakes the loop through the wakeup fd
+            }
+            for sig, handler in handlers.items():
+                previous[sig] = signal.signal(sig, handler)
+            self._loop(wake_r)
+            self._stop(stop_timeout)
+            return self.status
+        finally:
+            signal.set_wakeup_fd(old_wakeup)
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+            for c in self.children:
+                self._close_ready(c)
+            self.sel.close()
+            os.close(wake_r)
+            os.close(wake_w)
+
+    def _loop(self, wake_r: int) -> None:
+        while not self.stopping:
+            now = time.monotonic()
+            for c in self.children:
+                if self.stopping:
+                    break
+                if c.proc is not None and c.proc.poll() is not None:
+                    self._exited(c, now)
+                if c.proc is None and not self.stopping and now >= c.restart_at:
+                    self._start(c)
+            if self.stopping:
+                break
+            waits = [c.restart_at - now for c in self.children if c.proc is None]
+            timeout = max(0.0, min([_IDLE_WAKE, *waits]))
+            for key, _ in self.sel.select(timeout):
+                if key.data is None:
+                    while True:  # drain the signal bytes
+                        try:
+                            if not os.read(wake_r, 512):
+                                break
+                        except BlockingIOError:
+                            break
+                else:
+                    self._read_ready(key.data)
+
+    def _start(self, c: _Child) -> None:
+        r, w = os.pipe()
+        try:
+            c.proc = subprocess.Popen([*self.cmd, "--ready-fd", str(w)], env=self.env, pass_fds=(w,))
+        except OSError as exc:
+            os.close(r)
+            log.error("worker_process_start_failed slot=%d error=%s", c.slot, exc)
+            c.proc = None
+            self._failed(c, f"error={type(exc).__name__}", time.monotonic())
+            return
+        finally:
+            os.close(w)
+        c.ready = False
+        c.ready_fd = r
+        os.set_blocking(r, False)
+        self.sel.register(r, selectors.EVENT_READ, c)
         log.info("worker_process_started slot=%d pid=%d", c.slot, c.proc.pid)
 
-    for c in children:
-        start(c)
-    while not stopping:
-        now = time.monotonic()
-        for c in children:
-            if c.proc is not None and c.proc.poll() is not None and not stopping:
-                code = c.proc.returncode
-                c.failures = 0 if now - c.started > STABLE_AFTER else c.failures + 1
-                delay = min(30.0, 0.5 * 2 ** max(0, c.failures - 1)) if c.failures else 0.1
-                c.proc = None
-                if c.failures >= GIVE_UP_AFTER:
-                    log.error("worker_process_keeps_crashing slot=%d code=%s crashes=%d: stopping", c.slot, code,
-                              c.failures)
-                    status = 1
-                    on_signal(signal.SIGTERM, None)
-                    break
-                log.warning("worker_process_exited slot=%d code=%s restart_in=%.1fs", c.slot, code, delay)
-                c.restart_at = now + delay
-            if c.proc is None and not stopping and now >= c.restart_at:
-                start(c)
-        time.sleep(0.1)
-    deadline = time.monotonic() + grace + 10
-    for c in children:
-        if c.proc is None:
-            continue
+    def _read_ready(self, c: _Child) -> None:
+        if c.ready_fd is None:
+            return
         try:
-            c.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            log.warning("worker_process_killed slot=%d pid=%d (did not stop within the grace period)",
-                        c.slot, c.proc.pid)
-            c.proc.kill()
-            c.proc.wait()
-    return status
+            data = os.read(c.ready_fd, 16)
+        except BlockingIOError:
+            return
+        if data and not c.ready:
+            c.ready = True
+            c.failures = 0
+            log.info("worker_process_ready slot=%d pid=%d", c.slot, c.proc.pid if c.proc else 0)
+        self._close_ready(c)  # one byte, or EOF: either way nothing more will come
+
+    def _close_ready(self, c: _Child) -> None:
+        if c.ready_fd is not None:
+            self.sel.unregister(c.ready_fd)
+            os.close(c.ready_fd)
+            c.ready_fd = None
+
+    def _exited(self, c: _Child, now: float) -> None:
+        assert c.proc is not None
+        self._read_ready(c)  # a byte written just before dying is still in the pipe
+        code, pid = c.proc.returncode, c.proc.pid
+        c.proc = None
+        if c.ready:
+            c.failures = 0
+            c.restart_at = now + self.restart_delay
+            log.warning("worker_process_exited slot=%d pid=%d %s ready=yes restart_in=%.2fs", c.slot, pid,
+                        describe_exit(code), self.restart_delay)
+            return
+        self._failed(c, f"pid={pid} {describe_exit(code)}", now)
+
+    def _failed(self, c: _Child, what: str, now: float) -> None:
+        c.failures += 1
+        if c.failures >= self.give_up_after:
+            log.error("worker_process_gave_up slot=%d %s crashes_before_ready=%d (in a row, the limit) "
+                      "- stopping every worker process", c.slot, what, c.failures)
+            self.status = 1
+            self.stopping = True
+            return
+        delay = min(self.backoff_max, self.backoff_first * 2 ** (c.failures - 1))
+        c.restart_at = now + delay
+        log.warning("worker_process_exited slot=%d %s ready=no crashes_before_ready=%d restart_in=%.2fs", c.slot,
+                    what, c.failures, delay)
+
+    def _stop(self, timeout: float) -> None:
+        live = [c for c in self.children if c.proc is not None]
+        for c in live:
+            assert c.proc is not None
+            if c.proc.poll() is None:
+                c.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for c in live:
+            assert c.proc is not None
+            try:
+                c.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("worker_process_killed slot=%d pid=%d (did not stop within the grace period)",
+                            c.slot, c.proc.pid)
+                c.proc.kill()
+                c.proc.wait()
+            log.info("worker_process_stopped slot=%d pid=%d %s", c.slot, c.proc.pid, describe_exit(c.proc.returncode))
