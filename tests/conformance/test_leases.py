@@ -1,0 +1,92 @@
+"""Leases: a worker that cannot renew a lease stops the attempt itself, so one job never has two live
+attempts, even when the store is unreachable for longer than the lease and another worker reaps it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import jobloom
+from jobloom import coordinator
+from jobloom.store.base import Tx
+from tests.helpers import eventually
+
+SPANS: list[tuple[int, float, float]] = []  # (attempt, started, ended), monotonic
+
+
+class Span(jobloom.Performer[dict[str, Any], int]):
+    backoff = jobloom.Backoff.fixed(0.05)
+    max_attempts = 5
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        started = time.monotonic()
+        try:
+            await asyncio.sleep(3.0 if self.ctx.attempt == 1 else 0.2)
+        finally:
+            SPANS.append((self.ctx.attempt, started, time.monotonic()))
+        return self.ctx.attempt
+
+
+def _unreachable(dialect: str) -> Exception:
+    if dialect == "postgres":
+        import psycopg
+
+        return psycopg.OperationalError("server closed the connection unexpectedly")
+    return sqlite3.OperationalError("disk I/O error")
+
+
+async def test_an_attempt_whose_lease_could_not_be_renewed_is_stopped_before_anyone_reaps_it(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    SPANS.clear()
+    app = jobloom.App(store_url, performers=[Span], auto_migrate=True, lease=1.0)
+    other = jobloom.App(store_url, performers=[Span], auto_migrate=True, lease=1.0)
+    try:
+        store = await app.store()
+        job = await other.enqueue(Span, {})
+        down = False
+        original = store.transact
+
+        async def transact(fn: Callable[[Tx], Awaitable[Any]], *, exclusive: bool = True) -> Any:
+            if down:
+                raise _unreachable(store.dialect)
+            return await original(fn, exclusive=exclusive)
+
+        monkeypatch.setattr(store, "transact", transact)
+        worker = jobloom.Worker(app, concurrency=4, grace=2.0)
+        task = asyncio.create_task(worker.run())
+        try:
+            await eventually(lambda: (worker.running and all(r.started for r in worker.running.values())),
+                             what="attempt 1 running")
+            down = True  # from here the worker can neither renew its lease nor report
+            ostore = await other.store()
+
+            async def reap(tx: Tx) -> list[int]:
+                return await coordinator.reap(tx, time.time())
+
+            async def reaped() -> bool:
+                return job.id in await ostore.transact(reap)
+
+            await eventually(reaped, timeout=10, what="another worker reaped the job")
+            down = False
+            done = await other.wait(job.id, timeout=20)
+        finally:
+            down = False
+            worker.stop()
+            await asyncio.wait_for(task, 15)
+        assert done.state == "succeeded" and done.result == done.attempt >= 2
+        first = [s for s in SPANS if s[0] == 1]
+        later = [s for s in SPANS if s[0] > 1]
+        assert first and later, SPANS
+        assert first[0][2] - first[0][1] < 2.0, "attempt 1 ran on after its lease was lost"
+        assert first[0][2] <= min(s[1] for s in later), f"two live attempts at once: {SPANS}"
+        attempts = await other.attempts(job.id)
+        assert attempts[0].outcome == "lost"
+    finally:
+        await app.close()
+        await other.close()
