@@ -18,7 +18,6 @@ dialect (attempts, and whatever other concepts add) is run for each batch with t
 from __future__ import annotations
 
 import json
-import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -157,7 +156,7 @@ class RetentionKeeper:
         deleted, more = await prune(app, now, batch=self.batch, max_batches=self.max_batches)
         self.deleted += deleted
         if more:
-            self._next = time.time()
+            self._next = (await app.store()).now()
         return False
 
 

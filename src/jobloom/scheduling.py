@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -438,7 +437,7 @@ class SchedulingMixin:
         spec = self.spec(schedule.binding or "")
         definition = schedule.definition_json(spec.dump_payload(schedule.payload))
         store = await self.store()
-        now = time.time()
+        now = store.now()
 
         async def work(tx: Tx) -> None:
             existing = await tx.fetchone("lock_schedule_row", {"name": schedule.name})
@@ -483,7 +482,7 @@ class SchedulingMixin:
     async def trigger_schedule(self, name: str) -> Any:
         """Run a schedule now, paused or not, whatever its overlap policy: returns the job (or flow run)."""
         store = await self.store()
-        now = time.time()
+        now = store.now()
         row = await self._ensure_row(store, name, now)
         schedule = self.schedules.get(name) or _runtime_schedule(name, row)
         key = f"schedule:{name}:manual:{datetime.fromtimestamp(now, UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
@@ -517,8 +516,9 @@ class SchedulingMixin:
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule: the app's and the stored ones, with next run, last run and last error."""
-        rows = await read_rows(await self.store())
-        now = time.time()
+        store = await self.store()
+        rows = await read_rows(store)
+        now = store.now()
         out = []
         for name in sorted(set(rows) | set(self.schedules)):
             row = rows.get(name)
@@ -565,7 +565,7 @@ class SchedulingMixin:
 
     async def _set_paused(self, name: str, paused: bool) -> None:
         store = await self.store()
-        now = time.time()
+        now = store.now()
         await self._ensure_row(store, name, now)
 
         async def work(tx: Tx) -> None:

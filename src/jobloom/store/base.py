@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -127,6 +128,16 @@ class Store(abc.ABC):
         it atomic: a single statement needs no ``BEGIN``/``COMMIT`` round trips on a server. By default
         it is :meth:`transact`."""
         return await self.transact(fn)
+
+    clock_offset = 0.0
+    """Seconds to add to this host's clock to read the store's (0 for a store without a server)."""
+
+    def now(self) -> float:
+        """The store's clock in epoch seconds: the time every decision on this store compares with.
+
+        A store on one machine (SQLite) uses that machine's clock; a server's store estimates the
+        server's clock, so that hosts whose clocks disagree still agree on leases and delays."""
+        return time.time() + self.clock_offset
 
     def is_transient(self, exc: BaseException) -> bool:
         """Whether ``exc`` (raised by :meth:`transact` after its own retries) says the store is unreachable

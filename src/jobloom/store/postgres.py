@@ -37,6 +37,7 @@ RECONNECT_GIVE_UP = 8.0
 log = logging.getLogger("jobloom.store.postgres")
 
 _RETRY_DEADLINE = 60.0
+CLOCK_RESYNC = 30.0
 _CONNECT_TIMEOUT = 10.0
 _MIGRATE_LOCK = "jobloom.migrate"
 
@@ -100,6 +101,10 @@ class PostgresStore(Store):
         self._notifier: asyncio.Task[None] | None = None
         self._notify_wanted = False
         self._notify_failing = False
+        self.clock_offset = 0.0
+        self.clock_error = 0.0
+        self._clock_synced = 0.0
+        self._clock_task: asyncio.Task[None] | None = None
 
     # -- connections --------------------------------------------------------------------------------
 
@@ -146,8 +151,54 @@ class PostgresStore(Store):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
-            await conn.close()
+            try:
+                await self._measure_clock(conn)
+            finally:
+                await conn.close()
             return
+
+    async def _measure_clock(self, conn: AsyncConn) -> None:
+        """Read the server's clock a few times and keep the offset of the fastest round trip: the
+        server's time is within half that round trip of the midpoint of our two readings."""
+        best: tuple[float, float] | None = None
+        for _ in range(3):
+            t0 = time.time()
+            cur = await conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
+            row = await cur.fetchone()
+            t1 = time.time()
+            if row is None:
+                continue
+            sample = (t1 - t0, float(row[0]) - (t0 + t1) / 2)
+            if best is None or sample[0] < best[0]:
+                best = sample
+        if best is not None:
+            self.clock_offset = best[1]
+            self.clock_error = best[0] / 2
+        self._clock_synced = time.monotonic()
+
+    async def sync_clock(self) -> None:
+        """Measure the offset between this host's clock and the server's again (on a pooled connection)."""
+        pool = await self._ready()
+        async with pool.connection(timeout=5.0) as conn:
+            await self._measure_clock(conn)
+
+    def now(self) -> float:
+        """The server's clock, as estimated from this host's: every time that decides (leases, delays,
+        deadlines, schedules, retention) is read from it, so hosts whose clocks disagree still agree on
+        the order of things. The offset is measured at open and again every ``CLOCK_RESYNC`` seconds."""
+        if time.monotonic() - self._clock_synced > CLOCK_RESYNC and self._pool is not None and (
+            self._clock_task is None or self._clock_task.done()
+        ):
+            with contextlib.suppress(RuntimeError):  # no running loop: measured at the next use
+                self._clock_task = asyncio.get_running_loop().create_task(self._resync())
+        return time.time() + self.clock_offset
+
+    async def _resync(self) -> None:
+        try:
+            await self.sync_clock()
+        except Exception as exc:  # keep the last offset; try again at the next resync
+            self._clock_synced = time.monotonic()
+            log.warning("could not read the PostgreSQL server's clock (%s: %s)", type(exc).__name__, exc)
 
     async def close(self) -> None:
         """Close the pool and the listening connection (after sending a pending NOTIFY)."""
