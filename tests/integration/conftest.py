@@ -29,10 +29,10 @@ class Processes:
                     "JOBLOOM_IT_DIR": str(state_dir)}
 
     def worker(self, *, concurrency: int = 16, grace: float = 5.0, lease: float = 1.0,
-               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+               env: dict[str, str] | None = None, prefix: list[str] | None = None) -> subprocess.Popen[bytes]:
         env = {**self.env, "JOBLOOM_IT_LEASE": str(lease), **(env or {})}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jobloom.process", "itapp:app", "--concurrency", str(concurrency),
+            [*(prefix or []), sys.executable, "-m", "jobloom.process", "itapp:app", "--concurrency", str(concurrency),
              "--grace", str(grace), "--log-level", "warning"],
             env=env, cwd=self.state_dir,
         )
