@@ -11,12 +11,12 @@ import pytest
 
 from jobloom.store.base import Tx
 
-from ..conftest import POSTGRES_URL
+from ..conftest import INSTALL_POSTGRES, POSTGRES_URL, require_module
 from .pg_support import new_job, open_store
 
 pytestmark = pytest.mark.postgres
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = require_module("psycopg", INSTALL_POSTGRES)
 from jobloom.store.pg_tx import to_psycopg  # noqa: E402
 from jobloom.store.postgres import PostgresStore  # noqa: E402
 
