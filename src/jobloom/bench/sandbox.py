@@ -23,10 +23,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..app import App
 from ..errors import StoreError
+from ..states import ALL_STATES, FINISHED_STATES
 from ..store.sqlite import sqlite_path
 from .performers import OPTIONS_ENV, URL_ENV, bench_app
 
-TERMINAL = "('succeeded', 'failed', 'stalled', 'cancelled', 'skipped')"
+TERMINAL = "(" + ", ".join(f"'{s}'" for s in ALL_STATES if s in FINISHED_STATES) + ")"
 
 
 def dialect_of(url: str) -> str:
