@@ -90,7 +90,7 @@ async def test_a_deferred_write_that_fails_rolls_the_whole_transaction_back(stor
         await store.transact(work)
 
     async def count(tx: Tx) -> Any:
-        return (await tx.fetch("count_by_state"), await tx.fetch("project_events", {"after_seq": 0, "limit": 10}))
+        return (await tx.fetch("count_by_state"), await tx.fetch("project_events", {"limit": 10}))
 
     assert await store.transact(count, exclusive=False) == ([], [])
 
@@ -101,11 +101,11 @@ async def test_insert_jobs_returns_ids_in_row_order_with_one_event_each(store: P
 
     async def read(tx: Tx) -> Any:
         jobs = [await tx.fetchone("get_job", {"id": i}) for i in ids]
-        return jobs, await tx.fetch("project_events", {"after_seq": 0, "limit": 1000})
+        return jobs, await tx.fetch("project_events", {"limit": 1000})
 
     jobs, events = await store.transact(read, exclusive=False)
     assert [json_to(j) for j in jobs] == [str(i) for i in range(300)]
-    assert sorted((e[2], e[4]) for e in events) == [(123.0, "enqueued")] * 300
+    assert sorted((e[1], e[3]) for e in events) == [(123.0, "enqueued")] * 300
 
 
 def json_to(row: Any) -> str:
