@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from jobloom.bench import WORKLOADS, Params, run
+from jobloom.bench.performers import Stamped
+from jobloom.bench.sandbox import Target
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +42,28 @@ def test_workload_runs_and_reports(workload: str, store_url: str) -> None:
     json.dumps(report.as_dict())  # the --json form is serializable
     if workload == "drain":
         assert all(m.details["processes"] in (1, 2) for m in report.measurements)
+
+
+async def test_latency_runs_to_the_moment_perform_begins(store_url: str) -> None:
+    """The latency workload measures enqueue to the start of ``perform`` (what ``Stamped`` returns),
+    which comes after the claim that ``started_at`` records."""
+    target = Target(store_url)
+    try:
+        box = target.sandbox()
+        await box.prepare()
+        app = box.app(latency=True)
+        try:
+            job = await app.enqueue(Stamped, {"i": 0})
+            assert await app.drain() == 1
+            done = await app.get_job(job.id)
+        finally:
+            await app.close()
+        assert done.started_at is not None and done.finished_at is not None
+        assert done.started_at.timestamp() - 1e-6 <= done.result <= done.finished_at.timestamp() + 1e-6
+        [delay] = box.start_delays(job.id - 1)
+        assert delay == pytest.approx(done.result - done.created_at.timestamp(), abs=1e-6)
+    finally:
+        target.close()
 
 
 def test_sqlite_sandboxes_are_removed(sqlite_url: str) -> None:
