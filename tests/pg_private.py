@@ -8,7 +8,9 @@ module uses the fixture by binding it at module level: ``private_server = privat
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -17,14 +19,50 @@ from collections.abc import Iterator
 
 import pytest
 
+from .conftest import IN_CI
+
+
+def server_binaries() -> tuple[str, str] | str:
+    """``(initdb, pg_ctl)``, or why they were not found.
+
+    Debian and Ubuntu keep them outside PATH, so they are looked for where ``pg_config --bindir``
+    says, then in the newest ``/usr/lib/postgresql/<version>/bin``, then on PATH."""
+    folders: list[str] = []
+    pg_config = shutil.which("pg_config")
+    if pg_config is not None:
+        try:
+            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=30, check=True)
+            folders.append(out.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+    def version(folder: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in re.findall(r"\d+", folder.split("/")[-2]))
+
+    folders += sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)
+    for folder in folders:
+        initdb, pg_ctl = os.path.join(folder, "initdb"), os.path.join(folder, "pg_ctl")
+        if os.access(initdb, os.X_OK) and os.access(pg_ctl, os.X_OK):
+            return initdb, pg_ctl
+    initdb_path, pg_ctl_path = shutil.which("initdb"), shutil.which("pg_ctl")
+    if initdb_path is not None and pg_ctl_path is not None:
+        return initdb_path, pg_ctl_path
+    return (f"initdb and pg_ctl were not found (looked in {', '.join(folders) or 'no pg_config --bindir'} "
+            "and on PATH): install the PostgreSQL server package (e.g. postgresql-15) to run the tests "
+            "that stop and restart a server")
+
 
 class PrivateServer:
     """A PostgreSQL server of this test's own: initdb into a temporary folder, its own port."""
 
     def __init__(self) -> None:
-        initdb, self.pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
-        if initdb is None or self.pg_ctl is None:
-            pytest.skip("initdb/pg_ctl not found: cannot start a private PostgreSQL server")
+        self.pg_ctl: str | None = None
+        found = server_binaries()
+        if isinstance(found, str):
+            if IN_CI:
+                pytest.fail(found, pytrace=False)
+            pytest.skip(found)
+        initdb, self.pg_ctl = found
         self.folder = tempfile.mkdtemp(prefix="jobloom-pg-")
         self.data = os.path.join(self.folder, "data")
         # initdb refuses to run as root: run the server as the postgres user then

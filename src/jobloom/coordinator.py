@@ -17,6 +17,7 @@ from . import lifecycle
 from .decide import decide
 from .errors import InvalidTransition, JobNotFound
 from .records import policy_from_row
+from .states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
 from .store.base import Tx
 from .types import Candidate, Policy
 
@@ -111,7 +112,7 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
         row = await tx.fetchone("find_unique", key)
         if row is not None:
             holder_id, holder_state, until = row
-            if holder_state not in ("succeeded", "failed", "stalled", "cancelled", "skipped") or (
+            if holder_state not in FINISHED_STATES or (
                 until is not None and until > now
             ):
                 out[i] = (holder_id, False)
@@ -445,7 +446,7 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> 
     if row is None:
         raise JobNotFound(job_id)
     state = row[1]
-    if state in ("waiting", "scheduled", "queued"):
+    if state in CANCELLABLE_AT_ONCE:
         if row[4] is not None:
             await tx.fetchone("lock_run", {"id": row[4]})
         await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
@@ -466,7 +467,7 @@ async def retry(tx: Tx, job_id: int, now: float) -> None:
     row = await tx.fetchone("lock_job", {"id": job_id})
     if row is None:
         raise JobNotFound(job_id)
-    if row[1] not in ("failed", "stalled", "cancelled"):
+    if row[1] not in RETRYABLE_STATES:
         raise InvalidTransition(job_id, row[1], "retry")
     await tx.execute("retry_now", {"id": job_id, "now": now})
     await emit(tx, [event(now, job_id, row[3], "requeued", row[2])])

@@ -14,6 +14,7 @@ from .coalesce import Coalescer
 from .errors import Permanent
 from .flow import Flow, FlowError, Node
 from .flowrun import CHILDREN_DONE, SUBFLOW_DONE, like_prefix, top_node
+from .states import ACTIVE_STATES
 from .steps import FOREVER, Suspended
 
 if TYPE_CHECKING:
@@ -147,7 +148,7 @@ async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
 
     children = await store.transact(spawn)
     await store.notify()
-    if all(r[1] not in ("waiting", "scheduled", "queued", "running") for r in children):
+    if all(r[1] not in ACTIVE_STATES for r in children):
         return fanout_summary([(r[0], r[1], r[2], r[3]) for r in children])
     raise Suspended(FOREVER, wait=CHILDREN_DONE)
 

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 from .coordinator import NewJob, emit, event
 from .coordinator import enqueue as insert_jobs
 from .errors import InvalidTransition, JobloomError
+from .states import ACTIVE_STATES
 from .store.base import Tx
 
 if TYPE_CHECKING:
     from .app import App
 
-ACTIVE = ("waiting", "scheduled", "queued", "running")
+ACTIVE = ACTIVE_STATES
 CHILDREN_DONE = "jobloom.children"  # what a fan-out node waits for
 SUBFLOW_DONE = "jobloom.subflow"  # what a sub-flow node waits for
 

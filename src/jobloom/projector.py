@@ -5,13 +5,14 @@ failed, retried, cancelled and stalled, and a histogram of attempt run times (lo
 about 5 % wide, so percentiles are estimates within that). It never decides anything: the
 projector failing or lagging changes no job, and ``App.stats`` reports how many events wait.
 
-Exactly once: one transaction locks the projector's cursor row, reads the next events after it,
-adds them to the read model, deletes them from the outbox and moves the cursor. A crash anywhere
-rolls all of that back, so the next run (in any worker) starts from the same cursor. Two workers
-never project at once: SQLite's write lock serializes them; on PostgreSQL the cursor row is taken
-with ``SKIP LOCKED`` and the other worker simply does nothing this time. On SQLite every event left
-in the outbox is one not counted yet (the fold deletes what it counts), so "the next events" are
-simply the oldest ones there: its seqs are rowids, which restart once the outbox is empty.
+Exactly once: one transaction locks the projector's cursor row, reads the oldest events in the
+outbox (by seq), adds them to the read model, deletes them from the outbox and records the last seq
+folded in the cursor. Every event left in the outbox is therefore one not counted yet, and a crash
+anywhere rolls all of that back, so the next pass (in any worker) finds the same events. On
+PostgreSQL transactions may commit out of seq order: an event committed late is simply found on a
+later pass, and nothing is skipped or counted twice. Two workers never project at once: SQLite's
+write lock serializes them; on PostgreSQL the cursor row is taken with ``SKIP LOCKED`` and the other
+worker simply does nothing this time.
 """
 
 from __future__ import annotations
@@ -160,9 +161,9 @@ class Stats:
 
 
 def fold(events: Iterable[tuple[Any, ...]]) -> dict[tuple[str, int], Tally]:
-    """Tally ``project_events`` rows (seq, xid, at, binding, kind, duration) per (binding, minute)."""
+    """Tally ``project_events`` rows (seq, at, binding, kind, duration) per (binding, minute)."""
     out: dict[tuple[str, int], Tally] = {}
-    for _seq, _xid, at, binding, kind, duration in events:
+    for _seq, at, binding, kind, duration in events:
         key = (binding, int(at // 60))
         tally = out.get(key)
         if tally is None:
@@ -172,15 +173,14 @@ def fold(events: Iterable[tuple[Any, ...]]) -> dict[tuple[str, int], Tally]:
 
 
 async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) -> int:
-    """Fold up to ``limit`` events after the cursor in one transaction; return how many."""
+    """Fold the oldest ``limit`` events of the outbox, and delete them, in one transaction; return how many."""
 
     async def work(tx: Tx) -> int:
         await tx.execute("init_projector", {"name": name, "now": time.time()})
         cursor = await tx.fetchone("lock_projector", {"name": name})
         if cursor is None:  # another worker is projecting (PostgreSQL): it will fold these events
             return 0
-        last_seq, last_xid = int(cursor[0]), int(cursor[1])
-        events = await tx.fetch("project_events", {"after_seq": last_seq, "after_xid": last_xid, "limit": limit})
+        events = await tx.fetch("project_events", {"limit": limit})
         if not events:
             return 0
         tallies = fold(events)
@@ -192,9 +192,7 @@ async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) 
                 tallies[key].merge(Tally.from_row(row[2:]))
         await tx.executemany("upsert_stats", [t.params(b, m) for (b, m), t in tallies.items()])
         await tx.execute("prune_projected_events", {"seqs": [int(e[0]) for e in events]})
-        last = events[-1]
-        await tx.execute("save_projector", {"name": name, "last_seq": int(last[0]), "last_xid": int(last[1]),
-                                            "now": time.time()})
+        await tx.execute("save_projector", {"name": name, "last_seq": int(events[-1][0]), "now": time.time()})
         return len(events)
 
     return await store.transact(work)
@@ -244,7 +242,7 @@ def _since(since: Any, now: float) -> float:
     raise InvalidOption("since", since, "a timezone-aware datetime, a timedelta (ago) or epoch seconds")
 
 
-async def read_stats(store: Store, *, binding: str | None = None, since: Any = None, name: str = CURSOR) -> Stats:
+async def read_stats(store: Store, *, binding: str | None = None, since: Any = None) -> Stats:
     """The read model since ``since`` (default: the last hour), for one binding or all.
 
     ``since`` is an aware datetime, a timedelta (that long ago) or epoch seconds; it is rounded down
@@ -254,9 +252,7 @@ async def read_stats(store: Store, *, binding: str | None = None, since: Any = N
 
     async def work(tx: Tx) -> tuple[list[tuple[Any, ...]], int]:
         rows = await tx.fetch("stats_since", {"minute": start, "binding": binding})
-        cursor = await tx.fetchone("get_projector", {"name": name})
-        last_seq, last_xid = (int(cursor[0]), int(cursor[1])) if cursor else (0, 0)
-        pending = await tx.fetchone("count_unprojected", {"after_seq": last_seq, "after_xid": last_xid})
+        pending = await tx.fetchone("count_unprojected")
         return rows, int(pending[0]) if pending else 0
 
     rows, pending = await store.transact(work, exclusive=False)

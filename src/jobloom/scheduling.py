@@ -26,6 +26,7 @@ from .client import EnqueueOptions, build_job
 from .coordinator import NewJob
 from .errors import JobloomError
 from .schedule import InvalidSchedule, Schedule, UnknownSchedule
+from .states import FINISHED_STATES
 
 if TYPE_CHECKING:
     from .app import App
@@ -39,7 +40,6 @@ log = logging.getLogger("jobloom.schedules")
 REFRESH = 5.0  # how often a worker re-reads the schedules (pause, resume, add from other processes)
 MISFIRE_GRACE = 60.0  # catch_up="none": a tick later than this (or than its period) is missed
 MAX_TICKS_PER_RUN = 100  # catch_up="all": ticks fired per pass; the rest on the next pass
-_FINISHED = frozenset({"succeeded", "failed", "stalled", "cancelled", "skipped"})
 _COLUMNS = ("name", "origin", "definition", "paused", "last_tick", "next_run", "last_run_at", "last_job_id",
             "last_run_id", "last_error", "last_error_at", "fired", "skipped")
 
@@ -300,7 +300,7 @@ async def _unfinished_job(tx: Tx, job_id: int | None) -> bool:
     if job_id is None:
         return False
     row = await tx.fetchone("schedule_job_state", {"id": job_id})
-    return row is not None and row[0] not in _FINISHED  # a pruned job is finished
+    return row is not None and row[0] not in FINISHED_STATES  # a pruned job is finished
 
 
 async def _apply(tx: Tx, f: _Firing, row: ScheduleRow, now: float) -> bool:

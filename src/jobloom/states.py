@@ -1,7 +1,15 @@
-"""The job state machine: the states of DESIGN §2 and the transitions between them, defined once."""
+"""The job state machine, defined once: the states, and each transition with the statement that makes it.
+
+Every named SQL statement that changes ``jobloom_jobs.state`` is one :class:`Transition` here, under
+the statement's name (a set-based ``name__bulk`` twin makes the same transition), and may move a job
+only from one of its ``sources`` to one of its ``targets``. The conformance suite finds every such
+statement in each dialect's SQL and checks what it does to jobs seeded in every state against this
+table (``tests/conformance/test_state_machine.py``).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final, Literal
 
 State = Literal[
@@ -21,24 +29,77 @@ SKIPPED: Final = "skipped"
 ALL_STATES: Final[tuple[str, ...]] = (
     WAITING, SCHEDULED, QUEUED, RUNNING, SUCCEEDED, FAILED, STALLED, CANCELLED, SKIPPED
 )
+INITIAL_STATES: Final = frozenset({WAITING, SCHEDULED, QUEUED})
+"""The states a job is inserted in (a flow node waiting for upstream, a delayed job, a runnable one)."""
+UNSTARTED_STATES: Final = INITIAL_STATES
+"""Neither running nor finished: a job in these states can be ended without a worker."""
 ACTIVE_STATES: Final = frozenset({WAITING, SCHEDULED, QUEUED, RUNNING})
 FINISHED_STATES: Final = frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SKIPPED})
-RETRYABLE_STATES: Final = frozenset({FAILED, STALLED, CANCELLED})
-CANCELLABLE_AT_ONCE: Final = frozenset({WAITING, SCHEDULED, QUEUED})
 
-TRANSITIONS: Final[dict[str, frozenset[str]]] = {
-    WAITING: frozenset({QUEUED, SKIPPED, CANCELLED}),
-    SCHEDULED: frozenset({QUEUED, CANCELLED}),
-    QUEUED: frozenset({RUNNING, CANCELLED}),
-    RUNNING: frozenset({SUCCEEDED, SCHEDULED, FAILED, STALLED, CANCELLED, QUEUED}),
-    SUCCEEDED: frozenset(),
-    FAILED: frozenset({QUEUED}),
-    STALLED: frozenset({QUEUED}),
-    CANCELLED: frozenset({QUEUED}),
-    SKIPPED: frozenset(),
-}
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A named statement's move: from any of ``sources`` to any of ``targets``, and why it happens."""
+
+    name: str
+    sources: frozenset[str]
+    targets: frozenset[str]
+    why: str
+
+
+def _t(name: str, sources: frozenset[str] | str, targets: frozenset[str] | str, why: str) -> Transition:
+    def states(s: frozenset[str] | str) -> frozenset[str]:
+        return frozenset({s}) if isinstance(s, str) else s
+
+    return Transition(name, states(sources), states(targets), why)
+
+
+_RESTARTABLE = frozenset({FAILED, STALLED, CANCELLED})
+
+TRANSITIONS: Final[tuple[Transition, ...]] = (
+    _t("promote_due", SCHEDULED, QUEUED, "a delayed or backed-off job is due"),
+    _t("claim", QUEUED, RUNNING, "the coordinator dispatches a job to a worker under a lease"),
+    _t("finish_attempt", RUNNING, frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SCHEDULED}),
+       "an attempt ended (or its lease expired): done, failed for good, stalled (at most once), cancelled, "
+       "or scheduled again (a retry with backoff, or a durable sleep or event wait)"),
+    _t("fail_attempt", RUNNING, FAILED,
+       "an attempt whose outcome cannot be stored is failed with an error that says so (the last resort)"),
+    _t("release", RUNNING, QUEUED, "a stopping worker gives back a claimed job that never started"),
+    _t("cancel_now", UNSTARTED_STATES, CANCELLED, "a job that is not running is cancelled at once"),
+    _t("retry_now", _RESTARTABLE, QUEUED, "a person retries a failed, stalled or cancelled job"),
+    _t("queue_waiting", WAITING, QUEUED, "every upstream node of a flow node succeeded"),
+    _t("skip_waiting", WAITING, SKIPPED, "an upstream node failed for good"),
+    _t("fail_unstarted", UNSTARTED_STATES, FAILED, "the flow run's deadline passed"),
+    _t("cancel_unstarted", UNSTARTED_STATES, CANCELLED, "the flow run is cancelled"),
+    _t("wake_suspended", SCHEDULED, QUEUED, "a suspended job's event arrived"),
+    _t("wake_node", SCHEDULED, QUEUED, "a suspended node's event arrived"),
+    _t("wake_waiting_for", SCHEDULED, QUEUED, "the event a suspended job waits for was stored"),
+    _t("reset_node", _RESTARTABLE | {SKIPPED}, frozenset({QUEUED, WAITING}),
+       "a resumed flow run runs its unfinished nodes again (queued if their upstream succeeded)"),
+)
+
+BY_NAME: Final[dict[str, Transition]] = {t.name: t for t in TRANSITIONS}
+RETRYABLE_STATES: Final = BY_NAME["retry_now"].sources
+CANCELLABLE_AT_ONCE: Final = BY_NAME["cancel_now"].sources
+
+
+def _allowed() -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {s: set() for s in ALL_STATES}
+    for t in TRANSITIONS:
+        for source in t.sources:
+            out[source] |= t.targets
+    return {s: frozenset(targets) for s, targets in out.items()}
+
+
+ALLOWED: Final[dict[str, frozenset[str]]] = _allowed()
+"""Each state's possible next states: the union of the transitions above."""
+
+
+def transition(statement: str) -> Transition:
+    """The transition that the named statement makes (``name__bulk`` makes the one of ``name``)."""
+    return BY_NAME[statement.split("__", 1)[0]]
 
 
 def can_transition(source: str, target: str) -> bool:
     """Whether the state machine allows ``source -> target``."""
-    return target in TRANSITIONS.get(source, frozenset())
+    return target in ALLOWED.get(source, frozenset())

@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from .options import RateLimit
+from .states import FINISHED_STATES
 
 
 def to_datetime(ts: float | None) -> datetime | None:
@@ -17,7 +18,6 @@ def to_datetime(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
-_FINISHED = frozenset({"succeeded", "failed", "stalled", "cancelled", "skipped"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,7 +81,7 @@ class Job:
     @property
     def finished(self) -> bool:
         """Whether the job is in a terminal state (until retried by hand)."""
-        return self.state in _FINISHED
+        return self.state in FINISHED_STATES
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Job) and self.id == other.id and self.state == other.state and (

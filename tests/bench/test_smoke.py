@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-import jobloom
 from jobloom.bench import WORKLOADS, Params, run
+from jobloom.bench.performers import Stamped
+from jobloom.bench.sandbox import Target
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +38,32 @@ def test_workload_runs_and_reports(workload: str, store_url: str) -> None:
     assert [m.key for m in report.measurements] == EXPECTED[workload]
     assert report.dialect in ("sqlite", "postgres")
     for m in report.measurements:
-        if m.key == "flows.rate" and not hasattr(jobloom, "Flow"):
-            assert m.value is None and "not available" in m.note
-            continue
         assert m.value is not None and m.value > 0, m
     json.dumps(report.as_dict())  # the --json form is serializable
     if workload == "drain":
         assert all(m.details["processes"] in (1, 2) for m in report.measurements)
+
+
+async def test_latency_runs_to_the_moment_perform_begins(store_url: str) -> None:
+    """The latency workload measures enqueue to the start of ``perform`` (what ``Stamped`` returns),
+    which comes after the claim that ``started_at`` records."""
+    target = Target(store_url)
+    try:
+        box = target.sandbox()
+        await box.prepare()
+        app = box.app(latency=True)
+        try:
+            job = await app.enqueue(Stamped, {"i": 0})
+            assert await app.drain() == 1
+            done = await app.get_job(job.id)
+        finally:
+            await app.close()
+        assert done.started_at is not None and done.finished_at is not None
+        assert done.started_at.timestamp() - 1e-6 <= done.result <= done.finished_at.timestamp() + 1e-6
+        [delay] = box.start_delays(job.id - 1)
+        assert delay == pytest.approx(done.result - done.created_at.timestamp(), abs=1e-6)
+    finally:
+        target.close()
 
 
 def test_sqlite_sandboxes_are_removed(sqlite_url: str) -> None:

@@ -322,10 +322,11 @@ def test_environment_gives_defaults(cli: Env) -> None:
 
 @pytest.mark.postgres
 def test_postgres_schema_through_url(tmp_path: Path) -> None:
-    pytest.importorskip("jobloom.store.postgres")
     import uuid
 
-    from ..conftest import POSTGRES_URL, require_postgres
+    from ..conftest import INSTALL_POSTGRES, POSTGRES_URL, require_module, require_postgres
+
+    require_module("jobloom.store.postgres", INSTALL_POSTGRES)
 
     require_postgres()
     import psycopg

@@ -19,15 +19,18 @@ class Counter:
         self.now: dict[str, int] = defaultdict(int)
         self.peaks: dict[str, int] = defaultdict(int)
         self.calls: dict[str, int] = defaultdict(int)
+        self.order: list[str] = []  # names in the order their runs began
 
     def reset(self) -> None:
         with self.lock:
             self.now.clear()
             self.peaks.clear()
             self.calls.clear()
+            self.order.clear()
 
     def enter(self, name: str) -> None:
         with self.lock:
+            self.order.append(name)
             self.now[name] += 1
             self.calls[name] += 1
             self.peaks[name] = max(self.peaks[name], self.now[name])

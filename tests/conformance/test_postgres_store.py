@@ -20,14 +20,14 @@ from jobloom.coordinator import dispatch, enqueue
 from jobloom.store.base import Tx
 from jobloom.store.sql import load_migrations, load_queries
 
-from ..conftest import POSTGRES_URL, require_postgres
+from ..conftest import INSTALL_POSTGRES, POSTGRES_URL, require_module, require_postgres
 from ..pg_private import PrivateServer, private_server_fixture
 from .pg_support import new_job, open_store
 
 pytestmark = pytest.mark.postgres
 private_server = private_server_fixture  # a server of the test's own, for the restart tests
 
-psycopg = pytest.importorskip("psycopg")
+psycopg = require_module("psycopg", INSTALL_POSTGRES)
 from jobloom.store.postgres import PostgresStore  # noqa: E402
 
 

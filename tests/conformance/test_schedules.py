@@ -256,12 +256,10 @@ async def test_a_bare_app_lists_stored_schedules(make_app: AppFactory, store_url
         await bare.close()
 
 
-@pytest.mark.xfail(not callable(getattr(jobloom.App, "start", None)) or not hasattr(jobloom, "Flow"),
-                   reason="flows (jobloom.Flow, App.start) are not in this version yet", strict=False)
 async def test_a_schedule_can_start_a_flow(store_url: str) -> None:
-    flow = jobloom.Flow("nightly")  # type: ignore[attr-defined]
+    flow = jobloom.Flow("nightly")
     flow.node("tick", Tick)
-    app = jobloom.App(store_url, performers=[Tick], flows=[flow],  # type: ignore[call-arg]
+    app = jobloom.App(store_url, performers=[Tick], flows=[flow],
                       schedules=[Schedule("f", every=1, flow=flow, input=at_payload)], auto_migrate=True)
     try:
         keeper = SchedulerKeeper()
@@ -270,8 +268,8 @@ async def test_a_schedule_can_start_a_flow(store_url: str) -> None:
         await keeper.run(app, t0 + 1)
         listed = await info(app, "f")
         assert listed.last_run_id == tick_key("f", t0 - 0.2 + 1) and listed.fired == 1
-        run = await app.get_run(listed.last_run_id)  # type: ignore[attr-defined]
-        assert run.flow == "nightly"
+        run = await app.get_run(listed.last_run_id)
+        assert run.flow == "nightly" and list(run.nodes) == ["tick"]
     finally:
         await app.close()
 

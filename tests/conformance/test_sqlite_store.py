@@ -39,12 +39,12 @@ async def test_list_values_become_json_arrays_and_a_missing_parameter_is_named(s
 
         async def work(tx: Tx) -> list[Any]:
             await tx.executemany("insert_event", [event(1.0, i, "A", "enqueued") for i in range(1, 6)])
-            seqs = [r[0] for r in await tx.fetch("project_events", {"after_seq": 0, "limit": 10})]
+            seqs = [r[0] for r in await tx.fetch("project_events", {"limit": 10})]
             await tx.executemany("prune_projected_events", [{"seqs": seqs[:2]}, {"seqs": (seqs[2],)}])
             assert await tx.execute("prune_projected_events", {"seqs": {seqs[3]}}) == 1
             with pytest.raises(sqlite3.ProgrammingError, match="seqs"):
                 await tx.execute("prune_projected_events", {})
-            return await tx.fetch("project_events", {"after_seq": 0, "limit": 10})
+            return await tx.fetch("project_events", {"limit": 10})
 
         left = await store.transact(work)
         assert [r[0] for r in left] == [5]

@@ -27,6 +27,7 @@ import pytest
 
 import jobloom
 from jobloom.store.base import Store, Tx
+from tests.conftest import INSTALL_POSTGRES, require_module
 from tests.helpers import eventually
 from tests.pg_private import PrivateServer, private_server_fixture
 
@@ -79,7 +80,7 @@ class LoggedProcesses(Processes):
 @pytest.fixture
 def pg_procs(private_server: PrivateServer, tmp_path: Path) -> Iterator[LoggedProcesses]:
     """Worker processes on the test's private server, killed at the end of the test."""
-    pytest.importorskip("psycopg")
+    require_module("psycopg", INSTALL_POSTGRES)
     p = LoggedProcesses(private_server.url, tmp_path)
     try:
         yield p

@@ -1,16 +1,18 @@
 """The performers that benchmarks run, and the app that bench worker processes load.
 
 Worker processes are started as ``jobloom worker jobloom.bench.performers:worker_app`` (or
-``:flow_app``, the same with the diamond flow); the store they use comes from ``JOBLOOM_BENCH_URL``
-and ``JOBLOOM_BENCH_OPTIONS`` (JSON store options, e.g. the PostgreSQL ``schema``), set by the bench
-for each private store it creates. Flows are in an app of their own so that the other workloads
-measure a worker without flow housekeeping.
+``:flow_app``, the same with the diamond flow, or ``:latency_app``, with :class:`Stamped` alone);
+the store they use comes from ``JOBLOOM_BENCH_URL`` and ``JOBLOOM_BENCH_OPTIONS`` (JSON store
+options, e.g. the PostgreSQL ``schema``), set by the bench for each private store it creates. Flows
+are in an app of their own so that the other workloads measure a worker without flow housekeeping,
+and so is the latency benchmark's performer, so that no other workload's worker serves its binding.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from ..app import App
@@ -21,6 +23,7 @@ URL_ENV = "JOBLOOM_BENCH_URL"
 OPTIONS_ENV = "JOBLOOM_BENCH_OPTIONS"
 APP_REF = "jobloom.bench.performers:worker_app"
 FLOW_APP_REF = "jobloom.bench.performers:flow_app"
+LATENCY_APP_REF = "jobloom.bench.performers:latency_app"
 # High enough never to bind at any worker concurrency a benchmark uses: they measure the checks only.
 NEVER_BINDS = 1_000_000
 KEYS = 100
@@ -52,6 +55,17 @@ class Limited(Performer[dict[str, Any], None]):
         return None
 
 
+class Stamped(Performer[dict[str, Any], float]):
+    """A no-op that returns the moment its ``perform`` began (epoch seconds).
+
+    The latency benchmark measures from enqueue to this moment: the job's ``started_at`` is the
+    moment its worker's cycle claimed it, which comes before the job runs."""
+
+    async def perform(self, payload: dict[str, Any]) -> float:
+        """Return the time now."""
+        return time.time()
+
+
 PERFORMERS: list[type[Performer[Any, Any]]] = [Noop, Limited]
 
 
@@ -68,16 +82,20 @@ def diamond() -> Flow:
 DIAMOND = diamond()
 
 
-def bench_app(url: str, options: dict[str, Any] | None = None, *, flows: bool = False, **kwargs: Any) -> App:
-    """An app with the bench performers on ``url`` (store ``options`` as for :class:`App`)."""
-    return App(url, performers=PERFORMERS, flows=[DIAMOND] if flows else [], **(options or {}), **kwargs)
+def bench_app(url: str, options: dict[str, Any] | None = None, *, flows: bool = False, latency: bool = False,
+              **kwargs: Any) -> App:
+    """An app with the bench performers on ``url`` (store ``options`` as for :class:`App`); with
+    ``latency``, :class:`Stamped` alone."""
+    performers = [Stamped] if latency else PERFORMERS
+    return App(url, performers=performers, flows=[DIAMOND] if flows else [], **(options or {}), **kwargs)
 
 
-def _from_env(flows: bool) -> App:
+def _from_env(flows: bool = False, latency: bool = False) -> App:
     url = os.environ.get(URL_ENV)
     if not url:
         raise RuntimeError(f"{URL_ENV} is not set: bench worker processes are started by `jobloom bench`")
-    return bench_app(url, json.loads(os.environ.get(OPTIONS_ENV) or "{}"), flows=flows, auto_migrate=False)
+    return bench_app(url, json.loads(os.environ.get(OPTIONS_ENV) or "{}"), flows=flows, latency=latency,
+                     auto_migrate=False)
 
 
 def worker_app() -> App:
@@ -88,3 +106,8 @@ def worker_app() -> App:
 def flow_app() -> App:
     """:func:`worker_app` with the diamond flow."""
     return _from_env(flows=True)
+
+
+def latency_app() -> App:
+    """:func:`worker_app` with :class:`Stamped` alone, for the latency benchmark."""
+    return _from_env(latency=True)

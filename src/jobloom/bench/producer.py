@@ -1,6 +1,6 @@
 """A producer process for the latency benchmark: enqueue jobs at a steady rate, one awaited at a time.
 
-``python -m jobloom.bench.producer --rate 50 --count 500`` enqueues ``Noop`` jobs on the store named
+``python -m jobloom.bench.producer --rate 50 --count 500`` enqueues ``Stamped`` jobs on the store named
 by ``JOBLOOM_BENCH_URL`` (and ``JOBLOOM_BENCH_OPTIONS``). Each job is due at ``t0 + i / rate``:
 the schedule does not drift when one enqueue is slow, and jobs are never sent in bursts.
 """
@@ -12,12 +12,12 @@ import asyncio
 import sys
 import time
 
-from .performers import Noop, worker_app
+from .performers import Stamped, latency_app
 
 
 async def produce(rate: float, count: int) -> None:
     """Enqueue ``count`` jobs, one every ``1 / rate`` seconds."""
-    app = worker_app()
+    app = latency_app()
     await app.store()
     try:
         t0 = time.monotonic() + 0.05
@@ -25,7 +25,7 @@ async def produce(rate: float, count: int) -> None:
             wait = t0 + i / rate - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            await app.enqueue(Noop, {"i": i})
+            await app.enqueue(Stamped, {"i": i})
     finally:
         await app.close()
 

@@ -23,10 +23,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..app import App
 from ..errors import StoreError
+from ..states import ALL_STATES, FINISHED_STATES
 from ..store.sqlite import sqlite_path
 from .performers import OPTIONS_ENV, URL_ENV, bench_app
 
-TERMINAL = "('succeeded', 'failed', 'stalled', 'cancelled', 'skipped')"
+TERMINAL = "(" + ", ".join(f"'{s}'" for s in ALL_STATES if s in FINISHED_STATES) + ")"
 
 
 def dialect_of(url: str) -> str:
@@ -62,9 +63,10 @@ class Sandbox:
 
     # -- the app and worker processes ---------------------------------------------------------------
 
-    def app(self, *, flows: bool = False) -> App:
-        """A bench app on this store (performers ``Noop`` and ``Limited``; the diamond flow if asked)."""
-        return bench_app(self.url, self.options, flows=flows, auto_migrate=True)
+    def app(self, *, flows: bool = False, latency: bool = False) -> App:
+        """A bench app on this store (performers ``Noop`` and ``Limited``; the diamond flow if asked;
+        ``Stamped`` alone with ``latency``)."""
+        return bench_app(self.url, self.options, flows=flows, latency=latency, auto_migrate=True)
 
     async def prepare(self) -> None:
         """Create the tables (migrations), as ``jobloom migrate`` would."""
@@ -145,10 +147,11 @@ class Sandbox:
         return int(count), first, last
 
     def start_delays(self, after_id: int) -> list[float]:
-        """Seconds from enqueue (``created_at``) to start (``started_at``) of started jobs above ``after_id``."""
-        return [float(r[0]) for r in self.rows(
-            f"SELECT started_at - created_at FROM jobloom_jobs "
-            f"WHERE id > {int(after_id)} AND started_at IS NOT NULL ORDER BY id"
+        """Seconds from enqueue (``created_at``) to the moment ``perform`` began (the result of a
+        ``Stamped`` job) of the succeeded jobs above ``after_id``."""
+        return [float(json.loads(r[0])) - float(r[1]) for r in self.rows(
+            f"SELECT result, created_at FROM jobloom_jobs "
+            f"WHERE id > {int(after_id)} AND state = 'succeeded' ORDER BY id"
         )]
 
     def insert_history(self, rows: int) -> None:

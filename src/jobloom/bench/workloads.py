@@ -20,7 +20,7 @@ import jobloom
 
 from ..performer import Performer
 from .model import Measurement
-from .performers import DIAMOND, FLOW_APP_REF, Limited, Noop
+from .performers import DIAMOND, FLOW_APP_REF, LATENCY_APP_REF, Limited, Noop, Stamped
 from .processes import BenchError, Producer, WorkerGroup
 from .progress import Reporter
 from .sandbox import Sandbox, Target
@@ -259,16 +259,23 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def latency(ctx: Context) -> list[Measurement]:
-    """An idle worker; jobs enqueued at a steady rate from another process; enqueue-to-start times."""
+    """An idle worker; jobs enqueued at a steady rate from another process; enqueue-to-start times.
+
+    A job starts when its ``perform`` begins (:class:`Stamped` returns that moment), not when the
+    worker's cycle claimed it: the time between is part of what a job waits."""
     n, rate, c = ctx.params.n(DEFAULT_LATENCY_JOBS), ctx.params.rate, ctx.params.concurrency
     box = await ctx.sandbox()
-    group = WorkerGroup(box, processes=1, concurrency=c, bindings=[Noop.__name__])
+    group = WorkerGroup(box, processes=1, concurrency=c, app_ref=LATENCY_APP_REF, bindings=[Stamped.__name__])
     producer: Producer | None = None
     try:
         group.start()
         ctx.progress.begin("latency: worker warming up", None)
         warm = box.last_id()
-        await fill(box, 1)
+        app = box.app(latency=True)
+        try:
+            await app.enqueue(Stamped, {"i": -1})
+        finally:
+            await app.close()
         await wait_finished(ctx, box, warm, 1, "latency: warm-up job", group.check)
         await asyncio.sleep(0.5)  # let the worker go idle: what is measured is waking it
         after = box.last_id()

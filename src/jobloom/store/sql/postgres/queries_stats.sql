@@ -1,26 +1,26 @@
 -- Named queries of the projector and the read model (jobloom_projector, jobloom_stats).
--- Projecting consumes events: the ones folded are deleted in the same transaction, so every event
--- still in the outbox is unprojected. Transactions may commit out of seq order; an event committed
--- late is simply found on a later run (nothing is skipped, and no old transaction elsewhere on the
--- server holds projection back). The cursor row serializes projectors and records progress.
+-- Projecting consumes events: the projector reads the oldest events by seq and deletes the ones it
+-- folds in the same transaction, so every event still in the outbox is one not counted yet.
+-- Transactions may commit out of seq order; an event committed late is simply found on a later pass
+-- (nothing is skipped or counted twice, and no long transaction elsewhere on the server holds
+-- projection back). The cursor row serializes projectors and records the last seq folded.
 
 -- name: init_projector
-INSERT INTO jobloom_projector (name, last_seq, last_xid, updated_at) VALUES (:name, 0, 0, :now)
+INSERT INTO jobloom_projector (name, last_seq, updated_at) VALUES (:name, 0, :now)
 ON CONFLICT (name) DO NOTHING
 
 -- name: lock_projector
 -- SKIP LOCKED: while another worker projects, this one finds no row and does nothing.
-SELECT last_seq, last_xid FROM jobloom_projector WHERE name = :name FOR UPDATE SKIP LOCKED
+SELECT last_seq FROM jobloom_projector WHERE name = :name FOR UPDATE SKIP LOCKED
 
 -- name: get_projector
-SELECT last_seq, last_xid, updated_at FROM jobloom_projector WHERE name = :name
+SELECT last_seq, updated_at FROM jobloom_projector WHERE name = :name
 
 -- name: save_projector
-UPDATE jobloom_projector SET last_seq = :last_seq, last_xid = :last_xid, updated_at = :now WHERE name = :name
+UPDATE jobloom_projector SET last_seq = :last_seq, updated_at = :now WHERE name = :name
 
 -- name: project_events
-SELECT seq, xid::text::bigint, at, binding, kind, duration FROM jobloom_events
-ORDER BY seq LIMIT :limit
+SELECT seq, at, binding, kind, duration FROM jobloom_events ORDER BY seq LIMIT :limit
 
 -- name: count_unprojected
 SELECT count(*) FROM jobloom_events

@@ -5,20 +5,20 @@
 -- restart once the outbox is empty; migration 0006).
 
 -- name: init_projector
-INSERT INTO jobloom_projector (name, last_seq, last_xid, updated_at) VALUES (:name, 0, 0, :now)
+INSERT INTO jobloom_projector (name, last_seq, updated_at) VALUES (:name, 0, :now)
 ON CONFLICT (name) DO NOTHING
 
 -- name: lock_projector
-SELECT last_seq, last_xid FROM jobloom_projector WHERE name = :name
+SELECT last_seq FROM jobloom_projector WHERE name = :name
 
 -- name: get_projector
-SELECT last_seq, last_xid, updated_at FROM jobloom_projector WHERE name = :name
+SELECT last_seq, updated_at FROM jobloom_projector WHERE name = :name
 
 -- name: save_projector
-UPDATE jobloom_projector SET last_seq = :last_seq, last_xid = :last_xid, updated_at = :now WHERE name = :name
+UPDATE jobloom_projector SET last_seq = :last_seq, updated_at = :now WHERE name = :name
 
 -- name: project_events
-SELECT seq, 0, at, binding, kind, duration FROM jobloom_events ORDER BY seq LIMIT :limit
+SELECT seq, at, binding, kind, duration FROM jobloom_events ORDER BY seq LIMIT :limit
 
 -- name: count_unprojected
 SELECT count(*) FROM jobloom_events
