@@ -51,7 +51,13 @@ class InvalidOption(JobloomError):
         self.option = option
         self.value = value
         where = f" on {binding}" if binding else ""
-        super().__init__(f"invalid {option}{where}: {value!r}; expected {expected}")
+        super().__init__(f"invalid {option}{where}: {shown(value)}; expected {expected}")
+
+
+def shown(value: object, width: int = 120) -> str:
+    """``repr(value)`` for a one-line message: a long one is cut, saying how long it was."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width - 20]}... ({len(text)} characters)"
 
 
 class JobNotFound(JobloomError):
@@ -97,6 +103,10 @@ class Retry(Exception):
     """Raised by a performer to ask for another attempt after ``after`` seconds."""
 
     def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
+        if after is not None:
+            from .options import finite
+
+            after = finite("after", after)
         self.after = after
         self.reason = reason
         super().__init__(reason)
