@@ -57,6 +57,8 @@ def build_job(
     if o.delay is not None and o.run_at is not None:
         raise InvalidOption("delay", o.delay, "either delay or run_at, not both", b)
     delay = opt.seconds("delay", o.delay, b)
+    if delay is not None and delay > opt.MAX_DELAY:
+        raise InvalidOption("delay", o.delay, f"seconds >= 0 and <= {opt.MAX_DELAY:g}", b)
     if o.run_at is None:
         run_at = now + (delay or 0.0)
     elif isinstance(o.run_at, datetime):
@@ -64,7 +66,7 @@ def build_job(
             raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime (or epoch seconds)", b)
         run_at = o.run_at.timestamp()
     elif isinstance(o.run_at, int | float) and not isinstance(o.run_at, bool):
-        run_at = opt.finite("run_at", o.run_at, b)
+        run_at = opt.finite("run_at", o.run_at, b, minimum=opt.MIN_EPOCH, maximum=opt.MAX_EPOCH)
     else:
         raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime or epoch seconds", b)
     priority = spec.priority if o.priority is None else opt.integer("priority", o.priority, b)

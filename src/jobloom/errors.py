@@ -56,7 +56,12 @@ class InvalidOption(JobloomError):
 
 def shown(value: object, width: int = 120) -> str:
     """``repr(value)`` for a one-line message: a long one is cut, saying how long it was."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:  # nested too deep for repr: show the outer levels only
+        import reprlib
+
+        text = reprlib.repr(value)
     return text if len(text) <= width else f"{text[:width - 20]}... ({len(text)} characters)"
 
 
@@ -104,9 +109,9 @@ class Retry(Exception):
 
     def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
         if after is not None:
-            from .options import finite
+            from .options import MAX_DELAY, finite
 
-            after = finite("after", after)
+            after = finite("after", after, maximum=MAX_DELAY)
         self.after = after
         self.reason = reason
         super().__init__(reason)

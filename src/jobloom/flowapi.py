@@ -13,7 +13,7 @@ from .coordinator import NewJob
 from .errors import InvalidOption
 from .flow import MAP_BINDING, MAX_DEPTH, SUBFLOW_BINDING, Flow, FlowError
 from .flowexec import node_options
-from .options import finite
+from .options import MAX_DELAY, finite
 from .text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, plain_json
 from .types import NodeState, Run, to_datetime
 
@@ -80,7 +80,7 @@ async def start_run(
         raise FlowError(f"sub-flows nest deeper than {MAX_DEPTH}")
     run_id = uuid.uuid4().hex if run_id is None else check_name("id", run_id, MAX_KEY_BYTES)
     if deadline is not None:
-        deadline = finite("deadline", deadline, minimum=0.0, above=True)
+        deadline = finite("deadline", deadline, minimum=0.0, above=True, maximum=MAX_DELAY)
     now = time.time()
     try:
         input_json = plain_json(inp)

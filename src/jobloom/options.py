@@ -14,6 +14,11 @@ Delivery = Literal["at_least_once", "at_most_once"]
 DELIVERIES: tuple[str, ...] = ("at_least_once", "at_most_once")
 MIN_INT, MAX_INT = -(2**31), 2**31 - 1
 """The range of ``priority`` and ``max_attempts`` (a 32-bit integer column)."""
+MAX_DELAY = 10.0**10
+"""Seconds from now at most (about 317 years) for a delay, a retry, a sleep or a deadline: a moment
+further on could not be shown as a datetime."""
+MIN_EPOCH, MAX_EPOCH = -62135596800.0, 253402300799.0
+"""The epoch seconds of a datetime: from year 1 to the end of year 9999 (UTC)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +124,9 @@ def integer(name: str, value: object, binding: str | None = None) -> int:
 
 
 def finite(name: str, value: object, binding: str | None = None, *, minimum: float = 0.0,
-           above: bool = False) -> float:
-    """Check a finite number ``>= minimum`` (``> minimum`` with ``above``); NaN and infinities are refused."""
+           above: bool = False, maximum: float = math.inf) -> float:
+    """Check a finite number ``>= minimum`` (``> minimum`` with ``above``) and ``<= maximum``;
+    NaN and infinities are refused."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         number = math.nan
     else:
@@ -128,9 +134,10 @@ def finite(name: str, value: object, binding: str | None = None, *, minimum: flo
             number = float(value)
         except OverflowError:
             number = math.inf
-    if not math.isfinite(number) or number < minimum or (above and number == minimum):
+    if not math.isfinite(number) or number < minimum or (above and number == minimum) or number > maximum:
         relation = ">" if above else ">="
-        raise InvalidOption(name, value, f"a finite number {relation} {minimum:g}", binding)
+        upto = "" if maximum == math.inf else f" and <= {maximum:g}"
+        raise InvalidOption(name, value, f"a finite number {relation} {minimum:g}{upto}", binding)
     return number
 
 

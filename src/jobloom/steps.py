@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_json, to_jsonable_python
 
 from .errors import JobloomError, PayloadTooLarge
-from .options import finite
+from .options import MAX_DELAY, finite
 from .text import MAX_NAME_BYTES, check_name, dumped_problem
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class StepContext:
     async def sleep(self, name: str, seconds: float) -> None:
         """Suspend the job for ``seconds`` (durably: a restart does not shorten or repeat the sleep)."""
         check_name("sleep name", name, MAX_NAME_BYTES)
-        seconds = finite("seconds", seconds)
+        seconds = finite("seconds", seconds, maximum=MAX_DELAY)
         done = await self._records()
         key = f"sleep:{name}"
         if key in done:

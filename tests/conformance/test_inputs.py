@@ -201,6 +201,19 @@ async def test_non_finite_numeric_options_are_refused_naming_the_option(app: job
     await still_usable(app)
 
 
+async def test_moments_beyond_a_datetime_are_refused(app: jobloom.App) -> None:
+    with pytest.raises(jobloom.InvalidOption, match=r"invalid delay on Echo: 1e\+40; expected .* <= 1e\+10"):
+        await app.enqueue(Echo, {}, delay=1e40)
+    with pytest.raises(jobloom.InvalidOption, match="invalid run_at on Echo"):
+        await app.enqueue(Echo, {}, run_at=1e40)
+    with pytest.raises(jobloom.InvalidOption, match="invalid deadline"):
+        await app.start(flow, {}, deadline=1e40)
+    with pytest.raises(jobloom.InvalidOption, match="invalid after"):
+        jobloom.Retry(after=1e40)
+    far = await app.enqueue(Echo, {}, delay=1e10)
+    assert (await app.get_job(far.id)).run_at is not None and (await app.list_jobs())[0].state == "scheduled"
+
+
 @pytest.mark.parametrize("deadline", [0, -1, 0.0])
 async def test_start_deadline_must_be_a_positive_number_of_seconds(app: jobloom.App, deadline: float) -> None:
     with pytest.raises(jobloom.InvalidOption, match="invalid deadline.*finite number > 0"):
