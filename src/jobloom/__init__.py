@@ -28,7 +28,7 @@ from .flowrun import RunNotFound
 from .options import Backoff, RateLimit
 from .performer import Performer
 from .schedule import InvalidSchedule, Schedule, UnknownSchedule
-from .steps import EventTimeout, LeaseLost
+from .steps import EventTimeout, LeaseLost, StepNotStorable
 from .types import Attempt, Job, JobContext, NodeState, Run
 from .worker import Worker
 
@@ -65,6 +65,7 @@ __all__ = [
     "Run",
     "RunNotFound",
     "Schedule",
+    "StepNotStorable",
     "StoreError",
     "UnknownBinding",
     "UnknownSchedule",

@@ -78,11 +78,9 @@ class App(FlowsAPI, SchedulingMixin):
     ) -> None:
         self.url = url
         self.env = env
-        if not lease > 0:
-            from .errors import InvalidOption
+        from .options import finite
 
-            raise InvalidOption("lease", lease, "seconds > 0")
-        self.lease = float(lease)
+        self.lease = finite("lease", lease, minimum=0.0, above=True)
         self.store_options = store_options
         self.specs: dict[str, PerformerSpec] = {}
         for cls in performers:
@@ -337,6 +335,7 @@ class App(FlowsAPI, SchedulingMixin):
 
     async def get_job(self, job_id: int) -> Job:
         """The job with that id; ``JobNotFound`` if there is none."""
+        job_id = checked_id(job_id)
         store = await self.store()
 
         async def work(tx: Tx) -> Any:
@@ -356,6 +355,12 @@ class App(FlowsAPI, SchedulingMixin):
 
         if state is not None and state not in ALL_STATES:
             raise InvalidOption("state", state, f"one of {', '.join(ALL_STATES)}")
+        if binding is not None and not isinstance(binding, str):
+            raise InvalidOption("binding", binding, "a binding name")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ID:
+            raise InvalidOption("limit", limit, f"an integer from 1 to {MAX_ID}")
+        if before is not None:
+            before = checked_id(before, "before", clamp=True)
         store = await self.store()
 
         async def work(tx: Tx) -> list[tuple[Any, ...]]:
@@ -384,6 +389,7 @@ class App(FlowsAPI, SchedulingMixin):
 
     async def attempts(self, job_id: int) -> list[Attempt]:
         """Every attempt of a job, oldest first; a running attempt is shown with no outcome yet."""
+        job_id = checked_id(job_id)
         store = await self.store()
 
         async def work(tx: Tx) -> tuple[Any, list[tuple[Any, ...]]]:
@@ -401,6 +407,7 @@ class App(FlowsAPI, SchedulingMixin):
 
     async def cancel(self, job_id: int) -> Job:
         """Cancel a job: at once unless running; a running job's worker is told and cancels its task."""
+        job_id = checked_id(job_id)
         store = await self.store()
 
         async def work(tx: Tx) -> str:
@@ -412,6 +419,7 @@ class App(FlowsAPI, SchedulingMixin):
 
     async def retry(self, job_id: int) -> Job:
         """Queue a ``failed``, ``stalled`` or ``cancelled`` job again; its history is kept."""
+        job_id = checked_id(job_id)
         store = await self.store()
 
         async def work(tx: Tx) -> None:
@@ -466,6 +474,24 @@ class App(FlowsAPI, SchedulingMixin):
 
     def __repr__(self) -> str:
         return f"App({self.url!r}, performers={sorted(self.specs)})"
+
+
+MAX_ID = 2**63 - 1
+"""Job ids are 64-bit integers."""
+
+
+def checked_id(job_id: object, field: str = "job_id", *, clamp: bool = False) -> int:
+    """A job id as given by a caller: an integer; one outside the 64-bit range names no job (``JobNotFound``),
+    or with ``clamp`` (a bound such as ``before``) is brought into it."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        from .errors import InvalidOption
+
+        raise InvalidOption(field, job_id, "an integer job id")
+    if not -MAX_ID <= job_id <= MAX_ID:
+        if clamp:
+            return max(-MAX_ID, min(MAX_ID, job_id))
+        raise JobNotFound(job_id)
+    return job_id
 
 
 def epoch(value: datetime | None) -> float | None:

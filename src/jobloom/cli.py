@@ -40,6 +40,7 @@ from .cli_limits import limits_cli
 from .cli_schedules import schedules_cli
 from .errors import JobloomError
 from .loading import load_app
+from .text import load_json_text
 
 cli = typer.Typer(
     name="jobloom",
@@ -124,13 +125,15 @@ def parse_payload(text: str) -> Any:
     """The JSON payload given on the command line (``-`` reads it from stdin)."""
     if text == "-":
         text = sys.stdin.read()
+    shown = text if len(text) <= 80 else text[:77] + "..."
     try:
-        return json.loads(text)
+        return load_json_text(text)
     except json.JSONDecodeError as exc:
-        shown = text if len(text) <= 80 else text[:77] + "..."
         raise UsageProblem(
             f"invalid JSON payload {shown!r}: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except (ValueError, RecursionError) as exc:  # too deep, NaN, an integer too long to read
+        raise UsageProblem(f"invalid JSON payload {shown!r}: {exc}") from None
 
 
 @cli.command()
@@ -206,6 +209,9 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(exc))
         sys.exit(1)
     except OSError as exc:  # a path that cannot be created or read: the user's to fix, not a bug
+        fail(f"{type(exc).__name__}: {exc}")
+        sys.exit(1)
+    except (RecursionError, OverflowError) as exc:  # input beyond what Python can hold: one line, not a traceback
         fail(f"{type(exc).__name__}: {exc}")
         sys.exit(1)
 

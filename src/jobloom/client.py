@@ -16,6 +16,7 @@ from .coordinator import NewJob
 from .errors import InvalidOption
 from .performer import PerformerSpec
 from .records import job_from_row
+from .text import MAX_KEY_BYTES, check_name
 from .types import Job
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ def build_job(
     if o.delay is not None and o.run_at is not None:
         raise InvalidOption("delay", o.delay, "either delay or run_at, not both", b)
     delay = opt.seconds("delay", o.delay, b)
+    if delay is not None and delay > opt.MAX_DELAY:
+        raise InvalidOption("delay", o.delay, f"seconds >= 0 and <= {opt.MAX_DELAY:g}", b)
     if o.run_at is None:
         run_at = now + (delay or 0.0)
     elif isinstance(o.run_at, datetime):
@@ -63,15 +66,13 @@ def build_job(
             raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime (or epoch seconds)", b)
         run_at = o.run_at.timestamp()
     elif isinstance(o.run_at, int | float) and not isinstance(o.run_at, bool):
-        run_at = float(o.run_at)
+        run_at = opt.finite("run_at", o.run_at, b, minimum=opt.MIN_EPOCH, maximum=opt.MAX_EPOCH)
     else:
         raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime or epoch seconds", b)
-    priority = spec.priority if o.priority is None else o.priority
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise InvalidOption("priority", priority, "an integer", b)
+    priority = spec.priority if o.priority is None else opt.integer("priority", o.priority, b)
     for name, value in (("unique_key", o.unique_key), ("concurrency_key", o.concurrency_key)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidOption(name, value, "a string", b)
+        if value is not None:
+            check_name(name, value, MAX_KEY_BYTES, b)
     max_attempts = opt.positive_int("max_attempts", o.max_attempts, b) or spec.max_attempts
     delivery = spec.delivery if o.delivery is None else opt.delivery(o.delivery, b)
     key = o.concurrency_key

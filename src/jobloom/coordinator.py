@@ -19,6 +19,7 @@ from .errors import InvalidTransition, JobNotFound
 from .records import policy_from_row
 from .states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
 from .store.base import Tx
+from .text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
 from .types import Candidate, Policy
 
 LEASE_GRACE = 1.0
@@ -305,7 +306,8 @@ async def report(
         suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
         finishes.append({
             "id": o.job_id, "attempt": o.attempt, "state": nxt.state, "result": o.result,
-            "error": o.error, "run_at": nxt.run_at if nxt.run_at is not None else now,
+            "error": storable_text(o.error, MAX_ERROR_BYTES),
+            "run_at": nxt.run_at if nxt.run_at is not None else now,
             "finished_at": now if finished else None, "refund": 1 if suspended else 0, "payload": o.payload,
         })
         attempts.append(_attempt_row(o))
@@ -330,7 +332,8 @@ async def report(
 def _attempt_row(o: Outcome) -> dict[str, Any]:
     return {
         "job_id": o.job_id, "attempt": o.attempt, "worker": o.worker, "started_at": o.started_at,
-        "finished_at": o.finished_at, "outcome": o.kind, "error": o.error, "traceback": o.traceback,
+        "finished_at": o.finished_at, "outcome": o.kind, "error": storable_text(o.error, MAX_ERROR_BYTES),
+        "traceback": storable_text(o.traceback, MAX_TRACEBACK_BYTES),
     }
 
 

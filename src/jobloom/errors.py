@@ -51,7 +51,18 @@ class InvalidOption(JobloomError):
         self.option = option
         self.value = value
         where = f" on {binding}" if binding else ""
-        super().__init__(f"invalid {option}{where}: {value!r}; expected {expected}")
+        super().__init__(f"invalid {option}{where}: {shown(value)}; expected {expected}")
+
+
+def shown(value: object, width: int = 120) -> str:
+    """``repr(value)`` for a one-line message: a long one is cut, saying how long it was."""
+    try:
+        text = repr(value)
+    except RecursionError:  # nested too deep for repr: show the outer levels only
+        import reprlib
+
+        text = reprlib.repr(value)
+    return text if len(text) <= width else f"{text[:width - 20]}... ({len(text)} characters)"
 
 
 class JobNotFound(JobloomError):
@@ -97,6 +108,10 @@ class Retry(Exception):
     """Raised by a performer to ask for another attempt after ``after`` seconds."""
 
     def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
+        if after is not None:
+            from .options import MAX_DELAY, finite
+
+            after = finite("after", after, maximum=MAX_DELAY)
         self.after = after
         self.reason = reason
         super().__init__(reason)

@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import JobloomError
+from .errors import JobloomError, shown
 from .performer import Performer
+from .text import MAX_NAME_BYTES, name_problem
 
 InputFn = Callable[[Any, dict[str, Any]], Any]
 MAX_DEPTH = 8
@@ -71,16 +72,20 @@ class Flow:
     """A named DAG of nodes: ``flow = jobloom.Flow("publish-image")``, then ``flow.node(...)``."""
 
     def __init__(self, name: str) -> None:
-        if not name or not isinstance(name, str):
-            raise FlowError(f"a flow needs a name; got {name!r}")
+        problem = name_problem(name, MAX_NAME_BYTES)
+        if problem is not None:
+            raise FlowError(f"a flow needs a name: {problem}; got {shown(name)}")
         self.name = name
         self.nodes: dict[str, Node] = {}
 
     def _add(self, node: Node) -> Node:
         if node.name in self.nodes:
             raise FlowError(f"flow {self.name!r} already has a node named {node.name!r}")
-        if not node.name or ":" in node.name or "/" in node.name:
-            raise FlowError(f"node name {node.name!r} in flow {self.name!r} must be non-empty, without ':' or '/'")
+        problem = name_problem(node.name, MAX_NAME_BYTES)
+        if problem is None and (":" in node.name or "/" in node.name):
+            problem = "a name without ':' or '/'"
+        if problem is not None:
+            raise FlowError(f"node name {shown(node.name)} in flow {self.name!r}: expected {problem}")
         bad = set(node.options) - _NODE_OPTIONS
         if bad:
             raise FlowError(
@@ -138,7 +143,9 @@ class Flow:
     # -- checks -----------------------------------------------------------------------------------
 
     def validate(self, bindings: set[str]) -> None:
-        """Refuse unknown upstreams, unknown performers and cycles, naming what is wrong."""
+        """Refuse an empty flow, unknown upstreams, unknown performers and cycles, naming what is wrong."""
+        if not self.nodes:
+            raise FlowError(f"flow {self.name!r} has no nodes: a run of it could never finish")
         for node in self.nodes.values():
             for up in node.after:
                 if up not in self.nodes:

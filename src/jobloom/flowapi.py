@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any, cast
 from . import flowrun, steps
 from .client import build_job
 from .coordinator import NewJob
+from .errors import InvalidOption
 from .flow import MAP_BINDING, MAX_DEPTH, SUBFLOW_BINDING, Flow, FlowError
 from .flowexec import node_options
+from .options import MAX_DELAY, finite
+from .text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, plain_json
 from .types import NodeState, Run, to_datetime
 
 if TYPE_CHECKING:
@@ -75,11 +78,13 @@ async def start_run(
         raise FlowError(f"flow {flow.name!r} is not one of this app's flows (App(..., flows=[...]))")
     if depth > MAX_DEPTH:
         raise FlowError(f"sub-flows nest deeper than {MAX_DEPTH}")
-    run_id = run_id or uuid.uuid4().hex
+    run_id = uuid.uuid4().hex if run_id is None else check_name("id", run_id, MAX_KEY_BYTES)
+    if deadline is not None:
+        deadline = finite("deadline", deadline, minimum=0.0, above=True, maximum=MAX_DELAY)
     now = time.time()
     try:
-        input_json = json.dumps(inp)
-    except (TypeError, ValueError) as exc:
+        input_json = plain_json(inp)
+    except ValueError as exc:
         raise FlowError(f"the input of flow {flow.name!r} must be JSON: {exc}") from None
     jobs = _node_jobs(app, flow, inp, run_id, now)
     store = await app.store()
@@ -161,8 +166,15 @@ class FlowsAPI:
 
     async def send_event(self, job_id: int, name: str, data: Any = None) -> bool:
         """Deliver ``data`` to the job's ``wait_for_event(name)``; returns whether a waiting job was woken."""
+        from .app import checked_id
+
+        job_id = checked_id(job_id)
+        check_name("event name", name, MAX_NAME_BYTES)
+        try:
+            payload = None if data is None else plain_json(data)
+        except ValueError as exc:
+            raise InvalidOption("event data", data, f"JSON data: {exc}") from None
         store = await cast("App", self).store()
-        payload = None if data is None else json.dumps(data)
 
         async def work(tx: Tx) -> bool:
             if await tx.fetchone("get_job", {"id": job_id}) is None:

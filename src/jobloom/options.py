@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -11,6 +12,13 @@ from .errors import InvalidOption
 
 Delivery = Literal["at_least_once", "at_most_once"]
 DELIVERIES: tuple[str, ...] = ("at_least_once", "at_most_once")
+MIN_INT, MAX_INT = -(2**31), 2**31 - 1
+"""The range of ``priority`` and ``max_attempts`` (a 32-bit integer column)."""
+MAX_DELAY = 10.0**10
+"""Seconds from now at most (about 317 years) for a delay, a retry, a sleep or a deadline: a moment
+further on could not be shown as a datetime."""
+MIN_EPOCH, MAX_EPOCH = -62135596800.0, 253402300799.0
+"""The epoch seconds of a datetime: from year 1 to the end of year 9999 (UTC)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +39,9 @@ class Backoff:
     def __post_init__(self) -> None:
         if self.kind not in ("exponential", "fixed"):
             raise InvalidOption("backoff.kind", self.kind, "'exponential' or 'fixed'")
-        if not self.base >= 0:
-            raise InvalidOption("backoff.base", self.base, "seconds >= 0")
-        if not self.factor >= 1:
-            raise InvalidOption("backoff.factor", self.factor, "a factor >= 1")
-        if not self.max >= 0:
-            raise InvalidOption("backoff.max", self.max, "seconds >= 0")
+        finite("backoff.base", self.base)
+        finite("backoff.factor", self.factor, minimum=1.0)
+        finite("backoff.max", self.max)
         if self.jitter not in ("equal", "full", "none"):
             raise InvalidOption("backoff.jitter", self.jitter, "'equal', 'full' or 'none'")
 
@@ -105,9 +110,35 @@ def positive_int(name: str, value: object, binding: str | None = None, *, allow_
     """Check an option that must be a positive integer (or None where allowed)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidOption(name, value, "an integer >= 1" + (" or None" if allow_none else ""), binding)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT:
+        raise InvalidOption(name, value, f"an integer from 1 to {MAX_INT}" + (" or None" if allow_none else ""),
+                            binding)
     return value
+
+
+def integer(name: str, value: object, binding: str | None = None) -> int:
+    """Check an option that is an integer stored in a 32-bit column (``priority``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_INT <= value <= MAX_INT:
+        raise InvalidOption(name, value, f"an integer from {MIN_INT} to {MAX_INT}", binding)
+    return value
+
+
+def finite(name: str, value: object, binding: str | None = None, *, minimum: float = 0.0,
+           above: bool = False, maximum: float = math.inf) -> float:
+    """Check a finite number ``>= minimum`` (``> minimum`` with ``above``) and ``<= maximum``;
+    NaN and infinities are refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        number = math.nan
+    else:
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+    if not math.isfinite(number) or number < minimum or (above and number == minimum) or number > maximum:
+        relation = ">" if above else ">="
+        upto = "" if maximum == math.inf else f" and <= {maximum:g}"
+        raise InvalidOption(name, value, f"a finite number {relation} {minimum:g}{upto}", binding)
+    return number
 
 
 def seconds(name: str, value: object, binding: str | None = None, *, allow_none: bool = True) -> float | None:
@@ -116,11 +147,17 @@ def seconds(name: str, value: object, binding: str | None = None, *, allow_none:
 
     if value is None and allow_none:
         return None
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise InvalidOption(name, value, "seconds >= 0 (a number or a timedelta)", binding)
-    return float(value)
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        seconds = math.nan
+    else:
+        try:
+            seconds = float(seconds)
+        except OverflowError:
+            seconds = math.inf
+    if not 0 <= seconds < math.inf:
+        raise InvalidOption(name, value, "seconds >= 0, finite (a number or a timedelta)", binding)
+    return seconds
 
 
 def delivery(value: object, binding: str | None = None) -> Delivery:

@@ -15,6 +15,7 @@ from . import options as opt
 from .errors import InvalidOption, InvalidPayload, PayloadTooLarge
 from .options import Backoff, Delivery, RateLimit
 from .steps import StepContext
+from .text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
 from .types import JobContext, Policy
 
 P = TypeVar("P")
@@ -86,6 +87,7 @@ class PerformerSpec:
     is_async: bool
     payload_adapter: pydantic.TypeAdapter[Any]
     result_adapter: pydantic.TypeAdapter[Any]
+    nulls_may_hide_nan: bool = True  # a payload or result type whose own config may write NaN as null
 
     def dump_payload(self, payload: Any) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON."""
@@ -99,13 +101,17 @@ class PerformerSpec:
             raise InvalidPayload(self.binding, describe_validation(exc)) from None
 
     def encode_payload(self, value: Any) -> str:
-        """A validated payload as JSON, refusing one over the size limit."""
+        """A validated payload as JSON, refusing one over the size limit or one JSON cannot hold."""
         try:
             data = self.payload_adapter.dump_json(value)
         except PydanticSerializationError as exc:
             raise InvalidPayload(self.binding, str(exc)) from None
         if len(data) > MAX_PAYLOAD_BYTES:
             raise PayloadTooLarge(f"payload for {self.binding}", len(data), MAX_PAYLOAD_BYTES)
+        problem = dumped_problem(data, lambda: self.payload_adapter.dump_python(value),
+                                 nulls_may_hide_nan=self.nulls_may_hide_nan)
+        if problem is not None:
+            raise InvalidPayload(self.binding, f"cannot be stored as JSON: {problem}")
         return data.decode()
 
     def load_payload(self, data: str) -> Any:
@@ -125,6 +131,10 @@ class PerformerSpec:
             raise InvalidPayload(self.binding, f"result cannot be stored as JSON: {exc}") from None
         if len(data) > MAX_RESULT_BYTES:
             raise PayloadTooLarge(f"result of {self.binding}", len(data), MAX_RESULT_BYTES)
+        problem = dumped_problem(data, lambda: self.result_adapter.dump_python(result),
+                                 nulls_may_hide_nan=self.nulls_may_hide_nan)
+        if problem is not None:
+            raise InvalidPayload(self.binding, f"result cannot be stored as JSON: {problem}")
         return data.decode()
 
     def key_for(self, payload: Any) -> str | None:
@@ -133,7 +143,7 @@ class PerformerSpec:
         if fn is None:
             return None
         key = fn(payload)
-        return None if key is None else str(key)
+        return None if key is None else check_name("concurrency_key", str(key), MAX_KEY_BYTES, self.binding)
 
 
 def describe_validation(exc: pydantic.ValidationError) -> str:
@@ -176,14 +186,13 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
     if not (isinstance(cls, type) and issubclass(cls, Performer)):
         raise InvalidOption("performers", cls, "subclasses of jobloom.Performer")
-    binding = cls.binding or cls.__name__
+    binding = check_name("binding", cls.binding or cls.__name__, MAX_NAME_BYTES)
     if cls.perform is Performer.perform:
         raise InvalidOption("perform", cls, "a perform(self, payload) method", binding)
     backoff = cls.backoff
     if not isinstance(backoff, Backoff):
         raise InvalidOption("backoff", backoff, "a jobloom.Backoff", binding)
-    if not isinstance(cls.priority, int) or isinstance(cls.priority, bool):
-        raise InvalidOption("priority", cls.priority, "an integer", binding)
+    opt.integer("priority", cls.priority, binding)
     rate = None if cls.rate_limit is None else RateLimit.parse(cls.rate_limit, binding)
     key_fn = cls.concurrency_key
     if key_fn is not None and not callable(key_fn):
@@ -195,6 +204,8 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         priority_aging=opt.seconds("priority_aging", cls.priority_aging, binding) or None,
     )
     payload_t, result_t = _type_args(cls)
+    payload_adapter, payload_nulls = _adapter(payload_t)
+    result_adapter, result_nulls = _adapter(result_t)
     if isinstance(key_fn, staticmethod):
         key_fn = key_fn.__func__
     return PerformerSpec(
@@ -210,6 +221,22 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         unique_for=opt.seconds("unique_for", cls.unique_for, binding, allow_none=False) or 0.0,
         retention=_retention(cls.retention, binding),
         is_async=inspect.iscoroutinefunction(cls.perform),
-        payload_adapter=pydantic.TypeAdapter(payload_t),
-        result_adapter=pydantic.TypeAdapter(result_t),
+        payload_adapter=payload_adapter,
+        result_adapter=result_adapter,
+        nulls_may_hide_nan=payload_nulls or result_nulls,
     )
+
+
+_OWN_CONFIG = ("'type': 'model'", "'type': 'dataclass'", "'type': 'typed-dict'")
+
+
+def _adapter(t: Any) -> tuple[pydantic.TypeAdapter[Any], bool]:
+    """A type adapter that writes NaN and infinities as JSON constants (so that they can be found and
+    refused), and whether parts of the type keep their own config (which may write them as null)."""
+    try:
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(
+            t, config=pydantic.ConfigDict(ser_json_inf_nan="constants"))
+    except pydantic.PydanticUserError:  # a model, dataclass or TypedDict: it has its own config
+        return pydantic.TypeAdapter(t), True
+    schema = str(adapter.core_schema)
+    return adapter, any(kind in schema for kind in _OWN_CONFIG)

@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter  # type: ignore[import-untyped]
 
 from .errors import InvalidOption, JobloomError
+from .text import name_problem
 
 Overlap = Literal["skip", "allow"]
 CatchUp = Literal["latest", "all", "none"]
@@ -77,6 +78,10 @@ def _check_cron(name: str, expr: object, zone: ZoneInfo) -> tuple[str, bool]:
     if len(fields) not in (5, 6):
         raise InvalidSchedule(name, "cron", expr, f"{expected} (it has {len(fields)})")
     seconds = len(fields) == 6
+    for field_name, field_text in zip(("second", *_FIELDS) if seconds else _FIELDS, fields, strict=True):
+        problem = _field_problem(field_name, field_text)
+        if problem is not None:
+            raise InvalidSchedule(name, "cron", expr, problem)
     try:
         it = croniter(text, datetime(2000, 1, 1, tzinfo=zone), second_at_beginning=seconds)
         it.get_next(datetime)
@@ -86,6 +91,33 @@ def _check_cron(name: str, expr: object, zone: ZoneInfo) -> tuple[str, bool]:
             reason = "it never matches a date"
         raise InvalidSchedule(name, "cron", expr, reason) from None
     return text, seconds
+
+
+_FIELDS = ("minute", "hour", "day", "month", "weekday")
+_MAX = {"second": 59, "minute": 59, "hour": 23, "day": 31, "month": 12, "weekday": 6}
+_NAMES = {
+    "month": {m: i for i, m in enumerate(
+        ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"), 1)},
+    "weekday": {d: i for i, d in enumerate(("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"))},
+}
+
+
+def _field_problem(field_name: str, text: str) -> str | None:
+    """Why one cron field is refused although croniter would read it somehow: a reversed range
+    (``30-10``) or a step on a single value (``5/2``); ``None`` when it is fine."""
+    for item in text.split(","):
+        base, slash, step = item.partition("/")
+        if slash and base != "*" and "-" not in base:
+            return (f"the {field_name} field has {item!r}: a step goes with a range or '*' "
+                    f"(e.g. '{base}-{_MAX[field_name]}/{step}' or '*/{step}')")
+        low, dash, high = base.partition("-")
+        if dash:
+            names = _NAMES.get(field_name, {})
+            a = names.get(low.upper(), int(low) if low.isdigit() else None)
+            b = names.get(high.upper(), int(high) if high.isdigit() else None)
+            if a is not None and b is not None and a > b:
+                return f"the {field_name} field has {item!r}: a range goes from low to high"
+    return None
 
 
 def _check_every(name: str, every: object) -> float:
@@ -142,9 +174,10 @@ class Schedule:
 
     def __post_init__(self) -> None:
         name = self.name
-        if not isinstance(name, str) or not name.strip() or len(name) > 200 or name != name.strip():
+        if (not isinstance(name, str) or not name.strip() or len(name) > 200 or name != name.strip()
+                or name_problem(name, 4 * 200) is not None):
             raise InvalidSchedule(str(name), "name", name, "expected a non-empty name of at most 200 characters, "
-                                  "without surrounding spaces")
+                                  "without surrounding spaces, control characters or lone surrogates")
         zone = _zone(name, self.timezone)
         object.__setattr__(self, "_zone", zone)
         if (self.cron is None) == (self.every is None):
@@ -167,6 +200,9 @@ class Schedule:
         if self.performer is not None and self.input is not None:
             raise InvalidSchedule(name, "input", self.input, "input= goes with flow=; a performer takes payload=")
         if self.flow is not None:
+            if self.input is None:
+                raise InvalidSchedule(name, "input", None, "a flow schedule needs input= (data, or a function of "
+                                      "the tick), as a performer schedule needs payload=")
             if self.payload is not None:
                 raise InvalidSchedule(name, "payload", self.payload,
                                       "payload= goes with performer=; a flow takes input=")

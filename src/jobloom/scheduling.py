@@ -27,6 +27,7 @@ from .coordinator import NewJob
 from .errors import JobloomError
 from .schedule import InvalidSchedule, Schedule, UnknownSchedule
 from .states import FINISHED_STATES
+from .text import MAX_ERROR_BYTES, storable_text
 
 if TYPE_CHECKING:
     from .app import App
@@ -308,7 +309,8 @@ async def _apply(tx: Tx, f: _Firing, row: ScheduleRow, now: float) -> bool:
     made = False
     for tick, job in f.jobs:
         if isinstance(job, str):
-            row.last_error, row.last_error_at = f"tick {tick_key(f.schedule.name, tick)}: {job}", now
+            row.last_error = storable_text(f"tick {tick_key(f.schedule.name, tick)}: {job}", MAX_ERROR_BYTES)
+            row.last_error_at = now
             log.warning("schedule %s could not fire: %s", f.schedule.name, job)
             continue
         if f.schedule.overlap == "skip" and await _unfinished_job(tx, row.last_job_id):

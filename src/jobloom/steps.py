@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import to_json
+from pydantic_core import to_json, to_jsonable_python
 
 from .errors import JobloomError, PayloadTooLarge
+from .options import MAX_DELAY, finite
+from .text import MAX_NAME_BYTES, check_name, dumped_problem
 
 if TYPE_CHECKING:
     from .store.base import Store, Tx
@@ -39,6 +41,10 @@ class Suspended(BaseException):
 
 class EventTimeout(JobloomError):
     """``wait_for_event`` gave up: the event did not arrive within its timeout."""
+
+
+class StepNotStorable(JobloomError):
+    """A step returned a value that cannot be stored as JSON (raised in the job)."""
 
 
 class LeaseLost(JobloomError):
@@ -74,6 +80,7 @@ class StepContext:
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` once for this job and remember its result (as JSON) across attempts."""
+        check_name("step name", name, MAX_NAME_BYTES)
         done = await self._records()
         key = f"step:{name}"
         if key in done:
@@ -82,29 +89,29 @@ class StepContext:
         value = fn(*args)
         if inspect.isawaitable(value):
             value = await value
-        try:
-            data = None if value is None else to_json(value).decode()
-        except Exception as exc:
-            raise JobloomError(f"step {name!r} returned a value that cannot be stored as JSON: {exc}") from None
-        if data is not None and len(data) > MAX_STEP_BYTES:
-            raise PayloadTooLarge(f"result of step {name!r}", len(data), MAX_STEP_BYTES)
+        data = None if value is None else _step_json(name, value)
         await self._save(key, data)
         return None if data is None else json.loads(data)
 
     async def sleep(self, name: str, seconds: float) -> None:
         """Suspend the job for ``seconds`` (durably: a restart does not shorten or repeat the sleep)."""
+        check_name("sleep name", name, MAX_NAME_BYTES)
+        seconds = finite("seconds", seconds, maximum=MAX_DELAY)
         done = await self._records()
         key = f"sleep:{name}"
         if key in done:
             wake = float(done[key] or 0)
         else:
-            wake = time.time() + max(0.0, float(seconds))
+            wake = time.time() + seconds
             await self._save(key, repr(wake))
         if time.time() < wake:
             raise Suspended(wake)
 
     async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
         """Suspend until ``app.send_event(job_id, name, data)``; return ``data``. Raises ``EventTimeout``."""
+        check_name("event name", name, MAX_NAME_BYTES)
+        if timeout is not None:
+            timeout = finite("timeout", timeout)
         async def signal(tx: Tx) -> Any:
             return await tx.fetchone("get_signal", {"job_id": self.job_id, "name": name})
 
@@ -116,11 +123,25 @@ class StepContext:
         if key in done:
             deadline = float(done[key] or 0)
         else:
-            deadline = FOREVER if timeout is None else time.time() + max(0.0, float(timeout))
+            deadline = FOREVER if timeout is None else min(FOREVER, time.time() + timeout)
             await self._save(key, repr(deadline))
         if time.time() >= deadline:
             raise EventTimeout(f"event {name!r} did not arrive within {timeout} s")
         raise Suspended(deadline, wait=name)
+
+
+def _step_json(name: str, value: Any) -> str:
+    """A step's result as JSON, or :class:`StepNotStorable` saying why it cannot be remembered."""
+    try:
+        data = to_json(value, inf_nan_mode="constants")
+    except Exception as exc:
+        raise StepNotStorable(f"step {name!r} returned a value that cannot be stored as JSON: {exc}") from None
+    if len(data) > MAX_STEP_BYTES:
+        raise PayloadTooLarge(f"result of step {name!r}", len(data), MAX_STEP_BYTES)
+    problem = dumped_problem(data, lambda: to_jsonable_python(value, inf_nan_mode="constants"))
+    if problem is not None:
+        raise StepNotStorable(f"step {name!r} returned a value that cannot be stored as JSON: {problem}")
+    return data.decode()
 
 
 async def send_event(tx: Tx, job_id: int, name: str, data: str | None, now: float) -> bool:

@@ -38,6 +38,7 @@ from .errors import Permanent, Retry
 from .flow import MAP_BINDING
 from .steps import StepContext, Suspended
 from .store.base import Tx, Wakeups
+from .text import MAX_ERROR_BYTES, storable_text
 from .types import JobContext
 
 if TYPE_CHECKING:
@@ -75,12 +76,6 @@ class _CycleResult:
 def worker_name() -> str:
     """A unique, readable worker id: host, pid and a random suffix."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-def storable(text: str, limit: int = 4000) -> str:
-    """``text`` as any store keeps it: NUL and lone surrogates escaped, at most ``limit`` characters."""
-    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Worker:
@@ -316,8 +311,8 @@ class Worker:
             except Exception as exc:
                 if self._transient(exc):
                     return False
-                why = storable(f"jobloom could not store the outcome of this attempt ({o.kind}): "
-                               f"{type(exc).__name__}: {exc}")
+                why = storable_text(f"jobloom could not store the outcome of this attempt ({o.kind}): "
+                                    f"{type(exc).__name__}: {exc}", MAX_ERROR_BYTES) or ""
                 log.error("job %d attempt %d: %s", o.job_id, o.attempt, why)
                 fallback = Outcome(o.job_id, o.attempt, lifecycle.PERMANENT, o.worker, o.started_at, o.finished_at,
                                    error=why)
@@ -464,10 +459,6 @@ class Worker:
         if rec.timer is not None:
             rec.timer.cancel()
         finished = time.time()
-        if error is not None:
-            error = storable(error)
-        if tb is not None:
-            tb = storable(tb, 64_000)
         self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
                                      retry_after, payload_json, wait))
         if self.running.get(rec.key) is rec:

@@ -290,6 +290,26 @@ def test_invalid_options(cli: Env) -> None:
     assert "--limit" in usage.stderr and "Traceback" not in usage.stderr
 
 
+def test_enqueue_with_a_huge_priority_is_one_error_line(cli: Env) -> None:
+    done = cli.run("enqueue", "SendMail", '{"to": "a"}', "--app", "jobs_app:app", "--priority", str(10**30), rc=1)
+    assert "invalid priority" in done.stderr and "-2147483648 to 2147483647" in done.stderr
+
+
+def test_enqueue_with_a_payload_nested_10000_deep_is_one_error_line(cli: Env) -> None:
+    deep = "[" * 10_000 + "]" * 10_000
+    done = cli.run("enqueue", "SendMail", deep, "--app", "jobs_app:app", rc=1)
+    assert "invalid JSON payload" in done.stderr and "nested deeper than 64" in done.stderr
+
+
+def test_enqueue_with_nan_in_the_payload_is_one_error_line(cli: Env) -> None:
+    done = cli.run("enqueue", "SendMail", '{"to": NaN}', "--app", "jobs_app:app", rc=1)
+    assert "invalid JSON payload" in done.stderr and "NaN is not JSON" in done.stderr
+    inf = cli.run("enqueue", "SendMail", '{"to": "a"}', "--app", "jobs_app:app", "--delay", "inf", rc=1)
+    assert "invalid delay" in inf.stderr
+    digits = cli.run("enqueue", "SendMail", "[" + "9" * 5000 + "]", "--app", "jobs_app:app", rc=1)
+    assert "invalid JSON payload" in digits.stderr
+
+
 def test_target_mistakes(cli: Env) -> None:
     nothing = cli.run("jobs", "list", rc=1)
     assert "--app" in nothing.stderr and "--url" in nothing.stderr

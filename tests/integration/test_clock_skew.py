@@ -56,7 +56,7 @@ async def test_workers_two_minutes_apart_agree_on_leases_delays_and_limits(app: 
             waited = started.timestamp() - job.created_at.timestamp()
             assert 1.8 <= waited <= 4.0, f"a 2 s delay waited {waited:.2f} s"
         assert time.time() - t0 < 60
-        now, peak = (int(x) for x in open(procs.state_dir / "gauge").read().split())
+        now, peak = (int(x) for x in (procs.state_dir / "gauge").read_text().split())
         assert now == 0 and peak <= 3, f"{peak} Gate jobs ran at once; the limit is 3"
     finally:
         for p in (ahead, behind):

@@ -250,10 +250,12 @@ def test_positive_int() -> None:
         with pytest.raises(InvalidOption) as info:
             positive_int("concurrency", bad, "reports.build")
         assert str(info.value) == (
-            f"invalid concurrency on reports.build: {bad!r}; expected an integer >= 1 or None"
+            f"invalid concurrency on reports.build: {bad!r}; expected an integer from 1 to 2147483647 or None"
         )
-    with pytest.raises(InvalidOption, match=r"expected an integer >= 1$"):
+    with pytest.raises(InvalidOption, match=r"expected an integer from 1 to 2147483647$"):
         positive_int("max_attempts", None, allow_none=False)
+    with pytest.raises(InvalidOption, match=r"max_attempts: 2147483648; expected an integer from 1 to 2147483647"):
+        positive_int("max_attempts", 2**31)
 
 
 def test_seconds() -> None:
@@ -262,7 +264,7 @@ def test_seconds() -> None:
     assert seconds("timeout", 2.5) == 2.5
     assert seconds("timeout", timedelta(minutes=2)) == 120.0
     assert seconds("timeout", None) is None
-    for bad in (-1, -0.5, True, "5", timedelta(seconds=-1)):
+    for bad in (-1, -0.5, True, "5", timedelta(seconds=-1), float("nan"), float("inf"), -float("inf"), 10**400):
         with pytest.raises(InvalidOption, match=r"invalid timeout: .*; expected seconds >= 0"):
             seconds("timeout", bad)
     with pytest.raises(InvalidOption):

@@ -286,6 +286,9 @@ class SQLiteStore(Store):
         """
         if not isinstance(conn, sqlite3.Connection):
             raise StoreError(f"connection= on a SQLite store takes a sqlite3.Connection, not {type(conn).__name__}")
+        if conn.isolation_level is None and not conn.in_transaction:
+            raise StoreError("transactional enqueue needs a connection inside a transaction "
+                             "(this sqlite3 connection is in autocommit mode: BEGIN first)")
         result = run_without_loop(fn(SQLiteTx(conn)))
         self._waker.send()
         return result
