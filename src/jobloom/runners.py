@@ -300,7 +300,7 @@ class SyncRunner:
             method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
             self._mp = multiprocessing.get_context(method)
             if method == "forkserver":  # the fork server imports these once; each child is a fork of it
-                self._mp.set_forkserver_preload(["jobloom.runners", *self._modules])
+                self._mp.set_forkserver_preload(["jobloom", "jobloom.runners", *self._modules, "jobloom.childwarm"])
         return self._mp
 
     def forget(self, child: ChildRun) -> None:
@@ -333,6 +333,9 @@ class _Unavailable:
 
     def __getattr__(self, name: str) -> Any:
         raise JobloomError(f"self.env is not available in a process-isolated job: {self._why}")
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.__getattr__("__getitem__")
 
 
 def _watch_parent(conn: Any) -> None:
