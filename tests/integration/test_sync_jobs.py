@@ -178,3 +178,18 @@ async def test_shutdown_kills_a_process_job_and_leaves_a_hung_thread_to_the_reap
 
 async def _attempt_outcomes(app: jobloom.App, job_id: int) -> list[str | None]:
     return [a.outcome for a in await app.attempts(job_id) if a.outcome is not None]
+
+
+async def test_a_child_exits_when_its_worker_is_killed(app: jobloom.App, sprocs: SyncProcesses) -> None:
+    job = await app.enqueue("LongSpinner", {})
+    worker = sprocs.worker(concurrency=1)
+    await eventually(lambda: sprocs.read("spin"), timeout=30, what="the spinner started")
+    pid = int(sprocs.read("spin")[0].split()[1])
+    os.kill(worker.pid, signal.SIGKILL)
+    await asyncio.to_thread(worker.wait, 10)
+    await eventually(lambda: not _alive(pid), timeout=5, what="the orphaned child gone")
+    # its lease expires and the job runs again under a new worker, in a new child
+    sprocs.worker(concurrency=1)
+    await eventually(lambda: {line.split()[0] for line in sprocs.read("spin")} == {"1", "2"}, timeout=30,
+                     what="the second attempt started")
+    assert next(a.outcome for a in await app.attempts(job.id)) == "lost"
