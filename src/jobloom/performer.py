@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,7 +30,8 @@ MAX_RESULT_BYTES = 128 * 1024
 class Performer(Generic[P, R]):
     """Subclass and implement ``perform``; class attributes are the binding's options (DESIGN §3).
 
-    ``async def perform`` runs on the worker's event loop; a plain ``def perform`` runs in a thread.
+    ``async def perform`` runs on the worker's event loop; a plain ``def perform`` runs in a thread,
+    or in a child process with ``isolation = "process"`` (so that a timeout or a cancel can kill it).
     """
 
     binding: ClassVar[str | None] = None
@@ -44,6 +47,7 @@ class Performer(Generic[P, R]):
     priority_aging: ClassVar[float | None] = 60.0
     unique_for: ClassVar[float] = 24 * 3600.0
     retention: ClassVar[dict[str, float] | float | None] = None
+    isolation: ClassVar[str] = "thread"
 
     ctx: JobContext
     env: Any
@@ -85,6 +89,7 @@ class PerformerSpec:
     unique_for: float
     retention: dict[str, float]
     is_async: bool
+    isolation: str
     payload_adapter: pydantic.TypeAdapter[Any]
     result_adapter: pydantic.TypeAdapter[Any]
     nulls_may_hide_nan: bool = True  # a payload or result type whose own config may write NaN as null
@@ -182,6 +187,32 @@ def _retention(value: Any, binding: str) -> dict[str, float]:
     raise InvalidOption("retention", value, "seconds, or a dict of state -> seconds", binding)
 
 
+def resolve_class(module: str, qualname: str) -> type | None:
+    """The class named ``module.qualname`` (importing the module), or None if that name finds no class."""
+    try:
+        obj: Any = sys.modules.get(module) or importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None
+    return obj if isinstance(obj, type) else None
+
+
+def _isolation(cls: type[Performer[Any, Any]], binding: str, is_async: bool) -> str:
+    value = cls.isolation
+    if value not in ("thread", "process"):
+        raise InvalidOption("isolation", value, '"thread" or "process"', binding)
+    if value == "process":
+        if is_async:
+            raise InvalidOption("isolation", value, 'a plain "def perform" (an async perform runs on the event loop)',
+                                binding)
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if cls.__module__ == "__main__" or resolve_class(cls.__module__, cls.__qualname__) is not cls:
+            raise InvalidOption("isolation", value, f"a performer class importable by module path ({where} is "
+                                "not: define it at the top level of an importable module)", binding)
+    return str(value)
+
+
 def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
     if not (isinstance(cls, type) and issubclass(cls, Performer)):
@@ -206,6 +237,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     payload_t, result_t = _type_args(cls)
     payload_adapter, payload_nulls = _adapter(payload_t)
     result_adapter, result_nulls = _adapter(result_t)
+    is_async = inspect.iscoroutinefunction(cls.perform)
     if isinstance(key_fn, staticmethod):
         key_fn = key_fn.__func__
     return PerformerSpec(
@@ -220,7 +252,8 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         concurrency_key=key_fn,
         unique_for=opt.seconds("unique_for", cls.unique_for, binding, allow_none=False) or 0.0,
         retention=_retention(cls.retention, binding),
-        is_async=inspect.iscoroutinefunction(cls.perform),
+        is_async=is_async,
+        isolation=_isolation(cls, binding, is_async),
         payload_adapter=payload_adapter,
         result_adapter=result_adapter,
         nulls_may_hide_nan=payload_nulls or result_nulls,

@@ -28,11 +28,10 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import coordinator, flowexec, lifecycle
+from . import coordinator, flowexec, lifecycle, runners
 from .coordinator import Claimed, Outcome
 from .errors import Permanent, Retry
 from .flow import MAP_BINDING
@@ -59,6 +58,7 @@ class _Running:
     started: bool = False
     stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
     timer: asyncio.TimerHandle | None = None
+    sync: runners.SyncRun | None = None  # a sync perform under way: stopped through it, not by cancelling
 
     @property
     def key(self) -> Key:
@@ -109,7 +109,7 @@ class Worker:
         self._abandoned = False
         self._main: asyncio.Task[None] | None = None
         self._rotation = 0
-        self._executor: ThreadPoolExecutor | None = None
+        self._sync = runners.SyncRunner(app.specs)
         self._contexts = flowexec.NodeContexts(app)
         self._unsure = False
 
@@ -176,12 +176,11 @@ class Worker:
             for task in helpers:
                 task.cancel()
             for rec in self.running.values():
-                if rec.task is not None:
+                if rec.task is not None and rec.sync is None:
                     rec.task.cancel()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(wake.close(), 1.0)
-            if self._executor is not None:
-                self._executor.shutdown(wait=False, cancel_futures=True)
+            self._sync.close()
 
     async def drain(self) -> int:
         """Run every due job in-process until nothing is runnable or running; return attempts run."""
@@ -196,8 +195,7 @@ class Worker:
                 continue
             if not result.claimed and not self.outcomes:
                 break
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        self._sync.close()
         return self.attempts_run
 
     # -- housekeeping -----------------------------------------------------------------------------
@@ -400,14 +398,26 @@ class Worker:
         self.running[rec.key] = rec
         loop = asyncio.get_running_loop()
         rec.task = loop.create_task(self._execute(rec))
-        if claimed.timeout is not None:  # one timer handle per job: cheaper than a timeout context
+        spec = self.app.specs.get(claimed.binding)
+        if claimed.timeout is not None and (spec is None or spec.is_async):  # a sync job's clock starts with it
             rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, rec.key, "timeout")
+
+    def _arm(self, rec: _Running) -> None:
+        """(Re)start a sync job's timeout clock: its thread, or its child process, has started."""
+        if rec.timer is not None:
+            rec.timer.cancel()
+        if rec.claimed.timeout is not None:
+            rec.timer = asyncio.get_running_loop().call_later(rec.claimed.timeout, self._stop_job, rec.key,
+                                                              "timeout")
 
     def _stop_job(self, key: Key, reason: str) -> None:
         rec = self.running.get(key)
         if rec is not None and rec.task is not None and rec.stop_reason is None:
             rec.stop_reason = reason
-            rec.task.cancel()
+            if rec.sync is not None:
+                rec.sync.stop()  # kills a child process; a thread runs on, and its slot stays taken until it ends
+            else:
+                rec.task.cancel()
 
     async def _execute(self, rec: _Running) -> None:
         c = rec.claimed
@@ -435,13 +445,13 @@ class Worker:
                 if spec.is_async:
                     value = await performer.perform(payload)
                 else:
-                    value = await asyncio.get_running_loop().run_in_executor(
-                        self._pool(), performer.perform, payload
-                    )
+                    rec.sync = self._sync.start(spec, performer, payload, payload_json or c.payload,
+                                                lambda: self._arm(rec))
+                    value = await rec.sync.result()
                 result = spec.dump_result(value)
         except Suspended as s:
             kind, retry_after, wait = lifecycle.SUSPENDED, s.wake_at, s.wait
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
             if rec.stop_reason == "cancel":
                 kind, error = lifecycle.CANCELLED, "cancelled while running"
             elif rec.stop_reason == "timeout":
@@ -450,6 +460,10 @@ class Worker:
                 kind, error = lifecycle.LOST, "lease lost: the worker could not renew it in time, and stopped the job"
             else:
                 kind, error = lifecycle.LOST, f"interrupted ({rec.stop_reason or 'task cancelled'})"
+            if isinstance(exc, runners.Stopped):  # a sync job, ended only now: how it ended
+                error, tb = f"{error}; {exc.detail}", exc.tb
+        except runners.JobError as exc:  # from a child process, or a BaseException from a sync thread
+            kind, error, tb = exc.kind, exc.error, exc.tb
         except Retry as exc:
             kind, error, retry_after = lifecycle.RETRY, exc.reason, exc.after
         except Permanent as exc:
@@ -475,11 +489,6 @@ class Worker:
         if c.binding == MAP_BINDING:
             return await flowexec.run_map(self._contexts, c)
         return await flowexec.run_subflow(self._contexts, c)
-
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="jobloom-job")
-        return self._executor
 
     # -- leases -----------------------------------------------------------------------------------
 
@@ -546,7 +555,14 @@ class Worker:
                 self._stop_job(key, "shutdown")
             elif rec.task is not None:
                 rec.task.cancel()
-        tasks = [r.task for r in self.running.values() if r.task is not None]
+        # a sync thread cannot be stopped: its job is not reported while it runs; when this process
+        # exits its lease expires and the reaper handles the job (retried, or stalled if at most once)
+        hung = [r.claimed.id for r in self.running.values() if r.sync is not None and not r.sync.stoppable
+                and not r.sync.finished]
+        if hung:
+            log.warning("sync job(s) %s still running in threads after the grace period: not reported; "
+                        "their leases will expire", hung)
+        tasks = [r.task for r in self.running.values() if r.task is not None and r.claimed.id not in hung]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         store = await self.app.store()

@@ -106,7 +106,7 @@ async def test_sigterm_stops_a_worker_within_its_grace_while_sqlite_is_stuck(sql
 async def test_schedules_fire_on_time_while_the_worker_drains_a_backlog(
     app: jobloom.App, procs: Processes
 ) -> None:
-    total = 60_000
+    total = 150_000  # more than the worker drains in the measured window
     for _ in range(0, total, 10_000):
         await app.enqueue_many([("Noop", {}) for _ in range(10_000)])
     worker = procs.worker(concurrency=64, env={"JOBLOOM_IT_TICK": "1"})
@@ -117,7 +117,7 @@ async def test_schedules_fire_on_time_while_the_worker_drains_a_backlog(
     await eventually(lambda: noop_done(), timeout=30, what="the drain started")
     t0 = time.time()
     lags: list[int] = []
-    while time.time() - t0 < 6.0:
+    while time.time() - t0 < 12.0:  # 10 ticks measured: one late one still leaves 90 %
         lags.append((await app.stats()).pending_events)
         await asyncio.sleep(0.5)
     busy_until = time.time()

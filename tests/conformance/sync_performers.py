@@ -1,0 +1,70 @@
+"""Sync performers of the conformance tests: plain ``def perform``, in threads and in child processes."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import jobloom
+
+
+@dataclass
+class Point:
+    """A typed payload and result, to check they cross the process boundary."""
+
+    x: int
+    y: int
+
+
+class Exits(jobloom.Performer[dict[str, Any], None]):
+    """Raises SystemExit from a worker thread."""
+
+    def perform(self, payload: dict[str, Any]) -> None:
+        raise SystemExit(3)
+
+
+class InChild(jobloom.Performer[Point, Point]):
+    """Process-isolated: returns its payload moved by its attempt, with its ctx checked."""
+
+    isolation = "process"
+
+    def perform(self, payload: Point) -> Point:
+        assert self.ctx.binding == "InChild" and threading.current_thread() is threading.main_thread()
+        return Point(payload.x + self.ctx.attempt, os.getpid())
+
+
+class ChildRetries(jobloom.Performer[dict[str, Any], int]):
+    """Process-isolated: asks for another attempt once, then succeeds."""
+
+    isolation = "process"
+
+    def perform(self, payload: dict[str, Any]) -> int:
+        if self.ctx.attempt == 1:
+            raise jobloom.Retry(after=0, reason="not yet")
+        return self.ctx.attempt
+
+
+class ChildFails(jobloom.Performer[dict[str, Any], None]):
+    """Process-isolated: fails with the kind of error its payload names."""
+
+    isolation = "process"
+    max_attempts = 1
+
+    def perform(self, payload: dict[str, Any]) -> None:
+        if payload["how"] == "permanent":
+            raise jobloom.Permanent("card declined")
+        if payload["how"] == "exit":
+            os._exit(9)
+        raise ValueError(f"bad value {payload['n']}")
+
+
+class ChildEnv(jobloom.Performer[dict[str, Any], str]):
+    """Process-isolated: reads the app's env."""
+
+    isolation = "process"
+    max_attempts = 1
+
+    def perform(self, payload: dict[str, Any]) -> str:
+        return str(self.env["greeting"])
