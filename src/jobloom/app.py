@@ -130,6 +130,13 @@ class App(FlowsAPI, SchedulingMixin):
         core = self._cores.get(loop)
         return None if core is None else core.store
 
+    def now(self) -> float:
+        """The store's clock (see :meth:`Store.now`), or this host's before any store was opened."""
+        store = self.store_if_open()
+        if store is None:
+            store = next((core.store for core in list(self._cores.values()) if core.checked), None)
+        return time.time() if store is None else store.now()
+
     async def _core(self) -> _Core:
         loop = asyncio.get_running_loop()
         last = self._last
@@ -170,7 +177,7 @@ class App(FlowsAPI, SchedulingMixin):
         """Store the performers' limits with their coordinators, and their retention, which every app's
         pruning then applies to their jobs (done by workers at start)."""
         store = await self.store()
-        now = time.time()
+        now = store.now()
         rows = []
         for name in bindings or self.specs:
             spec = self.specs.get(name)
@@ -213,7 +220,7 @@ class App(FlowsAPI, SchedulingMixin):
             current = json.loads(row[6]) if row and row[6] else {}
             current.update(limits)
             await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current),
-                                               "now": time.time()})
+                                               "now": store.now()})
 
         await store.transact(work)
         await store.notify()
@@ -245,8 +252,9 @@ class App(FlowsAPI, SchedulingMixin):
             options = DEFAULT_OPTIONS
         else:
             options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery)
-        job = build_job(self.spec(performer), payload, options, time.time())
+        spec = self.spec(performer)
         core = await self._core()
+        job = build_job(spec, payload, options, core.store.now())
         if connection is not None:
             store: Any = core.store
             if not hasattr(store, "transact_on"):
@@ -264,7 +272,8 @@ class App(FlowsAPI, SchedulingMixin):
         On a store that :attr:`~jobloom.store.Store.streams_inserts` (PostgreSQL), a large batch is
         validated and sent in chunks of :data:`STREAM_CHUNK`, the next chunk being validated while the
         server inserts the last; a bad item still leaves nothing enqueued."""
-        now = time.time()
+        core = await self._core()
+        now = core.store.now()
         requests = [item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item) for item in items]
         specs: dict[int, PerformerSpec] = {}  # by id(): a performer class or name is looked up once
 
@@ -283,7 +292,6 @@ class App(FlowsAPI, SchedulingMixin):
             return jobs
 
         n = len(requests)
-        core = await self._core()
         if n <= STREAM_CHUNK or not core.store.streams_inserts or any(
             req.options.unique_key is not None for req in requests
         ):
@@ -300,7 +308,7 @@ class App(FlowsAPI, SchedulingMixin):
         """Enqueue a child of job ``parent_id``, idempotent by ``child_id`` (``self.ctx.spawn`` calls this)."""
         from .flowexec import NEVER
 
-        job = build_job(self.spec(performer), payload, EnqueueOptions(**options), time.time())
+        job = build_job(self.spec(performer), payload, EnqueueOptions(**options), self.now())
         job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
         core = await self._core()
         return await core.enqueuer.submit(job)
@@ -315,7 +323,7 @@ class App(FlowsAPI, SchedulingMixin):
         if connection is None:
             return self.run_sync(self.enqueue(performer, payload, **options))
         self.run_sync(self.store())  # migrations checked, as for every use
-        job = build_job(self.spec(performer), payload, EnqueueOptions(**options), time.time())
+        job = build_job(self.spec(performer), payload, EnqueueOptions(**options), self.now())
         store: Any = open_store(self.url, **self.store_options)
         if not hasattr(store, "transact_on_sync"):
             raise StoreError(f"the {store.dialect} store cannot enqueue in the caller's transaction")
@@ -411,7 +419,7 @@ class App(FlowsAPI, SchedulingMixin):
         store = await self.store()
 
         async def work(tx: Tx) -> str:
-            return await coordinator.cancel(tx, job_id, time.time())
+            return await coordinator.cancel(tx, job_id, store.now())
 
         await store.transact(work)
         await store.notify()
@@ -423,7 +431,7 @@ class App(FlowsAPI, SchedulingMixin):
         store = await self.store()
 
         async def work(tx: Tx) -> None:
-            await coordinator.retry(tx, job_id, time.time())
+            await coordinator.retry(tx, job_id, store.now())
 
         await store.transact(work)
         await store.notify()

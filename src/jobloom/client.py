@@ -127,7 +127,7 @@ class Enqueuer:
                     built.extend(jobs)
                     yield jobs
 
-            ids = await coordinator.enqueue_streamed(tx, kept(), time.time())
+            ids = await coordinator.enqueue_streamed(tx, kept(), self.store.now())
             return [job_from_new(job_id, new) for job_id, new in zip(ids, built, strict=True)]
 
         return await self._committed(work, single_statement=False)
@@ -150,7 +150,7 @@ class Enqueuer:
 
 
 async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
-    now = time.time()
+    now = max((job.created_at for job in jobs), default=time.time())  # the store's clock, read when built
     ids = await coordinator.enqueue(tx, jobs, now)
     out: list[Job] = []
     for new, (job_id, created) in zip(jobs, ids, strict=True):

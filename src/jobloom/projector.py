@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -176,7 +175,7 @@ async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) 
     """Fold the oldest ``limit`` events of the outbox, and delete them, in one transaction; return how many."""
 
     async def work(tx: Tx) -> int:
-        await tx.execute("init_projector", {"name": name, "now": time.time()})
+        await tx.execute("init_projector", {"name": name, "now": store.now()})
         cursor = await tx.fetchone("lock_projector", {"name": name})
         if cursor is None:  # another worker is projecting (PostgreSQL): it will fold these events
             return 0
@@ -192,7 +191,7 @@ async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) 
                 tallies[key].merge(Tally.from_row(row[2:]))
         await tx.executemany("upsert_stats", [t.params(b, m) for (b, m), t in tallies.items()])
         await tx.execute("prune_projected_events", {"seqs": [int(e[0]) for e in events]})
-        await tx.execute("save_projector", {"name": name, "last_seq": int(events[-1][0]), "now": time.time()})
+        await tx.execute("save_projector", {"name": name, "last_seq": int(events[-1][0]), "now": store.now()})
         return len(events)
 
     return await store.transact(work)
@@ -248,7 +247,7 @@ async def read_stats(store: Store, *, binding: str | None = None, since: Any = N
     ``since`` is an aware datetime, a timedelta (that long ago) or epoch seconds; it is rounded down
     to its minute, the read model's grain.
     """
-    start = int(_since(since, time.time()) // 60)
+    start = int(_since(since, store.now()) // 60)
 
     async def work(tx: Tx) -> tuple[list[tuple[Any, ...]], int]:
         rows = await tx.fetch("stats_since", {"minute": start, "binding": binding})

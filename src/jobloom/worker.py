@@ -164,7 +164,7 @@ class Worker:
                         if self.outcomes or (result.claimed and self._free() > 0):
                             continue
                     due = result.next_due
-                    if due is not None and due <= time.time():
+                    if due is not None and due <= self._now():
                         continue
                     await self._sleep_until(due)
             finally:
@@ -204,7 +204,7 @@ class Worker:
         """Run the app's housekeepers when they are due, beside the cycles (never behind them)."""
         while not self._stopping:
             due = await self._housekeeping()
-            timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - time.time()))
+            timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self._now()))
             if timeout > 0:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(timeout):
@@ -222,20 +222,25 @@ class Worker:
             if self._stopping:
                 return None
             try:
-                when = await keeper.next_due(self.app, time.time())
-                if when is not None and when <= time.time():
-                    if await keeper.run(self.app, time.time()):
+                when = await keeper.next_due(self.app, self._now())
+                if when is not None and when <= self._now():
+                    if await keeper.run(self.app, self._now()):
                         await store.notify()
                         self._kick.set()
-                    when = await keeper.next_due(self.app, time.time())
+                    when = await keeper.next_due(self.app, self._now())
             except Exception as exc:
                 log.warning("housekeeper %s failed (%s: %s)", keeper.name, type(exc).__name__, exc)
-                when = time.time() + 1.0
+                when = self._now() + 1.0
             if when is not None:
                 due = when if due is None else min(due, when)
         return due
 
     # -- the cycle --------------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        """The store's clock (every time this worker stores or compares with stored times)."""
+        store = self.app.store_if_open()
+        return time.time() if store is None else store.now()
 
     def _free(self) -> int:
         return self.concurrency - len(self.running)
@@ -247,7 +252,7 @@ class Worker:
                 self._house_kick.set()
 
     async def _sleep_until(self, due: float | None) -> None:
-        timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - time.time()))
+        timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self._now()))
         if timeout > 0:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
@@ -305,7 +310,7 @@ class Worker:
                   type(cause).__name__, cause, len(self.outcomes))
         for o in list(self.outcomes):
             try:
-                await store.transact(lambda tx, o=o: coordinator.report(tx, [o], time.time()))  # type: ignore[misc]
+                await store.transact(lambda tx, o=o: coordinator.report(tx, [o], self._now()))  # type: ignore[misc]
             except Exception as exc:
                 if self._transient(exc):
                     return False
@@ -315,11 +320,11 @@ class Worker:
                 fallback = Outcome(o.job_id, o.attempt, lifecycle.PERMANENT, o.worker, o.started_at, o.finished_at,
                                    error=why)
                 try:
-                    await store.transact(lambda tx, f=fallback: coordinator.report(tx, [f], time.time()))  # type: ignore[misc]
+                    await store.transact(lambda tx, f=fallback: coordinator.report(tx, [f], self._now()))  # type: ignore[misc]
                 except Exception as again:
                     if self._transient(again):
                         return False
-                    await store.transact(lambda tx, f=fallback: coordinator.quarantine(tx, f, time.time()))  # type: ignore[misc]
+                    await store.transact(lambda tx, f=fallback: coordinator.quarantine(tx, f, self._now()))  # type: ignore[misc]
             self.outcomes[:] = [x for x in self.outcomes if x is not o]
         return True
 
@@ -331,7 +336,7 @@ class Worker:
         async def work(tx: Tx) -> int:
             rows = await tx.fetch("running_of_worker", {"worker": self.name})
             orphans = [(r[0], r[1], r[2]) for r in rows if (r[0], r[1]) not in known]
-            return await coordinator.release(tx, self.name, orphans, time.time()) if orphans else 0
+            return await coordinator.release(tx, self.name, orphans, self._now()) if orphans else 0
 
         released = await store.transact(work)
         self._unsure = False
@@ -349,7 +354,7 @@ class Worker:
         began = time.monotonic()  # the leases of jobs claimed now expire no earlier than began + lease
 
         async def work(tx: Tx) -> _CycleResult:
-            now = time.time()
+            now = self._now()
             res = _CycleResult()
             reads = await coordinator.read_cycle(
                 tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
@@ -472,7 +477,7 @@ class Worker:
             kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
         if rec.timer is not None:
             rec.timer.cancel()
-        finished = time.time()
+        finished = self._now()
         self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
                                      retry_after, payload_json, wait))
         if self.running.get(rec.key) is rec:
@@ -506,7 +511,7 @@ class Worker:
                 store = await self.app.store()
 
                 async def work(tx: Tx, keys: list[Key] = keys) -> tuple[set[Key], set[Key]]:
-                    return await coordinator.heartbeat(tx, self.name, keys, time.time(), self.lease)
+                    return await coordinator.heartbeat(tx, self.name, keys, self._now(), self.lease)
 
                 held, cancels = await store.transact(work)
             except Exception as exc:
@@ -571,7 +576,7 @@ class Worker:
             self.outcomes = [o for o in self.outcomes if (o.job_id, o.attempt) not in released]
 
             async def work(tx: Tx) -> int:
-                return await coordinator.release(tx, self.name, unstarted, time.time())
+                return await coordinator.release(tx, self.name, unstarted, self._now())
 
             try:
                 async with asyncio.timeout(max(0.5, deadline + ABANDON_MARGIN / 2 - time.monotonic())):
