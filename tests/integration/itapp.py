@@ -131,6 +131,21 @@ class LoggedAtMostOnce(jobloom.Performer[dict[str, Any], int]):
         return self.ctx.attempt
 
 
+class Spanned(jobloom.Performer[dict[str, Any], None]):
+    """At most 3 at once; appends ``start|end job attempt pid time`` lines to ``spans``."""
+
+    concurrency = 3
+    max_attempts = 20
+    backoff = jobloom.Backoff.fixed(0.1)
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        append("spans", f"start {self.ctx.job_id} {self.ctx.attempt} {os.getpid()} {time.time()!r}")
+        try:
+            await asyncio.sleep(random.uniform(0.01, 0.04))
+        finally:
+            append("spans", f"end {self.ctx.job_id} {self.ctx.attempt} {os.getpid()} {time.time()!r}")
+
+
 class Poison(jobloom.Performer[dict[str, Any], None]):
     """Fails with text no store can hold as it is (a NUL byte and a lone surrogate)."""
 
@@ -160,7 +175,7 @@ fan_in.node("d", Node, after=[_b, _c], input=lambda inp, up: {"n": up["b"] + up[
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
     performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
-                LoggedAtMostOnce, Poison, Noop, Tick],
+                LoggedAtMostOnce, Poison, Noop, Tick, Spanned],
     flows=[fan_in],
     schedules=[jobloom.Schedule("tick", every=1, performer=Tick, payload=lambda at: {"tick": at.timestamp()})]
     if os.environ.get("JOBLOOM_IT_TICK") else [],

@@ -1,0 +1,113 @@
+"""Chaos: three worker processes under a supervisor, one of them killed with SIGKILL every second for
+20 s, and on PostgreSQL the app's connections terminated twice. Every at-least-once job succeeds, no
+at-most-once job starts twice, the concurrency limit is never exceeded (measured from inside the jobs),
+and nothing is left running or queued."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+
+import psutil
+import pytest
+
+import jobloom
+from tests.conftest import POSTGRES_URL
+from tests.helpers import eventually
+
+from .conftest import Processes
+
+pytestmark = pytest.mark.slow
+
+ACTIVE = ("waiting", "scheduled", "queued", "running")
+
+
+def _peak(spans: list[str], deaths: dict[int, float]) -> int:
+    """The most attempts really running at once: from start to end line, or to its process's death."""
+    starts: dict[tuple[str, str], tuple[float, int]] = {}
+    ends: dict[tuple[str, str], float] = {}
+    for line in spans:
+        kind, job, attempt, pid, at = line.split()
+        if kind == "start":
+            starts[(job, attempt)] = (float(at), int(pid))
+        else:
+            ends[(job, attempt)] = float(at)
+    moments: list[tuple[float, int]] = []
+    for key, (at, pid) in starts.items():
+        end = ends.get(key, deaths.get(pid))
+        assert end is not None, f"attempt {key} never ended and its process {pid} was not killed"
+        moments += [(at, 1), (end, -1)]
+    running = peak = 0
+    for _, step in sorted(moments, key=lambda m: (m[0], m[1])):  # an end before a start at the same moment
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+async def test_chaos(app: jobloom.App, procs: Processes) -> None:
+    tag = f"chaos-{uuid.uuid4().hex[:8]}"
+    postgres = procs.url.startswith("postgres")
+    if postgres:
+        procs.env["JOBLOOM_IT_URL"] = procs.url + f"&application_name={tag}"
+    rng = random.Random(7)
+    least = await app.enqueue_many([("LoggedAtLeastOnce", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, 18)))
+                                     for _ in range(2000)])
+    most = await app.enqueue_many([("LoggedAtMostOnce", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, 18)))
+                                    for _ in range(400)])
+    gated = await app.enqueue_many([("Spanned", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, 18)))
+                                     for _ in range(300)])
+    env = {**procs.env, "JOBLOOM_IT_LEASE": "1.0"}
+    supervisor = subprocess.Popen(
+        [sys.executable, "-m", "jobloom.cli", "worker", "itapp:app", "--processes", "3", "--concurrency", "8",
+         "--grace", "3", "--log-level", "error"], env=env, cwd=procs.state_dir, start_new_session=True)
+    procs.procs.append(supervisor)
+    deaths: dict[int, float] = {}
+    try:
+        sup = psutil.Process(supervisor.pid)
+        await eventually(lambda: len(sup.children()) == 3, timeout=30, what="three worker processes")
+        t0 = time.monotonic()
+        terminated = 0
+        while time.monotonic() - t0 < 20:
+            await asyncio.sleep(1.0)
+            children = sup.children()
+            if children:
+                victim = rng.choice(children)
+                deaths[victim.pid] = time.time()
+                os.kill(victim.pid, signal.SIGKILL)
+            if postgres and terminated < 2 and time.monotonic() - t0 > 7 * (terminated + 1):
+                import psycopg
+
+                with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+                    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                  "WHERE application_name = %s", [tag])
+                terminated += 1
+
+        async def settled() -> bool:
+            counts = await app.counts()
+            return not any(by_state.get(s, 0) for by_state in counts.values() for s in ACTIVE)
+
+        await eventually(settled, timeout=90, interval=0.5, what="no job left waiting, queued or running")
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        try:
+            supervisor.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(supervisor.pid, signal.SIGKILL)
+    assert len(deaths) >= 15, f"only {len(deaths)} processes were killed"
+    for job in least:
+        done = await app.get_job(job.id)
+        assert done.state == "succeeded", done
+    starts = Counter(int(line.split()[0]) for line in procs.read("starts-most"))
+    assert starts and max(starts.values()) == 1, "an at-most-once job started twice"
+    for job in most:
+        assert (await app.get_job(job.id)).state in ("succeeded", "stalled")
+    for job in gated:
+        assert (await app.get_job(job.id)).state == "succeeded"
+    assert _peak(procs.read("spans"), deaths) <= 3
