@@ -40,6 +40,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 _STRING = re.compile(rb'"[^"]*"')
+_PAIR = re.compile(rb"\[\]|\{\}")
 _REPLACEMENT = "\ufffd".encode()
 
 
@@ -109,7 +110,7 @@ def too_deep(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     if b'"' in rest:
         rest = _STRING.sub(b"", rest)
     for _ in range(limit):
-        peeled = rest.replace(b"[]", b"").replace(b"{}", b"")
+        peeled = _PAIR.sub(b"", rest)  # only the pairs there before this pass: one level
         if len(peeled) == len(rest):
             return False
         rest = peeled
