@@ -37,8 +37,10 @@ MAX_TRACEBACK_BYTES = 64 * 1024
 """An attempt's traceback is cut beyond this many UTF-8 bytes."""
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_INNERMOST = re.compile(rb"\[[^\[\]{}]*\]|\{[^\[\]{}]*\}")
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_STRING = re.compile(rb'"[^"]*"')
+_PAIR = re.compile(rb"\[\]|\{\}")
 _REPLACEMENT = "\ufffd".encode()
 
 
@@ -94,15 +96,25 @@ def storable_text(text: str | None, limit: int) -> str | None:
 
 
 def too_deep(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether JSON text ``data`` nests arrays and objects deeper than ``limit``; never recurses."""
+    """Whether JSON text ``data`` nests arrays and objects deeper than ``limit``; never recurses.
+
+    Escapes are dropped, then everything but brackets and quotes, then strings: what is left are
+    the brackets, whose innermost pairs are peeled one level at a time.
+    """
     if data.count(b"[") + data.count(b"{") <= limit:
         return False
-    rest = _STRING.sub(b"", data)
+    if b"\\" in data:
+        data = _ESCAPE.sub(b"", data)
+    rest = data.translate(None, _NOT_STRUCTURE)
+    rest = rest.replace(b'""', b"")  # most strings hold no bracket
+    if b'"' in rest:
+        rest = _STRING.sub(b"", rest)
     for _ in range(limit):
-        rest, found = _INNERMOST.subn(b"", rest)
-        if not found:
+        peeled = _PAIR.sub(b"", rest)  # only the pairs there before this pass: one level
+        if len(peeled) == len(rest):
             return False
-    return b"[" in rest or b"{" in rest
+        rest = peeled
+    return bool(rest)
 
 
 def json_problem(value: Any, limit: int = MAX_JSON_DEPTH) -> str | None:

@@ -64,6 +64,7 @@ def test_json_problems() -> None:
 
 def test_too_deep_reads_text_without_recursing() -> None:
     assert not too_deep(b"[" * 64 + b"]" * 64)
+    assert not too_deep(b"[{" * 32 + b"}]" * 32) and too_deep(b"{" + b"[{" * 32 + b"}]" * 32 + b"}")
     assert too_deep(b"[" * 65 + b"]" * 65)
     assert too_deep(b"[" * 10_000 + b"]" * 10_000)
     brackets_in_strings = b'{"a": "' + b"[" * 500 + b'", "b": "\\"[{"}'
