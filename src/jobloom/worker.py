@@ -229,7 +229,7 @@ class Worker:
             res = _CycleResult()
             reads = await coordinator.read_cycle(
                 tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
-                bindings=order if free > 0 else [],
+                bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
             )
             if outcomes:
                 await coordinator.report(tx, outcomes, now, locked=reads.locked)
@@ -331,7 +331,7 @@ class Worker:
             rec.timer.cancel()
         finished = time.time()
         self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
-                                     retry_after, payload_json, wait))
+                                     retry_after, payload_json, wait, c.run_id))
         self.running.pop(c.id, None)
         self._kick.set()
         if log.isEnabledFor(logging.INFO):
