@@ -4,6 +4,16 @@ One function per transition (enqueue, dispatch, report, reap, promote, heartbeat
 release). Each takes an open :class:`~jobloom.store.Tx`, decides with the pure functions of
 :mod:`jobloom.decide` and :mod:`jobloom.lifecycle`, and applies the result with named SQL, fenced
 by the attempt number so that a stale worker can never overwrite a newer truth.
+
+Lock order. Every transaction that takes row locks takes them in this order, so that on PostgreSQL
+no two of them can wait for each other: a schedule's row, then run rows (in id order: a run and its
+sub-flow runs ``<id>/<node>`` sort together), then job rows (in id order), then binding rows, then
+the projector's cursor. A lock taken out of that order is taken with ``SKIP LOCKED`` (it never waits):
+the reaper skips an expired job whose run or row another transaction holds, and takes it later.
+One exception is safe: when a sub-flow's run ends, the job of its parent node is locked last (it
+belongs to another run); a transaction holding that job never waits for the sub-flow's rows.
+So reporting locks the runs of the reported jobs (:attr:`Outcome.run_id`) before the jobs, and
+cancelling a flow node reads its run id, then locks the run, then the job.
 """
 
 from __future__ import annotations
@@ -88,6 +98,7 @@ class Outcome:
     retry_after: float | None = None  # RETRY: seconds; SUSPENDED: the absolute wake-up time
     payload: str | None = None  # a flow node's payload, built when it ran
     wait: str | None = None  # SUSPENDED on wait_for_event: the event's name
+    run_id: str | None = None  # the job's flow run (Claimed.run_id): its lock is taken before the job's
 
 
 @dataclass(slots=True)
@@ -266,7 +277,8 @@ async def report(
 ) -> ReportResult:
     """Apply attempt outcomes. A report for an attempt that is no longer running is never applied.
 
-    ``locked``: the outcomes' jobs as ``lock_running`` read and locked them in this transaction."""
+    ``locked``: the outcomes' jobs as ``lock_running`` read and locked them in this transaction, after
+    the runs of the outcomes (:attr:`Outcome.run_id`), as :func:`read_cycle` does."""
     result = ReportResult()
     if not outcomes:
         return result
@@ -274,15 +286,20 @@ async def report(
     for o in outcomes:
         unique.setdefault((o.job_id, o.attempt), o)
     outcomes = list(unique.values())
-    rows = locked if locked is not None else await tx.fetch("lock_running", {"ids": [o.job_id for o in outcomes]})
+    held = sorted({o.run_id for o in outcomes if o.run_id is not None})
+    if locked is None:  # the runs first, then the jobs (in one batch: they run in this order)
+        *_, rows = await tx.fetch_batch([*(("lock_run", {"id": run_id}) for run_id in held),
+                                         ("lock_running", {"ids": [o.job_id for o in outcomes]})])
+    else:
+        rows = locked
     current = {r[0]: r for r in rows}
     finishes: list[dict[str, Any]] = []
     attempts: list[dict[str, Any]] = []
     backoffs: dict[str, Any] = {}
     events: list[dict[str, Any]] = []
     in_runs: list[tuple[int, str, str, str]] = []
-    runs = sorted({r[10] for r in rows if r[10] is not None})
-    for run_id in runs:  # serialize with every other change to these runs (fan-in happens once)
+    # an outcome without its run id (a caller that did not know it) has its run locked late, out of order
+    for run_id in sorted({r[10] for r in rows if r[10] is not None} - set(held)):
         await tx.fetchone("lock_run", {"id": run_id})
     for o in outcomes:
         row = current.get(o.job_id)
@@ -368,17 +385,29 @@ async def reap(
 ) -> list[int]:
     """Expired leases: the worker is gone. Retry (at-least-once) or ``stalled`` (at-most-once).
 
-    ``expired``: the ``expired_leases`` rows if already read (and locked) in this transaction."""
-    rows = expired if expired is not None else await tx.fetch(
-        "expired_leases", {"cutoff": now - LEASE_GRACE, "limit": limit})
+    ``expired``: the ``expired_leases`` rows if already read in this transaction.
+
+    The candidates are read without locks; then their runs are locked (in id order) and the jobs
+    locked and checked again, both skipping rows that another transaction holds: this may run after
+    other locks in a worker's cycle, so it never waits (the jobs it skips are reaped later)."""
+    cutoff = now - LEASE_GRACE
+    rows = expired if expired is not None else await tx.fetch("expired_leases", {"cutoff": cutoff, "limit": limit})
+    if not rows:
+        return []
+    run_ids = sorted({r[10] for r in rows if r[10] is not None})
+    if run_ids:
+        held = {r[0][0] for r in await tx.fetch_batch([("lock_run_skip", {"id": i}) for i in run_ids]) if r}
+        rows = [r for r in rows if r[10] is None or r[10] in held]
+    if rows:
+        rows = await tx.fetch("lock_expired", {"ids": sorted(r[0] for r in rows), "cutoff": cutoff})
     if not rows:
         return []
     outcomes = [
         Outcome(job_id=r[0], attempt=r[3], kind=lifecycle.LOST, worker=r[8] or "?", started_at=r[9] or now,
-                finished_at=now, error="lease expired: the worker stopped heartbeating")
+                finished_at=now, error="lease expired: the worker stopped heartbeating", run_id=r[10])
         for r in rows
     ]
-    await report(tx, outcomes, now)
+    await report(tx, outcomes, now, locked=rows)
     return [r[0] for r in rows]
 
 
@@ -404,16 +433,20 @@ class CycleReads:
 
 
 async def read_cycle(
-    tx: Tx, now: float, *, reporting: Sequence[int], worker: str, watching: bool, bindings: Sequence[str]
+    tx: Tx, now: float, *, reporting: Sequence[int], worker: str, watching: bool, bindings: Sequence[str],
+    runs: Iterable[str | None] = (),
 ) -> CycleReads:
-    """The independent reads that open a worker's cycle, sent together: lock the jobs being reported,
-    find expired leases and promote due jobs (both skip rows other transactions hold), the worker's
-    cancel requests, and the policies of the bindings to dispatch. Pass the parts on to
-    :func:`report`, :func:`reap`, :func:`promote` and :func:`dispatch`.
+    """The independent reads that open a worker's cycle, sent together: lock the runs of the jobs
+    being reported (``runs``: their :attr:`Outcome.run_id`), then those jobs, find expired leases and
+    promote due jobs (skipping rows other transactions hold), the worker's cancel requests, and the
+    policies of the bindings to dispatch. Pass the parts on to :func:`report`, :func:`reap`,
+    :func:`promote` and :func:`dispatch`.
 
     A job being reported is left out of the expired leases: its report, applied first, finishes it.
     """
     queries: list[tuple[str, dict[str, Any] | None]] = []
+    run_ids = sorted({r for r in runs if r is not None}) if reporting else []
+    queries += [("lock_run", {"id": run_id}) for run_id in run_ids]
     if reporting:
         queries.append(("lock_running", {"ids": list(reporting)}))
     queries.append(("expired_leases", {"cutoff": now - LEASE_GRACE, "limit": REAP_LIMIT}))
@@ -422,6 +455,8 @@ async def read_cycle(
         queries.append(("cancel_requests", {"worker": worker}))
     queries += [("get_binding", {"binding": b}) for b in bindings]
     results = iter(await tx.fetch_batch(queries))
+    for _ in run_ids:
+        next(results)
     locked = next(results) if reporting else None
     ids = set(reporting)
     expired = [r for r in next(results) if r[0] not in ids]
@@ -444,14 +479,21 @@ async def heartbeat(
 
 
 async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> str:
-    """Cancel at once if not running; ask the worker if running. Returns the resulting state."""
-    row = await tx.fetchone("lock_job", {"id": job_id})
+    """Cancel at once if not running; ask the worker if running. Returns the resulting state.
+
+    A flow node's run is locked before the node's job (the lock order): its run id is read first."""
+    found = await tx.fetchone("job_run", {"id": job_id})
+    if found is None:
+        raise JobNotFound(job_id)
+    if found[0] is not None:
+        _, rows = await tx.fetch_batch([("lock_run", {"id": found[0]}), ("lock_job", {"id": job_id})])
+        row = rows[0] if rows else None
+    else:
+        row = await tx.fetchone("lock_job", {"id": job_id})
     if row is None:
         raise JobNotFound(job_id)
     state = row[1]
     if state in CANCELLABLE_AT_ONCE:
-        if row[4] is not None:
-            await tx.fetchone("lock_run", {"id": row[4]})
         await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
         await emit(tx, [event(now, job_id, row[3], "cancelled", row[2])])
         if row[4] is not None:

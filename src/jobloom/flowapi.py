@@ -177,10 +177,6 @@ class FlowsAPI:
         store = await cast("App", self).store()
 
         async def work(tx: Tx) -> bool:
-            if await tx.fetchone("get_job", {"id": job_id}) is None:
-                from .errors import JobNotFound
-
-                raise JobNotFound(job_id)
             return await steps.send_event(tx, job_id, name, payload, time.time())
 
         woken = await store.transact(work)

@@ -8,12 +8,11 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import coordinator
 from .client import EnqueueOptions, build_job
 from .coalesce import Coalescer
 from .errors import Permanent
 from .flow import Flow, FlowError, Node
-from .flowrun import CHILDREN_DONE, SUBFLOW_DONE, like_prefix, top_node
+from .flowrun import CHILDREN_DONE, SUBFLOW_DONE, insert_children, like_prefix, top_node
 from .states import ACTIVE_STATES
 from .steps import FOREVER, Suspended
 
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from .coordinator import Claimed
     from .store.base import Tx
 
-NEVER = 1e18  # unique_until of a fan-out child: its id is unique for good
+NEVER = 1e18  # unique_until of a spawned child: its id is unique for good
 
 
 def node_options(node: Node) -> EnqueueOptions:
@@ -137,16 +136,20 @@ async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
     jobs = []
     for i, item in enumerate(items):
         job = build_job(spec, item, node_options(node), now)
-        job.unique_key, job.unique_until = f"flow:{c.run_id}:{node.name}:{i}", NEVER
-        job.run_id, job.node = c.run_id, f"{node.name}:{i}"
+        job.run_id, job.node = c.run_id, f"{node.name}:{i}"  # unique in the run: made once
         jobs.append(job)
     store = await app.store()
 
-    async def spawn(tx: Tx) -> list[tuple[Any, ...]]:
-        await coordinator.enqueue(tx, jobs, now)
-        return await tx.fetch("children_of", {"run_id": c.run_id, "prefix": like_prefix(node.name)})
+    async def spawn(tx: Tx) -> tuple[str | None, list[tuple[Any, ...]]]:
+        run = await tx.fetchone("lock_run", {"id": c.run_id})  # a cancel or deadline of the run waits
+        if run is None or run[2] != "running":
+            return None if run is None else run[2], []
+        await insert_children(tx, jobs, now)
+        return run[2], await tx.fetch("children_of", {"run_id": c.run_id, "prefix": like_prefix(node.name)})
 
-    children = await store.transact(spawn)
+    state, children = await store.transact(spawn)
+    if state != "running":
+        raise Permanent(f"run {c.run_id!r} is {state or 'gone'}: the children of {node.name!r} are not made")
     await store.notify()
     if all(r[1] not in ACTIVE_STATES for r in children):
         return fanout_summary([(r[0], r[1], r[2], r[3]) for r in children])

@@ -3,7 +3,12 @@
 Written once against :class:`~jobloom.store.Tx` and free of user code: the run's graph is stored
 with the run, and node payloads are built by the worker that runs the node. Every change to a run
 first locks the run's row, so when the last two upstream nodes finish at the same moment on two
-workers, the downstream node is queued exactly once.
+workers, the downstream node is queued exactly once. Locks follow the order that
+:mod:`jobloom.coordinator` documents: runs (in id order), then their jobs (in id order).
+
+The work per finished node does not grow with the size of its run: it reads the states of the
+run's top-level nodes and whether a fan-out sibling is still active (an index of active run jobs),
+never the results or every child of a fan-out.
 """
 
 from __future__ import annotations
@@ -35,6 +40,26 @@ def like_prefix(node: str) -> str:
     """A LIKE pattern matching the fan-out children of ``node``."""
     escaped = node.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + ":%"
+
+
+def child_range(node: str) -> dict[str, str]:
+    """The bounds of the fan-out children of ``node`` in byte order: ``name:`` < child < ``name;``."""
+    return {"lo": node + ":", "hi": node + ";"}
+
+
+CHILD_CHUNK = 1000
+
+
+async def insert_children(tx: Tx, jobs: Sequence[NewJob], now: float) -> int:
+    """Insert fan-out children that do not exist yet (a node is unique in its run), a chunk per
+    statement, with their events; the number inserted now."""
+    inserted = 0
+    for start in range(0, len(jobs), CHILD_CHUNK):
+        rows = [job.params() for job in jobs[start:start + CHILD_CHUNK]]
+        new = await tx.fetch("insert_children", {"rows": json.dumps(rows)})
+        await emit(tx, [event(now, r[0], r[1], "enqueued") for r in new])
+        inserted += len(new)
+    return inserted
 
 
 async def start_run(
@@ -69,28 +94,52 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
     """Nodes reached a terminal state: queue ready downstream nodes, skip failed branches, end runs.
 
     Every run concerned is locked and read in one batch (in run id order, as every transaction that
-    locks several runs does), and every move that follows goes out in one more: two round trips for
-    a cycle's finished nodes, whatever the number of runs.
+    locks several runs does): the states of its top-level nodes, and for each fan-out with a child
+    finished here whether another child is still active. Every move that follows goes out in one
+    more batch. A run whose top-level nodes are all done is asked once more whether a fan-out child
+    of it is still active (a node cancelled or failed with children running): it ends only when none is.
     """
     by_run: dict[str, list[tuple[str | None, str]]] = {}
     for _, run_id, node, state in finished:
         by_run.setdefault(run_id, []).append((node, state))
     order = sorted(by_run)
-    reads = await tx.fetch_batch([
-        q for run_id in order for q in (("lock_run", {"id": run_id}), ("run_jobs", {"run_id": run_id}))
-    ])
-    moves: list[Move] = []
-    for k, run_id in enumerate(order):
-        found, jobs = reads[2 * k], reads[2 * k + 1]
+    queries: list[tuple[str, dict[str, Any] | None]] = []
+    parents: list[tuple[str, str]] = []
+    for run_id in order:
+        queries += [("lock_run", {"id": run_id}), ("node_states", {"run_id": run_id})]
+        for parent in sorted({n.split(":", 1)[0] for n, _ in by_run[run_id] if n is not None and ":" in n}):
+            parents.append((run_id, parent))
+            queries.append(("child_active", {"run_id": run_id, **child_range(parent)}))
+    reads = iter(await tx.fetch_batch(queries))
+    runs: list[tuple[tuple[Any, ...], dict[str | None, str]]] = []
+    done: set[tuple[str, str]] = set()
+    for run_id in order:
+        found, states = next(reads), {r[0]: r[1] for r in next(reads)}
+        for rid, parent in parents:
+            if rid == run_id and not next(reads):
+                done.add((run_id, parent))
         if found:
-            moves += _moves(found[0], by_run[run_id], {r[1]: r[2] for r in jobs}, now)
+            runs.append((found[0], states))
+    moves: list[Move] = []
+    ending: list[tuple[tuple[Any, ...], dict[str | None, str]]] = []
+    for run, states in runs:
+        moves += _moves(run, by_run[run[0]], states, done, now)
+        if not any(s in ACTIVE for s in states.values()):
+            ending.append((run, states))
+    if ending:
+        active = await tx.fetch_batch([("run_child_active", {"run_id": run[0]}) for run, _ in ending])
+        for (run, states), rows in zip(ending, active, strict=True):
+            if not rows:
+                moves += _end(run, states, now)
     await _apply(tx, moves, now)
 
 
 def _moves(
-    run: tuple[Any, ...], nodes: list[tuple[str | None, str]], states: dict[str | None, str], now: float
+    run: tuple[Any, ...], nodes: list[tuple[str | None, str]], states: dict[str | None, str],
+    done: set[tuple[str, str]], now: float,
 ) -> list[Move]:
-    """What ``nodes`` reaching their states moves on in ``run`` (``states``: its jobs' states, updated)."""
+    """What ``nodes`` reaching their states moves on in ``run`` (``states``: its top-level nodes' states,
+    updated; ``done``: the (run, fan-out node) pairs none of whose children is active)."""
     run_id = run[0]
     graph: dict[str, list[str]] = json.loads(run[4])
     down: dict[str, list[str]] = {n: [] for n in graph}
@@ -98,13 +147,14 @@ def _moves(
         for up in ups:
             down[up].append(n)
     moves: list[Move] = []
+    woken: set[str] = set()
     for node, state in nodes:
         if node is None:
             continue
         if ":" in node:  # a fan-out child: wake its parent once all children are done
             parent = node.split(":", 1)[0]
-            prefix = parent + ":"
-            if all(s not in ACTIVE for n, s in states.items() if n and n.startswith(prefix)):
+            if (run_id, parent) in done and parent not in woken:
+                woken.add(parent)
                 moves.append(("wake_node", {"run_id": run_id, "node": parent, "now": now}, "queued"))
             continue
         if state == "succeeded" and run[2] == "running":
@@ -114,7 +164,7 @@ def _moves(
                     states[d] = "queued"
         elif state != "succeeded":
             moves += _skip_downstream(run_id, node, down, states, now)
-    return moves + _end(run, states, now)
+    return moves
 
 
 def _skip_downstream(
@@ -149,7 +199,8 @@ def _end(run: tuple[Any, ...], states: dict[str | None, str], now: float) -> lis
                                         "finished_at": now}, None))
     elif run[10] is None:
         moves.append(("set_run_state", {"id": run_id, "state": state, "error": run[8], "finished_at": now}, None))
-    if parent_job_id is not None:
+    if parent_job_id is not None:  # its job is locked first: the wake-up and its report are serialized
+        moves.append(("lock_job", {"id": parent_job_id}, None))
         moves.append(("wake_suspended", {"id": parent_job_id, "now": now}, "queued"))
     return moves
 
@@ -165,9 +216,8 @@ async def _apply(tx: Tx, moves: list[Move], now: float) -> None:
 
 async def wait_satisfied(tx: Tx, job_id: int, wait: str, run_id: str | None, node: str | None) -> bool:
     """Whether a suspending job's wait is already over: its event arrived, its children or sub-run ended."""
-    if wait == CHILDREN_DONE and run_id is not None and node is not None:
-        rows = await tx.fetch("children_of", {"run_id": run_id, "prefix": like_prefix(node)})
-        return bool(rows) and all(r[1] not in ACTIVE for r in rows)
+    if wait == CHILDREN_DONE and run_id is not None and node is not None:  # its children exist: it made them
+        return not await tx.fetch("child_active", {"run_id": run_id, **child_range(node)})
     if wait == SUBFLOW_DONE and run_id is not None and node is not None:
         child = await tx.fetchone("get_run", {"id": f"{run_id}/{node}"})
         return child is not None and child[2] != "running"
@@ -220,10 +270,15 @@ async def resume_run(tx: Tx, run_id: str, now: float) -> int:
 async def fail_past_deadline(tx: Tx, now: float, limit: int = 50) -> list[str]:
     """Runs past their deadline: unstarted nodes fail, the run fails (running nodes finish)."""
     failed = []
-    for (run_id,) in await tx.fetch("runs_past_deadline", {"now": now, "limit": limit}):
-        run = await tx.fetchone("lock_run", {"id": run_id})
+    due = sorted(r[0] for r in await tx.fetch("runs_past_deadline", {"now": now, "limit": limit}))
+    # every run is locked before any job (the lock order): a sub-flow run that ends wakes a job of its
+    # parent run, which this transaction may already hold otherwise
+    locked = await tx.fetch_batch([("lock_run", {"id": run_id}) for run_id in due])
+    for found in locked:
+        run = found[0] if found else None
         if run is None or run[2] != "running":
             continue
+        run_id = run[0]
         rows = await tx.fetch("fail_unstarted", {"run_id": run_id, "now": now, "reason": "run deadline passed"})
         await emit(tx, [event(now, r[0], r[1], "failed", r[2]) for r in rows])
         await tx.execute("set_run_state", {"id": run_id, "state": "failed", "error": "deadline passed",

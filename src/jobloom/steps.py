@@ -145,7 +145,15 @@ def _step_json(name: str, value: Any) -> str:
 
 
 async def send_event(tx: Tx, job_id: int, name: str, data: str | None, now: float) -> bool:
-    """Deliver an event to a job; wake it if it is suspended. Returns whether it was woken."""
+    """Deliver an event to a job; wake it if it is suspended. Returns whether it was woken.
+
+    The job's row is locked first, so the event and a report of the job suspending to wait for it
+    are serialized: either the report sees the event (and the job runs again at once), or the job
+    is suspended when the event arrives (and is woken). Raises :class:`~jobloom.JobNotFound`."""
+    if await tx.fetchone("lock_job", {"id": job_id}) is None:
+        from .errors import JobNotFound
+
+        raise JobNotFound(job_id)
     await tx.execute("put_signal", {"job_id": job_id, "name": name, "data": data, "now": now})
     rows = await tx.fetch("wake_waiting_for", {"id": job_id, "now": now, "step": f"wait:{name}"})
     if rows:

@@ -318,7 +318,7 @@ class Worker:
                                     f"{type(exc).__name__}: {exc}", MAX_ERROR_BYTES) or ""
                 log.error("job %d attempt %d: %s", o.job_id, o.attempt, why)
                 fallback = Outcome(o.job_id, o.attempt, lifecycle.PERMANENT, o.worker, o.started_at, o.finished_at,
-                                   error=why)
+                                   error=why, run_id=o.run_id)
                 try:
                     await store.transact(lambda tx, f=fallback: coordinator.report(tx, [f], self._now()))  # type: ignore[misc]
                 except Exception as again:
@@ -358,7 +358,7 @@ class Worker:
             res = _CycleResult()
             reads = await coordinator.read_cycle(
                 tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
-                bindings=order if free > 0 else [],
+                bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
             )
             if outcomes:
                 await coordinator.report(tx, outcomes, now, locked=reads.locked)
@@ -479,7 +479,7 @@ class Worker:
             rec.timer.cancel()
         finished = self._now()
         self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
-                                     retry_after, payload_json, wait))
+                                     retry_after, payload_json, wait, c.run_id))
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]
         self._kick.set()

@@ -158,9 +158,18 @@ ORDER BY id
 FOR UPDATE
 
 -- name: expired_leases
+-- Candidates only, read without locks: the reaper locks their runs first, then the jobs (lock_expired).
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
        started_at, run_id, node
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
+
+-- name: lock_expired
+-- The reaper's candidates, locked in id order and checked again; one that another transaction holds
+-- is skipped (never waited for): it is being reported, or is reaped later.
+SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
+       started_at, run_id, node
+FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) AND state = 'running' AND lease_expires < :cutoff
+ORDER BY id
 FOR UPDATE SKIP LOCKED
 
 -- name: finish_attempt
@@ -219,6 +228,9 @@ SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
 
 -- name: has_queued
 SELECT 1 FROM jobloom_jobs WHERE state = 'queued' AND binding = ANY(:bindings::text[]) LIMIT 1
+
+-- name: job_run
+SELECT run_id FROM jobloom_jobs WHERE id = :id
 
 -- name: lock_job
 SELECT id, state, attempt, binding, run_id, node FROM jobloom_jobs WHERE id = :id FOR UPDATE

@@ -1,5 +1,6 @@
 -- Named queries of flows (runs) and durable steps (PostgreSQL).
 -- lock_run takes the run's row lock: every change to one run (fan-in, cancel, resume) is serialized.
+-- Locks are taken in the order the coordinator's module documents: runs (by id), then jobs (by id).
 
 -- name: insert_run
 INSERT INTO jobloom_runs (id, flow, state, input, graph, deadline, parent_job_id, depth, created_at)
@@ -15,6 +16,11 @@ SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, cre
 FROM jobloom_runs WHERE id = :id
 FOR UPDATE
 
+-- name: lock_run_skip
+-- lock_run, skipping a run that another transaction holds (no row: held, or no such run).
+SELECT id FROM jobloom_runs WHERE id = :id
+FOR UPDATE SKIP LOCKED
+
 -- name: list_runs
 SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
 FROM jobloom_runs
@@ -25,7 +31,41 @@ ORDER BY created_at DESC LIMIT :limit
 UPDATE jobloom_runs SET state = :state, error = :error, finished_at = :finished_at WHERE id = :id
 
 -- name: run_jobs
-SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs WHERE run_id = :run_id
+SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs WHERE run_id = :run_id ORDER BY id
+
+-- name: node_states
+-- The states of a run's top-level nodes (those of its graph), found by the run's unique (run_id, node).
+SELECT node, state FROM jobloom_jobs
+WHERE run_id = :run_id
+  AND node = ANY(ARRAY(SELECT json_object_keys(graph::json) FROM jobloom_runs WHERE id = :run_id))
+
+-- name: child_active
+-- One active fan-out child of a node, if any: a range of the index of active run jobs (node names
+-- compared byte by byte, :lo = 'name:' and :hi = 'name;'), newest children first.
+SELECT node FROM jobloom_jobs
+WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running')
+  AND node COLLATE "C" > :lo::text COLLATE "C" AND node COLLATE "C" < :hi::text COLLATE "C"
+ORDER BY node COLLATE "C" DESC LIMIT 1
+
+-- name: run_child_active
+-- One active fan-out child of a run, if any (asked once no top-level node of the run is active).
+SELECT node FROM jobloom_jobs
+WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND strpos(node, ':') > 0
+ORDER BY node COLLATE "C" LIMIT 1
+
+-- name: insert_children
+-- Fan-out children, a chunk in one statement (:rows: a JSON array of insert_job rows); a child that
+-- exists (the same run and node) is left as it is. Returns the children inserted now.
+INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
+SELECT binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
+       unique_key, unique_until, concurrency_key, created_at, run_id, node
+FROM json_to_recordset(:rows::json) AS r(
+    binding text, state text, payload text, priority int, run_at float8, max_attempts int, delivery text,
+    timeout float8, unique_key text, unique_until float8, concurrency_key text, created_at float8,
+    run_id text, node text)
+ON CONFLICT DO NOTHING
+RETURNING id, binding
 
 -- name: runs_jobs
 -- The node jobs of many runs at once (a listing of runs), each with its run's id.
@@ -50,17 +90,27 @@ WHERE run_id = :run_id AND node = :node AND state = 'waiting'
 RETURNING id, binding, attempt
 
 -- name: fail_unstarted
-UPDATE jobloom_jobs SET state = 'failed', finished_at = :now, error = :reason
-WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued')
-RETURNING id, binding, attempt
+-- The run's jobs are locked in id order (the lock order), then changed.
+WITH j AS (
+    SELECT id FROM jobloom_jobs WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued') ORDER BY id FOR UPDATE
+)
+UPDATE jobloom_jobs AS t SET state = 'failed', finished_at = :now, error = :reason FROM j WHERE t.id = j.id AND t.state IN ('waiting', 'scheduled', 'queued')
+RETURNING t.id, t.binding, t.attempt
 
 -- name: cancel_unstarted
-UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason
-WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued')
-RETURNING id, binding, attempt
+-- The run's jobs are locked in id order (the lock order), then changed.
+WITH j AS (
+    SELECT id FROM jobloom_jobs WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued') ORDER BY id FOR UPDATE
+)
+UPDATE jobloom_jobs AS t SET state = 'cancelled', finished_at = :now, error = :reason FROM j WHERE t.id = j.id AND t.state IN ('waiting', 'scheduled', 'queued')
+RETURNING t.id, t.binding, t.attempt
 
 -- name: cancel_running_of_run
-UPDATE jobloom_jobs SET cancel_requested = true WHERE run_id = :run_id AND state = 'running'
+-- The run's jobs are locked in id order (the lock order), then changed.
+WITH j AS (
+    SELECT id FROM jobloom_jobs WHERE run_id = :run_id AND state = 'running' ORDER BY id FOR UPDATE
+)
+UPDATE jobloom_jobs AS t SET cancel_requested = true FROM j WHERE t.id = j.id AND t.state = 'running'
 
 -- name: wake_suspended
 UPDATE jobloom_jobs SET state = 'queued', run_at = :now

@@ -124,6 +124,12 @@ SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel
        started_at, run_id, node
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
 
+-- name: lock_expired
+SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
+       started_at, run_id, node
+FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND lease_expires < :cutoff
+ORDER BY id
+
 -- name: finish_attempt
 UPDATE jobloom_jobs
 SET state = :state, result = :result, error = :error, run_at = :run_at, finished_at = :finished_at,
@@ -176,6 +182,9 @@ SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
 
 -- name: has_queued
 SELECT 1 FROM jobloom_jobs WHERE state = 'queued' AND binding IN (SELECT value FROM json_each(:bindings)) LIMIT 1
+
+-- name: job_run
+SELECT run_id FROM jobloom_jobs WHERE id = :id
 
 -- name: lock_job
 SELECT id, state, attempt, binding, run_id, node FROM jobloom_jobs WHERE id = :id

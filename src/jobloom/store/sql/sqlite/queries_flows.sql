@@ -13,6 +13,9 @@ FROM jobloom_runs WHERE id = :id
 SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
 FROM jobloom_runs WHERE id = :id
 
+-- name: lock_run_skip
+SELECT id FROM jobloom_runs WHERE id = :id
+
 -- name: list_runs
 SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
 FROM jobloom_runs
@@ -23,7 +26,34 @@ ORDER BY created_at DESC LIMIT :limit
 UPDATE jobloom_runs SET state = :state, error = :error, finished_at = :finished_at WHERE id = :id
 
 -- name: run_jobs
-SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs WHERE run_id = :run_id
+SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs WHERE run_id = :run_id ORDER BY id
+
+-- name: node_states
+SELECT node, state FROM jobloom_jobs
+WHERE run_id = :run_id
+  AND node IN (SELECT key FROM json_each((SELECT graph FROM jobloom_runs WHERE id = :run_id)))
+
+-- name: child_active
+SELECT node FROM jobloom_jobs
+WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND node > :lo AND node < :hi
+ORDER BY node DESC LIMIT 1
+
+-- name: run_child_active
+SELECT node FROM jobloom_jobs
+WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND instr(node, ':') > 0
+LIMIT 1
+
+-- name: insert_children
+INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
+SELECT json_extract(value, '$.binding'), json_extract(value, '$.state'), json_extract(value, '$.payload'),
+       json_extract(value, '$.priority'), json_extract(value, '$.run_at'), json_extract(value, '$.max_attempts'),
+       json_extract(value, '$.delivery'), json_extract(value, '$.timeout'), json_extract(value, '$.unique_key'),
+       json_extract(value, '$.unique_until'), json_extract(value, '$.concurrency_key'), json_extract(value, '$.created_at'),
+       json_extract(value, '$.run_id'), json_extract(value, '$.node')
+FROM json_each(:rows) WHERE true
+ON CONFLICT DO NOTHING
+RETURNING id, binding
 
 -- name: runs_jobs
 -- The node jobs of many runs at once (a listing of runs), each with its run's id.
