@@ -24,7 +24,7 @@ EXPECTED = {
     "latency": ["latency.p50", "latency.p99", "latency.max"],
     "limits": ["limits.none", "limits.limited", "limits.ratio"],
     "history": ["history.empty", "history.full", "history.ratio"],
-    "flows": ["flows.rate"],
+    "flows": ["flows.rate", "flows.map.small", "flows.map.medium", "flows.map.large", "flows.map.ratio"],
 }
 
 

@@ -1,8 +1,8 @@
 """The performers that benchmarks run, and the app that bench worker processes load.
 
 Worker processes are started as ``jobloom worker jobloom.bench.performers:worker_app`` (or
-``:flow_app``, the same with the diamond flow, or ``:latency_app``, with :class:`Stamped` alone);
-the store they use comes from ``JOBLOOM_BENCH_URL`` and ``JOBLOOM_BENCH_OPTIONS`` (JSON store
+``:flow_app``, the same with the diamond and fan-out flows, or ``:latency_app``, with :class:`Stamped`
+alone); the store they use comes from ``JOBLOOM_BENCH_URL`` and ``JOBLOOM_BENCH_OPTIONS`` (JSON store
 options, e.g. the PostgreSQL ``schema``), set by the bench for each private store it creates. Flows
 are in an app of their own so that the other workloads measure a worker without flow housekeeping,
 and so is the latency benchmark's performer, so that no other workload's worker serves its binding.
@@ -82,12 +82,22 @@ def diamond() -> Flow:
 DIAMOND = diamond()
 
 
+def fan_out() -> Flow:
+    """A fan-out: one map node over ``input["n"]`` no-op children."""
+    flow = Flow("bench-map")
+    flow.map("each", Noop, over=lambda inp, up: [{"i": i} for i in range(int(inp["n"]))])
+    return flow
+
+
+MAP = fan_out()
+
+
 def bench_app(url: str, options: dict[str, Any] | None = None, *, flows: bool = False, latency: bool = False,
               **kwargs: Any) -> App:
     """An app with the bench performers on ``url`` (store ``options`` as for :class:`App`); with
     ``latency``, :class:`Stamped` alone."""
     performers = [Stamped] if latency else PERFORMERS
-    return App(url, performers=performers, flows=[DIAMOND] if flows else [], **(options or {}), **kwargs)
+    return App(url, performers=performers, flows=[DIAMOND, MAP] if flows else [], **(options or {}), **kwargs)
 
 
 def _from_env(flows: bool = False, latency: bool = False) -> App:
@@ -104,7 +114,7 @@ def worker_app() -> App:
 
 
 def flow_app() -> App:
-    """:func:`worker_app` with the diamond flow."""
+    """:func:`worker_app` with the diamond and fan-out flows."""
     return _from_env(flows=True)
 
 
