@@ -11,12 +11,11 @@ import jobloom
 from tests.helpers import eventually
 
 from .conftest import Processes
-from .test_workers import app  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.slow
 
 
-async def test_fan_in_queues_the_downstream_node_exactly_once(app: jobloom.App, procs: Processes) -> None:  # noqa: F811
+async def test_fan_in_queues_the_downstream_node_exactly_once(app: jobloom.App, procs: Processes) -> None:
     flow = app.flows["fan-in"]
     runs = [await app.start(flow, {}, id=f"r{i}") for i in range(100)]
     for _ in range(3):
@@ -35,7 +34,7 @@ async def test_fan_in_queues_the_downstream_node_exactly_once(app: jobloom.App, 
         assert [a.outcome for a in await app.attempts(d.job_id)] == ["succeeded"]
 
 
-async def test_kill_9_after_three_steps_reruns_none_of_them(app: jobloom.App, procs: Processes) -> None:  # noqa: F811
+async def test_kill_9_after_three_steps_reruns_none_of_them(app: jobloom.App, procs: Processes) -> None:
     job = await app.enqueue("StepsThenHang", {})
     victim = procs.worker()
     await eventually(lambda: len(procs.read("hang")) >= 1, timeout=30, what="three steps done, then hanging")
