@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +70,7 @@ class StepContext:
     async def _save(self, name: str, data: str | None) -> None:
         async def save(tx: Tx) -> int:
             return await tx.execute("save_step", {
-                "job_id": self.job_id, "name": name, "result": data, "now": time.time(), "attempt": self.attempt,
+                "job_id": self.job_id, "name": name, "result": data, "now": self.store.now(), "attempt": self.attempt,
             })
 
         if not await self.store.transact(save):
@@ -102,9 +101,9 @@ class StepContext:
         if key in done:
             wake = float(done[key] or 0)
         else:
-            wake = time.time() + seconds
+            wake = self.store.now() + seconds
             await self._save(key, repr(wake))
-        if time.time() < wake:
+        if self.store.now() < wake:
             raise Suspended(wake)
 
     async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
@@ -123,9 +122,9 @@ class StepContext:
         if key in done:
             deadline = float(done[key] or 0)
         else:
-            deadline = FOREVER if timeout is None else min(FOREVER, time.time() + timeout)
+            deadline = FOREVER if timeout is None else min(FOREVER, self.store.now() + timeout)
             await self._save(key, repr(deadline))
-        if time.time() >= deadline:
+        if self.store.now() >= deadline:
             raise EventTimeout(f"event {name!r} did not arrive within {timeout} s")
         raise Suspended(deadline, wait=name)
 
