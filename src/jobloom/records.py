@@ -9,11 +9,6 @@ from typing import Any
 from .options import Backoff, RateLimit
 from .types import Attempt, Bucket, Job, Policy, to_datetime
 
-JOB_COLUMNS = (
-    "id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key, "
-    "delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node"
-)
-
 
 def job_from_row(row: tuple[Any, ...]) -> Job:
     """A ``get_job``-shaped row to a :class:`Job`."""

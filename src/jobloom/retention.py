@@ -160,12 +160,7 @@ class RetentionKeeper:
         return False
 
 
-def describe(app: App) -> dict[str, Any]:
-    """The retention in force per binding (seconds per state), for listings."""
-    return {binding: dict(spec.retention) for binding, spec in sorted(app.specs.items())}
-
-
 __all__ = [
-    "DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "describe", "parse_retention", "prune", "prune_batch",
+    "DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "parse_retention", "prune", "prune_batch",
     "retention_groups", "retention_json", "stored_retentions",
 ]

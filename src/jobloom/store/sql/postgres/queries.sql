@@ -28,11 +28,6 @@ SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, uni
        delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
 FROM jobloom_jobs WHERE id = :id
 
--- name: get_jobs
-SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
-FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
-
 -- name: list_jobs
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
        delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
@@ -225,9 +220,6 @@ SELECT min(run_at) FROM jobloom_jobs WHERE state = 'scheduled'
 
 -- name: next_lease_expiry
 SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
-
--- name: has_queued
-SELECT 1 FROM jobloom_jobs WHERE state = 'queued' AND binding = ANY(:bindings::text[]) LIMIT 1
 
 -- name: job_run
 SELECT run_id FROM jobloom_jobs WHERE id = :id

@@ -162,6 +162,3 @@ DELETE FROM jobloom_steps WHERE job_id = ANY(:ids)
 
 -- name: prune_history_signals
 DELETE FROM jobloom_signals WHERE job_id = ANY(:ids)
-
--- name: job_events
-SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events WHERE job_id = :job_id ORDER BY seq

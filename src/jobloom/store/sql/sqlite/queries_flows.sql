@@ -140,6 +140,3 @@ DELETE FROM jobloom_steps WHERE job_id IN (SELECT value FROM json_each(:ids))
 
 -- name: prune_history_signals
 DELETE FROM jobloom_signals WHERE job_id IN (SELECT value FROM json_each(:ids))
-
--- name: job_events
-SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events WHERE job_id = :job_id ORDER BY seq

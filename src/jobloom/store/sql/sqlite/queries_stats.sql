@@ -49,3 +49,7 @@ SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled
 FROM jobloom_stats
 WHERE minute >= :minute AND (:binding IS NULL OR binding = :binding)
 ORDER BY minute, binding
+
+-- name: job_events
+-- Not used by jobloom itself: tests and diagnostics read the events of one job still in the outbox.
+SELECT seq, at, job_id, binding, kind, attempt, duration FROM jobloom_events WHERE job_id = :job_id ORDER BY seq
