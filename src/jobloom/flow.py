@@ -1,4 +1,4 @@
-"""Flows: DAGs of jobs declared once and started many times (DESIGN §5).
+"""Flows: DAGs of jobs declared once and started many times.
 
 A node names a performer, its upstream nodes (``after=``) and how its payload is built from the
 run's input and the upstream results (``input=lambda inp, up: ...``). ``Flow.map`` fans out over a

@@ -1,5 +1,5 @@
 """Durable steps inside a job: ``step`` runs once and is remembered, ``sleep`` and ``wait_for_event``
-suspend the job without holding a worker or a concurrency slot (DESIGN §5).
+suspend the job without holding a worker or a concurrency slot.
 
 On resume the job runs again from the top; finished steps return their remembered results. Each
 record is written only while the job's attempt still holds its lease (fencing), so a worker that

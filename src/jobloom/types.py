@@ -197,7 +197,8 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What dispatch hands out, the bucket after it, and what stopped it (for the dashboard)."""
+    """What dispatch hands out, the bucket after it, and what stopped it (dispatch reads
+    ``blocked_by`` and ``skipped_keys`` to decide whether to look further)."""
 
     selected: tuple[int, ...]
     bucket: Bucket | None

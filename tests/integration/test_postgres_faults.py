@@ -1,4 +1,4 @@
-"""Faults between the parts (DESIGN §4): the store restarts under running workers, a report's commit
+"""Faults between the workers and the store: the store restarts under running workers, a report's commit
 acknowledgement is lost, workers back off while the server is down and start over once it is back.
 
 Tests that stop or restart PostgreSQL run a private server of their own (``tests/pg_private.py``),

@@ -1,8 +1,9 @@
-"""A reference model of the dispatch decision, written from DESIGN §4 alone.
+"""A reference model of the dispatch decision, written from the dispatch rules alone
+(docs/architecture.md, "Dispatch").
 
 It deliberately shares nothing with ``jobloom.decide`` beyond the input value types: no sort key,
 no shared helper. It simulates the greedy hand-out one step at a time: scan the remaining
-candidates for the best one, then apply the rules in the order the spec lists them (no free slot
+candidates for the best one, then apply the rules in their order (no free slot
 → stop; no rate token → stop; key full → skip and go on). Arithmetic on priorities and tokens is
 exact (``Fraction``), so the model states what the decision should be without float rounding.
 """
@@ -68,7 +69,7 @@ def model_decide(
     running_by_key: Mapping[str, int],
     capacity: int | None,
 ) -> ModelDecision:
-    """Hand out candidates greedily, one step at a time, as DESIGN §4 describes."""
+    """Hand out candidates greedily, one step at a time, as the rules say."""
     tokens = tokens_now(bucket, policy, now)
     held = dict(running_by_key)
     pending = list(candidates)

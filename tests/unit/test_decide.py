@@ -1,4 +1,4 @@
-"""The pure dispatch decision (DESIGN §4): one example per rule, then properties against a reference model."""
+"""The pure dispatch decision: one example per rule, then properties against a reference model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The retry policy (DESIGN §4 Completion and Reaper): what each attempt outcome does to its job."""
+"""The retry policy (reports and the reaper): what each attempt outcome does to its job."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The PostgreSQL store: many workers on many machines share one database.
 
-Serialization is taken only where a limit needs it (DESIGN §7): a row lock on a limited binding,
+Serialization is taken only where a limit needs it: a row lock on a limited binding,
 ``FOR UPDATE SKIP LOCKED`` to claim, an advisory lock per unique key. Transactions run at READ
 COMMITTED on pooled connections (psycopg 3 + ``psycopg_pool``); a transient failure (serialization
 failure, deadlock, lost connection) rolls back and runs the transaction again with backoff. Idle
