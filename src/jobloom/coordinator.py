@@ -13,7 +13,9 @@ the reaper skips an expired job whose run or row another transaction holds, and 
 One exception is safe: when a sub-flow's run ends, the job of its parent node is locked last (it
 belongs to another run); a transaction holding that job never waits for the sub-flow's rows.
 So reporting locks the runs of the reported jobs (:attr:`Outcome.run_id`) before the jobs, and
-cancelling a flow node reads its run id, then locks the run, then the job.
+cancelling a flow node reads its run id, then locks the run, then the job. Stopping a run (cancel,
+deadline) locks it and then its sub-flow runs in id order; starting a sub-flow run, or spawning a
+child from a flow node, locks the parent run before inserting.
 """
 
 from __future__ import annotations
