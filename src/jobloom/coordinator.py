@@ -13,7 +13,9 @@ the reaper skips an expired job whose run or row another transaction holds, and 
 One exception is safe: when a sub-flow's run ends, the job of its parent node is locked last (it
 belongs to another run); a transaction holding that job never waits for the sub-flow's rows.
 So reporting locks the runs of the reported jobs (:attr:`Outcome.run_id`) before the jobs, and
-cancelling a flow node reads its run id, then locks the run, then the job.
+cancelling a flow node reads its run id, then locks the run, then the job. Stopping a run (cancel,
+deadline) locks it and then its sub-flow runs in id order; starting a sub-flow run, or spawning a
+child from a flow node, locks the parent run before inserting.
 """
 
 from __future__ import annotations
@@ -301,6 +303,8 @@ async def report(
     # an outcome without its run id (a caller that did not know it) has its run locked late, out of order
     for run_id in sorted({r[10] for r in rows if r[10] is not None} - set(held)):
         await tx.fetchone("lock_run", {"id": run_id})
+    spawned = await _spawned(tx, outcomes, current)
+    holds: list[dict[str, Any]] = []
     for o in outcomes:
         row = current.get(o.job_id)
         if row is None or row[2] != "running" or row[3] != o.attempt:
@@ -309,7 +313,18 @@ async def report(
         _, binding, _, attempt, retries_from, max_attempts, delivery, cancel_requested, _, _, run_id, node = row
         if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, run_id, node):
             o.retry_after = now
-        if o.kind == lifecycle.SUCCEEDED:
+        if o.kind == lifecycle.SUCCEEDED and o.job_id in spawned:  # a flow node that spawned children
+            active, spawn_error = spawned[o.job_id]
+            if active:  # it waits (no worker, no slot) with its result; its last child settles it
+                holds.append({"id": o.job_id, "attempt": o.attempt, "result": o.result, "payload": o.payload})
+                attempts.append(_attempt_row(o))
+                events.append(event(now, o.job_id, binding, "waiting", o.attempt, o.finished_at - o.started_at))
+                current[o.job_id] = (*row[:2], "waiting", *row[3:])
+                continue
+            if spawn_error is not None:
+                o.error = spawn_error
+            nxt = lifecycle.Transition("failed" if spawn_error is not None else "succeeded")
+        elif o.kind == lifecycle.SUCCEEDED:
             nxt = lifecycle.Transition("succeeded")
         else:
             if binding not in backoffs:
@@ -336,14 +351,33 @@ async def report(
                 in_runs.append((o.job_id, run_id, node, nxt.state))
         current[o.job_id] = (*row[:2], nxt.state, *row[3:])
     await tx.executemany("finish_attempt", finishes)
+    if holds:
+        await tx.executemany("hold_node", holds)
     await tx.executemany("insert_attempt", attempts)
     await emit(tx, events)
-    result.applied += len(finishes)
+    result.applied += len(finishes) + len(holds)
     if in_runs:
         from .flowrun import on_finished
 
         await on_finished(tx, in_runs, now)
     return result
+
+
+async def _spawned(
+    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, tuple[Any, ...]]
+) -> dict[int, tuple[bool, str | None]]:
+    """For each succeeding flow job that spawned children (``<node>/<child>``, under its run's lock):
+    whether one is still active, and the error if one did not succeed. One batch, on a small index."""
+    from .flowrun import spawn_range, spawned_outcome
+
+    asked = [(o.job_id, row[10], row[11]) for o in outcomes
+             if o.kind == lifecycle.SUCCEEDED and (row := current.get(o.job_id)) is not None
+             and row[2] == "running" and row[3] == o.attempt and row[10] is not None and row[11] is not None]
+    if not asked:
+        return {}
+    found = await tx.fetch_batch([("spawned_of", {"run_id": run_id, **spawn_range(node)})
+                                  for _, run_id, node in asked])
+    return {job_id: spawned_outcome(rows) for (job_id, _, _), rows in zip(asked, found, strict=True) if rows}
 
 
 def _attempt_row(o: Outcome) -> dict[str, Any]:

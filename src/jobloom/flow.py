@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import JobloomError, shown
+from .options import MAX_DELAY, finite
 from .performer import Performer
 from .text import MAX_NAME_BYTES, name_problem
 
@@ -44,6 +45,7 @@ class Node:
     kind: str = "job"
     over: InputFn | None = None
     subflow: Flow | None = None
+    key: Callable[[Any], Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -69,13 +71,19 @@ _NODE_OPTIONS = frozenset({"priority", "max_attempts", "delivery", "concurrency_
 
 
 class Flow:
-    """A named DAG of nodes: ``flow = jobloom.Flow("publish-image")``, then ``flow.node(...)``."""
+    """A named DAG of nodes: ``flow = jobloom.Flow("publish-image")``, then ``flow.node(...)``.
 
-    def __init__(self, name: str) -> None:
+    ``deadline``: the default deadline (seconds, a positive finite number) of every run of the flow;
+    ``App.start(..., deadline=...)`` overrides it.
+    """
+
+    def __init__(self, name: str, *, deadline: float | None = None) -> None:
         problem = name_problem(name, MAX_NAME_BYTES)
         if problem is not None:
             raise FlowError(f"a flow needs a name: {problem}; got {shown(name)}")
         self.name = name
+        self.deadline = None if deadline is None else finite(
+            "deadline", deadline, minimum=0.0, above=True, maximum=MAX_DELAY)
         self.nodes: dict[str, Node] = {}
 
     def _add(self, node: Node) -> Node:
@@ -118,14 +126,20 @@ class Flow:
         *,
         over: InputFn,
         after: Sequence[Node | str] | None = None,
+        key: Callable[[Any], Any] | None = None,
         **options: Any,
     ) -> Node:
         """A fan-out: one child job ``name:i`` per item of ``over(run_input, upstream_results)``.
 
-        Downstream nodes receive ``{"total", "succeeded", "failed", "results"}`` once every child
-        has finished, whatever their outcomes.
+        ``key=lambda item: ...`` names the children ``name:<key>`` instead: keys must be unique within
+        the fan-out and valid names without ``:`` or ``/`` (otherwise the fan-out node fails, naming the
+        item). Downstream nodes receive ``{"total", "succeeded", "failed", "results"}`` (results in item
+        order) once every child has finished, whatever their outcomes.
         """
-        node = Node(self, name, performer, self._names(after), _identity, kind="map", over=over, options=options)
+        if key is not None and not callable(key):
+            raise FlowError(f"node {name!r} in flow {self.name!r}: key must be a function of an item; got {key!r}")
+        node = Node(self, name, performer, self._names(after), _identity, kind="map", over=over, options=options,
+                    key=key)
         return self._add(node)
 
     def subflow(
@@ -208,3 +222,11 @@ class Flow:
 
     def __repr__(self) -> str:
         return f"Flow({self.name!r}, nodes={list(self.nodes)})"
+
+
+def child_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot follow ``node:`` or ``node/`` in a job's node name (None: it can)."""
+    problem = name_problem(name, MAX_NAME_BYTES)
+    if problem is None and (":" in name or "/" in name):  # type: ignore[operator]
+        problem = "a name without ':' or '/'"
+    return problem

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
-from . import flowrun, steps
+from . import flowrun, flowstop, steps
 from .client import build_job
 from .coordinator import NewJob
 from .errors import InvalidOption
@@ -71,14 +71,19 @@ def _node_jobs(app: App, flow: Flow, inp: Any, run_id: str, now: float) -> list[
 
 async def start_run(
     app: App, flow: Flow, inp: Any, *, run_id: str | None = None, deadline: float | None = None,
-    parent_job_id: int | None = None, depth: int = 0,
+    parent_job_id: int | None = None, depth: int = 0, parent_run_id: str | None = None,
 ) -> Run:
-    """Insert a run and its nodes in one transaction (or return the run that has that id)."""
+    """Insert a run and its nodes in one transaction (or return the run that has that id).
+
+    ``deadline``: seconds, or the flow's default (``Flow(name, deadline=...)``). ``parent_run_id``: of a
+    sub-flow run, whose parent run must still be running for it to start."""
     if flow.name not in app.flows or app.flows[flow.name] is not flow:
         raise FlowError(f"flow {flow.name!r} is not one of this app's flows (App(..., flows=[...]))")
     if depth > MAX_DEPTH:
         raise FlowError(f"sub-flows nest deeper than {MAX_DEPTH}")
     run_id = uuid.uuid4().hex if run_id is None else check_name("id", run_id, MAX_KEY_BYTES)
+    if deadline is None:
+        deadline = flow.deadline
     if deadline is not None:
         deadline = finite("deadline", deadline, minimum=0.0, above=True, maximum=MAX_DELAY)
     now = time.time()
@@ -91,11 +96,14 @@ async def start_run(
 
     async def work(tx: Tx) -> Run:
         await flowrun.start_run(
-            tx, run_id=run_id, flow=flow.name, input_json=input_json, graph=flow.graph(),
-            deadline=None if deadline is None else now + deadline, parent_job_id=parent_job_id, depth=depth,
-            jobs=jobs, now=now,
+            tx, run_id=run_id, flow=flow.name, input_json=input_json, graph=flow.graph(), deadline=deadline,
+            parent_job_id=parent_job_id, depth=depth, jobs=jobs, now=now, parent_run_id=parent_run_id,
         )
-        return await _read_run(tx, run_id)
+        try:
+            return await _read_run(tx, run_id)
+        except flowrun.RunNotFound:
+            raise FlowError(f"run {parent_run_id!r} is no longer running: its sub-flow run {run_id!r} "
+                            "is not started") from None
 
     run = await store.transact(work)
     await store.notify()
@@ -111,7 +119,8 @@ class FlowsAPI:
                     deadline: float | None = None) -> Run:
         """Start a run of ``flow`` with ``input``; the same ``id`` again returns the same run.
 
-        ``deadline`` (seconds): past it, unstarted nodes fail and the run fails. An ``input``
+        ``deadline`` (seconds, a positive finite number; default: the flow's ``deadline``): past it, the
+        run is stopped and fails (see the README's flow section). An ``input``
         function of a root node that raises refuses the run (``FlowError``); one of a later node
         fails that node with the error when it would run.
         """
@@ -141,11 +150,12 @@ class FlowsAPI:
         return await store.transact(work, exclusive=False)
 
     async def cancel_run(self, run_id: str) -> Run:
-        """Cancel a run: nodes that have not started are cancelled, running ones are asked to stop."""
+        """Cancel a run and its sub-flow runs: nodes that have not started are cancelled, running ones
+        are asked to stop. The run is ``cancelling`` until none of its jobs runs, then ``cancelled``."""
         store = await cast("App", self).store()
 
         async def work(tx: Tx) -> Run:
-            await flowrun.cancel_run(tx, run_id, time.time())
+            await flowstop.cancel_run(tx, run_id, time.time())
             return await _read_run(tx, run_id)
 
         run = await store.transact(work)
@@ -153,7 +163,8 @@ class FlowsAPI:
         return run
 
     async def resume_run(self, run_id: str) -> Run:
-        """Run a failed or cancelled run again, keeping the nodes that succeeded."""
+        """Run a failed or cancelled run again, keeping the nodes that succeeded; its deadline (if it
+        had one) is armed again: now plus the run's deadline length."""
         store = await cast("App", self).store()
 
         async def work(tx: Tx) -> Run:

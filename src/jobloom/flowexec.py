@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .client import EnqueueOptions, build_job
+from .client import EnqueueOptions, build_job, insert_in
 from .coalesce import Coalescer
-from .errors import Permanent
-from .flow import Flow, FlowError, Node
+from .errors import InvalidOption, Permanent, shown
+from .flow import Flow, FlowError, Node, child_name_problem
 from .flowrun import CHILDREN_DONE, SUBFLOW_DONE, insert_children, like_prefix, top_node
 from .states import ACTIVE_STATES
 from .steps import FOREVER, Suspended
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from .app import App
     from .coordinator import Claimed
     from .store.base import Tx
+    from .types import Job
 
 NEVER = 1e18  # unique_until of a spawned child: its id is unique for good
 
@@ -102,8 +104,9 @@ async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any,
 
 
 def fanout_summary(children: list[tuple[str, str, str | None, str | None]]) -> dict[str, Any]:
-    """What downstream nodes see of a fan-out: counts, and results in child order (None where failed)."""
-    ordered = sorted(children, key=lambda r: int(r[0].rsplit(":", 1)[1]))
+    """What downstream nodes see of a fan-out (``children`` in the order they were made, item order):
+    counts, and results in item order (None where failed)."""
+    ordered = children
     return {
         "total": len(ordered),
         "succeeded": sum(1 for r in ordered if r[1] == "succeeded"),
@@ -134,9 +137,9 @@ async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
     spec = app.spec(node.child_binding)
     now = time.time()
     jobs = []
-    for i, item in enumerate(items):
+    for name, item in zip(_child_names(node, items), items, strict=True):
         job = build_job(spec, item, node_options(node), now)
-        job.run_id, job.node = c.run_id, f"{node.name}:{i}"  # unique in the run: made once
+        job.run_id, job.node = c.run_id, f"{node.name}:{name}"  # unique in the run: made once
         jobs.append(job)
     store = await app.store()
 
@@ -156,6 +159,26 @@ async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
     raise Suspended(FOREVER, wait=CHILDREN_DONE)
 
 
+def _child_names(node: Node, items: list[Any]) -> list[str]:
+    """The fan-out children's names after ``node:``: the item's index, or its ``key``."""
+    if node.key is None:
+        return [str(i) for i in range(len(items))]
+    names: dict[str, int] = {}
+    for i, item in enumerate(items):
+        try:
+            name = node.key(item)
+        except Exception as exc:
+            raise Permanent(f"key of node {node.name!r} raised {type(exc).__name__} on item {i}: {exc}") from exc
+        problem = child_name_problem(name)
+        if problem is not None:
+            raise Permanent(f"key of node {node.name!r} gave {shown(name)} for item {i}: expected {problem}")
+        if name in names:
+            raise Permanent(f"key of node {node.name!r} gave {name!r} for items {names[name]} and {i}: "
+                            "keys must be unique within the fan-out")
+        names[name] = i
+    return list(names)
+
+
 async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
     """A sub-flow node: start the child run once, then finish when it ends, with its nodes' results."""
     from .flowapi import start_run
@@ -169,7 +192,8 @@ async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
     except Exception as exc:
         raise Permanent(f"input of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
     try:
-        run = await start_run(app, node.subflow, child_input, run_id=child_id, parent_job_id=c.id, depth=depth + 1)
+        run = await start_run(app, node.subflow, child_input, run_id=child_id, parent_job_id=c.id, depth=depth + 1,
+                              parent_run_id=c.run_id)
     except FlowError as exc:
         raise Permanent(str(exc)) from exc
     if run.state == "succeeded":
@@ -177,3 +201,31 @@ async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
     if run.state in ("failed", "cancelled"):
         raise Permanent(f"sub-flow run {child_id!r} {run.state}: {run.error}")
     raise Suspended(FOREVER, wait=SUBFLOW_DONE)
+
+
+def run_spawner(app: App, c: Claimed) -> Callable[..., Awaitable[Job]]:
+    """``ctx.spawn`` of a job of a flow run: the child is a job of the same run, named
+    ``<node>/<child id>`` (unique in the run: the same child id again returns the same job). Its node
+    settles only once the children it spawned have finished (see ``flowrun.on_finished``)."""
+
+    async def spawn(parent_id: int, child_id: str, performer: Any, payload: Any, **options: Any) -> Job:
+        problem = child_name_problem(child_id)
+        if problem is not None:
+            raise InvalidOption("child_id", child_id, f"{problem} (it names the child in its run)")
+        job = build_job(app.spec(performer), payload, EnqueueOptions(**options), time.time())
+        job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
+        job.run_id, job.node = c.run_id, f"{c.node}/{child_id}"
+        store = await app.store()
+
+        async def work(tx: Tx) -> Job:
+            run = await tx.fetchone("lock_run", {"id": c.run_id})  # the run first: a cancel waits, or wins
+            if run is None or run[2] != "running":
+                raise Permanent(f"run {c.run_id!r} is {'gone' if run is None else run[2]}: "
+                                f"child {child_id!r} of node {c.node!r} is not spawned")
+            return (await insert_in(tx, [job]))[0]
+
+        spawned = await store.transact(work)
+        await store.notify()
+        return spawned
+
+    return spawn

@@ -31,9 +31,39 @@ CHILDREN_DONE = "jobloom.children"  # what a fan-out node waits for
 SUBFLOW_DONE = "jobloom.subflow"  # what a sub-flow node waits for
 
 
+RUN_RUNNING = "running"
+STOPPING = {"cancelling": "cancelled", "failing": "failed"}
+"""A run being stopped (cancelled, or failed at its deadline) and the state it ends in once nothing of
+it runs any more."""
+RUN_FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+
+
 def top_node(node: str | None) -> str | None:
-    """A fan-out child ``name:3`` belongs to node ``name``."""
-    return None if node is None else node.split(":", 1)[0]
+    """A fan-out child ``name:3`` and a spawned child ``name/receipt`` belong to node ``name``."""
+    if node is None:
+        return None
+    for i, ch in enumerate(node):
+        if ch in ":/":
+            return node[:i]
+    return node
+
+
+def spawn_owner(node: str) -> str | None:
+    """The node that spawned ``node`` (``name/receipt`` -> ``name``; ``name:3/x`` -> ``name:3``)."""
+    return node.rsplit("/", 1)[0] if "/" in node else None
+
+
+def spawn_range(node: str) -> dict[str, str]:
+    """The bounds of what ``node`` spawned, in byte order: ``name/`` < child < ``name0``."""
+    return {"lo": node + "/", "hi": node + "0"}
+
+
+def spawned_outcome(rows: Sequence[tuple[Any, ...]]) -> tuple[bool, str | None]:
+    """From ``spawned_of`` rows: whether a spawned child is still active, and the error of a node one
+    of whose spawned children did not succeed (None: all that finished succeeded)."""
+    active = any(r[1] in ACTIVE for r in rows)
+    failed = [r[0] for r in rows if r[1] not in ACTIVE and r[1] != "succeeded"]
+    return active, (f"spawned child {failed[0]!r} did not succeed" if failed else None)
 
 
 def like_prefix(node: str) -> str:
@@ -74,10 +104,19 @@ async def start_run(
     depth: int,
     jobs: Sequence[NewJob],
     now: float,
+    parent_run_id: str | None = None,
 ) -> bool:
-    """Insert a run and its node jobs atomically; False if a run with that id exists (nothing inserted)."""
+    """Insert a run and its node jobs atomically; False if a run with that id exists (nothing inserted),
+    or if the parent run (of a sub-flow run) is no longer running: a child run never outlives it.
+
+    ``deadline``: its length in seconds (the run is due at ``now + deadline``)."""
+    if parent_run_id is not None:  # the parent's row first (the lock order): its cancel waits, or wins
+        parent = await tx.fetchone("lock_run", {"id": parent_run_id})
+        if parent is None or parent[2] != RUN_RUNNING:
+            return False
     inserted = await tx.execute("insert_run", {
-        "id": run_id, "flow": flow, "input": input_json, "graph": json.dumps(graph), "deadline": deadline,
+        "id": run_id, "flow": flow, "input": input_json, "graph": json.dumps(graph),
+        "deadline": None if deadline is None else now + deadline, "deadline_seconds": deadline,
         "parent_job_id": parent_job_id, "depth": depth, "now": now,
     })
     if not inserted:
@@ -91,13 +130,16 @@ Move = tuple[str, dict[str, Any], str | None]
 
 
 async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str]], now: float) -> None:
-    """Nodes reached a terminal state: queue ready downstream nodes, skip failed branches, end runs.
+    """Nodes reached a terminal state: queue ready downstream nodes, skip failed branches, settle nodes
+    waiting for what they spawned, end runs.
 
     Every run concerned is locked and read in one batch (in run id order, as every transaction that
-    locks several runs does): the states of its top-level nodes, and for each fan-out with a child
-    finished here whether another child is still active. Every move that follows goes out in one
-    more batch. A run whose top-level nodes are all done is asked once more whether a fan-out child
-    of it is still active (a node cancelled or failed with children running): it ends only when none is.
+    locks several runs does): the states of its top-level nodes, for each fan-out with a child
+    finished here whether another child is still active, and for each node with a spawned child
+    finished here its state and what it spawned. Every move that follows goes out in one more batch.
+    A run whose top-level nodes are all done is asked once more whether a fan-out child or a spawned
+    child of it is still active (a node cancelled or failed with children running): it ends only when
+    none is. A node settled here (its last spawned child finished) moves its run on in turn.
     """
     by_run: dict[str, list[tuple[str | None, str]]] = {}
     for _, run_id, node, state in finished:
@@ -105,19 +147,34 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
     order = sorted(by_run)
     queries: list[tuple[str, dict[str, Any] | None]] = []
     parents: list[tuple[str, str]] = []
+    owners: list[tuple[str, str]] = []
     for run_id in order:
         queries += [("lock_run", {"id": run_id}), ("node_states", {"run_id": run_id})]
-        for parent in sorted({n.split(":", 1)[0] for n, _ in by_run[run_id] if n is not None and ":" in n}):
+        nodes = [n for n, _ in by_run[run_id] if n is not None]
+        for parent in sorted({n.split(":", 1)[0] for n in nodes if ":" in n and "/" not in n}):
             parents.append((run_id, parent))
             queries.append(("child_active", {"run_id": run_id, **child_range(parent)}))
+        for owner in sorted({spawn_owner(n) or "" for n in nodes if "/" in n}):
+            owners.append((run_id, owner))
+            queries += [("node_results", {"run_id": run_id, "nodes": [owner]}),
+                        ("spawned_of", {"run_id": run_id, **spawn_range(owner)})]
     reads = iter(await tx.fetch_batch(queries))
     runs: list[tuple[tuple[Any, ...], dict[str | None, str]]] = []
     done: set[tuple[str, str]] = set()
+    settle: list[Move] = []
     for run_id in order:
         found, states = next(reads), {r[0]: r[1] for r in next(reads)}
         for rid, parent in parents:
             if rid == run_id and not next(reads):
                 done.add((run_id, parent))
+        for rid, owner in owners:
+            if rid == run_id:
+                owner_rows, spawned = next(reads), next(reads)
+                busy, error = spawned_outcome(spawned)
+                if owner_rows and owner_rows[0][1] == "waiting" and not busy:
+                    state = "failed" if error else "succeeded"
+                    settle.append(("settle_node", {"run_id": run_id, "node": owner, "state": state, "error": error,
+                                                   "now": now}, state))
         if found:
             runs.append((found[0], states))
     moves: list[Move] = []
@@ -132,6 +189,12 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
             if not rows:
                 moves += _end(run, states, now)
     await _apply(tx, moves, now)
+    if settle:  # the settled nodes finished: their downstream, their run, their own owner move on
+        results = await _apply(tx, settle, now)
+        settled = [(r[0], str(params["run_id"]), str(params["node"]), str(params["state"]))
+                   for (_, params, _), rows in zip(settle, results, strict=True) for r in rows]
+        if settled:
+            await on_finished(tx, settled, now)
 
 
 def _moves(
@@ -149,7 +212,7 @@ def _moves(
     moves: list[Move] = []
     woken: set[str] = set()
     for node, state in nodes:
-        if node is None:
+        if node is None or "/" in node:  # a spawned child: its owner is settled by on_finished
             continue
         if ":" in node:  # a fan-out child: wake its parent once all children are done
             parent = node.split(":", 1)[0]
@@ -157,7 +220,7 @@ def _moves(
                 woken.add(parent)
                 moves.append(("wake_node", {"run_id": run_id, "node": parent, "now": now}, "queued"))
             continue
-        if state == "succeeded" and run[2] == "running":
+        if state == "succeeded" and run[2] == RUN_RUNNING:
             for d in down.get(node, []):  # the run is locked: a node seen waiting is still waiting
                 if states.get(d) == "waiting" and all(states.get(u) == "succeeded" for u in graph[d]):
                     moves.append(("queue_waiting", {"run_id": run_id, "node": d, "now": now}, "queued"))
@@ -184,34 +247,39 @@ def _skip_downstream(
     return moves
 
 
-def _end(run: tuple[Any, ...], states: dict[str | None, str], now: float) -> list[Move]:
-    """Ending ``run`` once none of its nodes is active, and waking the job that waits for it."""
+def _end(run: tuple[Any, ...], states: dict[str | None, str], now: float, *, wake: bool = True) -> list[Move]:
+    """Ending ``run`` once none of its jobs is active (``states``: at least its top-level nodes'), and
+    waking the job that waits for it (unless ``wake`` is False: the caller settles that job)."""
     run_id, state, parent_job_id = run[0], run[2], run[6]
     if any(s in ACTIVE for s in states.values()):
         return []
     moves: list[Move] = []
-    if state == "running":
-        top = {n: s for n, s in states.items() if n is not None and ":" not in n}
+    if state == RUN_RUNNING:
+        top = {n: s for n, s in states.items() if n is not None and ":" not in n and "/" not in n}
         ok = all(s == "succeeded" for s in top.values())
         failed = sorted(n for n, s in top.items() if s != "succeeded")
         error = None if ok else f"nodes did not succeed: {', '.join(failed)}"
         moves.append(("set_run_state", {"id": run_id, "state": "succeeded" if ok else "failed", "error": error,
                                         "finished_at": now}, None))
-    elif run[10] is None:
-        moves.append(("set_run_state", {"id": run_id, "state": state, "error": run[8], "finished_at": now}, None))
-    if parent_job_id is not None:  # its job is locked first: the wake-up and its report are serialized
+    elif state in STOPPING:
+        moves.append(("set_run_state", {"id": run_id, "state": STOPPING[state], "error": run[8],
+                                        "finished_at": now}, None))
+    else:
+        return []
+    if parent_job_id is not None and wake:  # its job is locked first: the wake-up and its report are serialized
         moves.append(("lock_job", {"id": parent_job_id}, None))
         moves.append(("wake_suspended", {"id": parent_job_id, "now": now}, "queued"))
     return moves
 
 
-async def _apply(tx: Tx, moves: list[Move], now: float) -> None:
-    """Run the moves in one batch and record an event for every job they moved."""
+async def _apply(tx: Tx, moves: list[Move], now: float) -> list[list[tuple[Any, ...]]]:
+    """Run the moves in one batch and record an event for every job they moved; their rows."""
     if not moves:
-        return
+        return []
     results = await tx.fetch_batch([(query, params) for query, params, _ in moves])
     await emit(tx, [event(now, r[0], r[1], kind, r[2])
                     for (_, _, kind), rows in zip(moves, results, strict=True) if kind is not None for r in rows])
+    return results
 
 
 async def wait_satisfied(tx: Tx, job_id: int, wait: str, run_id: str | None, node: str | None) -> bool:
@@ -220,74 +288,38 @@ async def wait_satisfied(tx: Tx, job_id: int, wait: str, run_id: str | None, nod
         return not await tx.fetch("child_active", {"run_id": run_id, **child_range(node)})
     if wait == SUBFLOW_DONE and run_id is not None and node is not None:
         child = await tx.fetchone("get_run", {"id": f"{run_id}/{node}"})
-        return child is not None and child[2] != "running"
+        return child is not None and child[2] in RUN_FINISHED
     return await tx.fetchone("get_signal", {"job_id": job_id, "name": wait}) is not None
 
 
-async def cancel_run(tx: Tx, run_id: str, now: float) -> str:
-    """Cancel a run: unstarted nodes at once, running ones asked to stop. Returns the run's state."""
-    run = await tx.fetchone("lock_run", {"id": run_id})
-    if run is None:
-        raise RunNotFound(run_id)
-    if run[2] != "running":
-        raise InvalidTransition(0, run[2], f"cancel run {run_id!r}")
-    rows = await tx.fetch("cancel_unstarted", {"run_id": run_id, "now": now, "reason": "run cancelled"})
-    await emit(tx, [event(now, r[0], r[1], "cancelled", r[2]) for r in rows])
-    await tx.execute("cancel_running_of_run", {"run_id": run_id})
-    await tx.execute("set_run_state", {"id": run_id, "state": "cancelled", "error": "cancelled", "finished_at": None})
-    jobs = await tx.fetch("run_jobs", {"run_id": run_id})
-    cancelled_run = (*run[:2], "cancelled", *run[3:])
-    await _apply(tx, _end(cancelled_run, {r[1]: r[2] for r in jobs}, now), now)
-    return "cancelled"
-
-
 async def resume_run(tx: Tx, run_id: str, now: float) -> int:
-    """Run a failed (or cancelled) run again: succeeded nodes are kept, the rest run again."""
+    """Run a failed (or cancelled) run again: succeeded nodes are kept, the rest run again, and the
+    deadline is armed again for the run's deadline length from ``now``."""
     run = await tx.fetchone("lock_run", {"id": run_id})
     if run is None:
         raise RunNotFound(run_id)
     if run[2] not in ("failed", "cancelled"):
         raise InvalidTransition(0, run[2], f"resume run {run_id!r}")
-    if any(r[2] in ACTIVE for r in await tx.fetch("run_jobs", {"run_id": run_id})):
+    jobs = await tx.fetch("run_jobs", {"run_id": run_id})
+    if any(r[2] in ACTIVE for r in jobs):
         raise InvalidTransition(0, "still stopping", f"resume run {run_id!r}")
     graph: dict[str, list[str]] = json.loads(run[4])
-    jobs = await tx.fetch("run_jobs", {"run_id": run_id})
     states = {r[1]: r[2] for r in jobs}
     reset = 0
     for job_id, node, state, _, _, attempt, binding in jobs:
         if state == "succeeded" or node is None:
             continue
         top = top_node(node) or node
-        ready = ":" in node or all(states.get(u) == "succeeded" for u in graph.get(top, []))
+        # a fan-out or spawned child exists only if its node ran: its node's upstream succeeded
+        ready = top != node or all(states.get(u) == "succeeded" for u in graph.get(top, []))
         target = "queued" if ready else "waiting"
         if await tx.execute("reset_node", {"id": job_id, "state": target, "now": now}):
             reset += 1
             await emit(tx, [event(now, job_id, binding, "requeued" if ready else "waiting", attempt)])
-    await tx.execute("set_run_state", {"id": run_id, "state": "running", "error": None, "finished_at": None})
+    await tx.execute("set_run_state", {"id": run_id, "state": RUN_RUNNING, "error": None, "finished_at": None})
+    if run[11] is not None:
+        await tx.execute("set_run_deadline", {"id": run_id, "deadline": now + float(run[11])})
     return reset
-
-
-async def fail_past_deadline(tx: Tx, now: float, limit: int = 50) -> list[str]:
-    """Runs past their deadline: unstarted nodes fail, the run fails (running nodes finish)."""
-    failed = []
-    due = sorted(r[0] for r in await tx.fetch("runs_past_deadline", {"now": now, "limit": limit}))
-    # every run is locked before any job (the lock order): a sub-flow run that ends wakes a job of its
-    # parent run, which this transaction may already hold otherwise
-    locked = await tx.fetch_batch([("lock_run", {"id": run_id}) for run_id in due])
-    for found in locked:
-        run = found[0] if found else None
-        if run is None or run[2] != "running":
-            continue
-        run_id = run[0]
-        rows = await tx.fetch("fail_unstarted", {"run_id": run_id, "now": now, "reason": "run deadline passed"})
-        await emit(tx, [event(now, r[0], r[1], "failed", r[2]) for r in rows])
-        await tx.execute("set_run_state", {"id": run_id, "state": "failed", "error": "deadline passed",
-                                           "finished_at": None})
-        jobs = await tx.fetch("run_jobs", {"run_id": run_id})
-        ended = (*run[:2], "failed", *run[3:8], "deadline passed", *run[9:])
-        await _apply(tx, _end(ended, {r[1]: r[2] for r in jobs}, now), now)
-        failed.append(run_id)
-    return failed
 
 
 class RunNotFound(JobloomError):
@@ -299,7 +331,7 @@ class RunNotFound(JobloomError):
 
 
 class RunDeadlines:
-    """A housekeeper that fails runs past their deadline (their unstarted nodes fail)."""
+    """A housekeeper that stops runs past their deadline (see :func:`jobloom.flowstop.fail_past_deadline`)."""
 
     name = "run-deadlines"
 
@@ -327,6 +359,8 @@ class RunDeadlines:
         store = await app.store()
 
         async def work(tx: Tx) -> list[str]:
+            from .flowstop import fail_past_deadline
+
             return await fail_past_deadline(tx, now)
 
         failed = await store.transact(work)

@@ -136,7 +136,8 @@ class JobContext:
 
 @dataclass(frozen=True, slots=True)
 class NodeState:
-    """One node of a run (fan-out children appear as ``name:0``, ``name:1``...)."""
+    """One node of a run (fan-out children appear as ``name:0``, ``name:1``... or ``name:<key>``, and
+    children a node spawned as ``name/<child id>``)."""
 
     name: str
     job_id: int
@@ -148,7 +149,8 @@ class NodeState:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """A started instance of a flow: ``running``, ``succeeded``, ``failed`` or ``cancelled``."""
+    """A started instance of a flow: ``running``, ``cancelling`` or ``failing`` (being stopped: some of
+    its jobs still run), ``succeeded``, ``failed`` or ``cancelled``."""
 
     id: str
     flow: str

@@ -444,7 +444,8 @@ class Worker:
                 payload = spec.load_payload(payload_json or c.payload)
                 performer = spec.cls()
                 performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
-                                           c.run_id, c.node, self.app.spawn_child)
+                                           c.run_id, c.node, self.app.spawn_child if c.run_id is None
+                                           else flowexec.run_spawner(self.app, c))
                 performer.env = self.app.env
                 performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
                 if spec.is_async:

@@ -174,12 +174,12 @@ async def test_deadline_fails_unstarted_nodes(app: jobloom.App) -> None:
     run = await app.start(flow, {"image": "a.png"}, deadline=0.05)
     await asyncio.sleep(0.1)
     store = await app.store()
-    from jobloom import flowrun
+    from jobloom import flowstop
 
     async def expire(tx: Any) -> list[str]:
         import time
 
-        return await flowrun.fail_past_deadline(tx, time.time())
+        return await flowstop.fail_past_deadline(tx, time.time())
 
     assert await store.transact(expire) == [run.id]
     done = await app.get_run(run.id)

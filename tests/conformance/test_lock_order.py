@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom import coordinator, flowrun, lifecycle
+from jobloom import coordinator, flowrun, flowstop, lifecycle
 from jobloom.coordinator import Claimed, Outcome
 from jobloom.store.base import Tx
 
@@ -96,7 +96,7 @@ async def _canceller(app: jobloom.App, run_ids: list[str]) -> None:
         async def work(tx: Tx, run_id: str = run_id) -> None:
             run = await tx.fetchone("get_run", {"id": run_id})
             if run is not None and run[2] == "running":
-                await flowrun.cancel_run(tx, run_id, time.time())
+                await flowstop.cancel_run(tx, run_id, time.time())
 
         await store.transact(work)
 
@@ -104,7 +104,7 @@ async def _canceller(app: jobloom.App, run_ids: list[str]) -> None:
 async def _deadline_sweeper(app: jobloom.App, stop: asyncio.Event) -> None:
     store = await app.store()
     while not stop.is_set():
-        await store.transact(lambda tx: flowrun.fail_past_deadline(tx, time.time(), limit=5))
+        await store.transact(lambda tx: flowstop.fail_past_deadline(tx, time.time(), limit=5))
         await asyncio.sleep(0.002)
 
 
@@ -131,7 +131,8 @@ async def test_reports_cancels_and_deadlines_never_deadlock(postgres_url: str) -
         await asyncio.gather(*cancellers)
 
         async def all_ended() -> bool:
-            return all(r.state != "running" for r in await main.list_runs(flow="wide", limit=RUNS))
+            return all(r.state in ("succeeded", "failed", "cancelled")
+                       for r in await main.list_runs(flow="wide", limit=RUNS))
 
         deadline = time.monotonic() + SECONDS_AT_MOST
         while not await all_ended():

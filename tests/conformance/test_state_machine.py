@@ -131,6 +131,8 @@ DRIVERS: dict[str, Drive] = {
     "wake_node": Drive(each_node),
     "wake_waiting_for": Drive(each_job),
     "reset_node": Drive(each_job, targets("reset_node")),
+    "hold_node": Drive(each_job),
+    "settle_node": Drive(each_node, targets("settle_node")),
 }
 
 

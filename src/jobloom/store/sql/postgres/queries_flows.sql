@@ -3,16 +3,19 @@
 -- Locks are taken in the order the coordinator's module documents: runs (by id), then jobs (by id).
 
 -- name: insert_run
-INSERT INTO jobloom_runs (id, flow, state, input, graph, deadline, parent_job_id, depth, created_at)
-VALUES (:id, :flow, 'running', :input, :graph, :deadline, :parent_job_id, :depth, :now)
+INSERT INTO jobloom_runs (id, flow, state, input, graph, deadline, parent_job_id, depth, created_at,
+                          deadline_seconds)
+VALUES (:id, :flow, 'running', :input, :graph, :deadline, :parent_job_id, :depth, :now, :deadline_seconds)
 ON CONFLICT (id) DO NOTHING
 
 -- name: get_run
-SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
+SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
+       deadline_seconds
 FROM jobloom_runs WHERE id = :id
 
 -- name: lock_run
-SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
+SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
+       deadline_seconds
 FROM jobloom_runs WHERE id = :id
 FOR UPDATE
 
@@ -22,7 +25,8 @@ SELECT id FROM jobloom_runs WHERE id = :id
 FOR UPDATE SKIP LOCKED
 
 -- name: list_runs
-SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
+SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
+       deadline_seconds
 FROM jobloom_runs
 WHERE (:flow::text IS NULL OR flow = :flow::text) AND (:state::text IS NULL OR state = :state::text)
 ORDER BY created_at DESC LIMIT :limit
@@ -50,7 +54,7 @@ ORDER BY node COLLATE "C" DESC LIMIT 1
 -- name: run_child_active
 -- One active fan-out child of a run, if any (asked once no top-level node of the run is active).
 SELECT node FROM jobloom_jobs
-WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND strpos(node, ':') > 0
+WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND (strpos(node, ':') > 0 OR strpos(node, '/') > 0)
 ORDER BY node COLLATE "C" LIMIT 1
 
 -- name: insert_children
@@ -76,8 +80,10 @@ SELECT node, state, result FROM jobloom_jobs
 WHERE run_id = :run_id AND node = ANY(:nodes::text[])
 
 -- name: children_of
+-- A fan-out's children in the order they were made (item order), without what they spawned.
 SELECT node, state, result, error FROM jobloom_jobs
-WHERE run_id = :run_id AND node LIKE :prefix ESCAPE '\'
+WHERE run_id = :run_id AND node LIKE :prefix ESCAPE '\' AND strpos(node, '/') = 0
+ORDER BY id
 
 -- name: queue_waiting
 UPDATE jobloom_jobs SET state = 'queued', run_at = :now
@@ -92,7 +98,8 @@ RETURNING id, binding, attempt
 -- name: fail_unstarted
 -- The run's jobs are locked in id order (the lock order), then changed.
 WITH j AS (
-    SELECT id FROM jobloom_jobs WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued') ORDER BY id FOR UPDATE
+    SELECT id FROM jobloom_jobs WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued')
+      AND NOT (state = 'scheduled' AND binding = 'jobloom.subflow') ORDER BY id FOR UPDATE
 )
 UPDATE jobloom_jobs AS t SET state = 'failed', finished_at = :now, error = :reason FROM j WHERE t.id = j.id AND t.state IN ('waiting', 'scheduled', 'queued')
 RETURNING t.id, t.binding, t.attempt
@@ -100,7 +107,8 @@ RETURNING t.id, t.binding, t.attempt
 -- name: cancel_unstarted
 -- The run's jobs are locked in id order (the lock order), then changed.
 WITH j AS (
-    SELECT id FROM jobloom_jobs WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued') ORDER BY id FOR UPDATE
+    SELECT id FROM jobloom_jobs WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued')
+      AND NOT (state = 'scheduled' AND binding = 'jobloom.subflow') ORDER BY id FOR UPDATE
 )
 UPDATE jobloom_jobs AS t SET state = 'cancelled', finished_at = :now, error = :reason FROM j WHERE t.id = j.id AND t.state IN ('waiting', 'scheduled', 'queued')
 RETURNING t.id, t.binding, t.attempt
@@ -127,6 +135,36 @@ UPDATE jobloom_jobs
 SET state = :state, retries_from = attempt, run_at = :now, error = NULL, result = NULL, finished_at = NULL,
     cancel_requested = false
 WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled', 'skipped')
+
+-- name: set_run_deadline
+UPDATE jobloom_runs SET deadline = :deadline WHERE id = :id
+
+-- name: descendant_runs
+-- The runs of a run's sub-flows at any depth ('<id>/<node>...') (read without a lock: the caller
+-- locks them with lock_run, in id order).
+SELECT id, state FROM jobloom_runs
+WHERE id COLLATE "C" > :lo::text COLLATE "C" AND id COLLATE "C" < :hi::text COLLATE "C"
+ORDER BY id COLLATE "C"
+
+-- name: spawned_of
+-- What a node spawned (at any depth): its jobs '<node>/...' (:lo = '<node>/', :hi = '<node>0').
+SELECT node, state FROM jobloom_jobs
+WHERE run_id = :run_id AND strpos(node, '/') > 0
+  AND node COLLATE "C" > :lo::text COLLATE "C" AND node COLLATE "C" < :hi::text COLLATE "C"
+ORDER BY node COLLATE "C"
+
+-- name: hold_node
+-- A node's attempt succeeded while what it spawned still runs: its result is kept and it waits.
+UPDATE jobloom_jobs
+SET state = 'waiting', result = :result, error = NULL, finished_at = NULL, lease_owner = NULL,
+    lease_expires = NULL, payload = coalesce(:payload, payload)
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: settle_node
+-- The last of a waiting node's spawned children finished: the node succeeds, or fails if one failed.
+UPDATE jobloom_jobs SET state = :state, error = :error, finished_at = :now
+WHERE run_id = :run_id AND node = :node AND state = 'waiting'
+RETURNING id, binding, attempt
 
 -- name: runs_past_deadline
 SELECT id FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL AND deadline < :now

@@ -1,23 +1,27 @@
 -- Named queries of flows (runs) and durable steps.
 
 -- name: insert_run
-INSERT INTO jobloom_runs (id, flow, state, input, graph, deadline, parent_job_id, depth, created_at)
-VALUES (:id, :flow, 'running', :input, :graph, :deadline, :parent_job_id, :depth, :now)
+INSERT INTO jobloom_runs (id, flow, state, input, graph, deadline, parent_job_id, depth, created_at,
+                          deadline_seconds)
+VALUES (:id, :flow, 'running', :input, :graph, :deadline, :parent_job_id, :depth, :now, :deadline_seconds)
 ON CONFLICT (id) DO NOTHING
 
 -- name: get_run
-SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
+SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
+       deadline_seconds
 FROM jobloom_runs WHERE id = :id
 
 -- name: lock_run
-SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
+SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
+       deadline_seconds
 FROM jobloom_runs WHERE id = :id
 
 -- name: lock_run_skip
 SELECT id FROM jobloom_runs WHERE id = :id
 
 -- name: list_runs
-SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at
+SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
+       deadline_seconds
 FROM jobloom_runs
 WHERE (:flow IS NULL OR flow = :flow) AND (:state IS NULL OR state = :state)
 ORDER BY created_at DESC LIMIT :limit
@@ -40,7 +44,7 @@ ORDER BY node DESC LIMIT 1
 
 -- name: run_child_active
 SELECT node FROM jobloom_jobs
-WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND instr(node, ':') > 0
+WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND (instr(node, ':') > 0 OR instr(node, '/') > 0)
 LIMIT 1
 
 -- name: insert_children
@@ -64,8 +68,10 @@ SELECT node, state, result FROM jobloom_jobs
 WHERE run_id = :run_id AND node IN (SELECT value FROM json_each(:nodes))
 
 -- name: children_of
+-- A fan-out's children in the order they were made (item order), without what they spawned.
 SELECT node, state, result, error FROM jobloom_jobs
-WHERE run_id = :run_id AND node LIKE :prefix ESCAPE '\'
+WHERE run_id = :run_id AND node LIKE :prefix ESCAPE '\' AND instr(node, '/') = 0
+ORDER BY id
 
 -- name: queue_waiting
 UPDATE jobloom_jobs SET state = 'queued', run_at = :now
@@ -80,11 +86,13 @@ RETURNING id, binding, attempt
 -- name: fail_unstarted
 UPDATE jobloom_jobs SET state = 'failed', finished_at = :now, error = :reason
 WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued')
+  AND NOT (state = 'scheduled' AND binding = 'jobloom.subflow')
 RETURNING id, binding, attempt
 
 -- name: cancel_unstarted
 UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason
 WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued')
+  AND NOT (state = 'scheduled' AND binding = 'jobloom.subflow')
 RETURNING id, binding, attempt
 
 -- name: cancel_running_of_run
@@ -105,6 +113,33 @@ UPDATE jobloom_jobs
 SET state = :state, retries_from = attempt, run_at = :now, error = NULL, result = NULL, finished_at = NULL,
     cancel_requested = 0
 WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled', 'skipped')
+
+-- name: set_run_deadline
+UPDATE jobloom_runs SET deadline = :deadline WHERE id = :id
+
+-- name: descendant_runs
+-- The runs of a run's sub-flows at any depth ('<id>/<node>...') (read without a lock: the caller locks
+-- them with lock_run, in id order).
+SELECT id, state FROM jobloom_runs WHERE id > :lo AND id < :hi ORDER BY id
+
+-- name: spawned_of
+-- What a node spawned (at any depth): its jobs '<node>/...' (:lo = '<node>/', :hi = '<node>0').
+SELECT node, state FROM jobloom_jobs
+WHERE run_id = :run_id AND instr(node, '/') > 0 AND node > :lo AND node < :hi
+ORDER BY node
+
+-- name: hold_node
+-- A node's attempt succeeded while what it spawned still runs: its result is kept and it waits.
+UPDATE jobloom_jobs
+SET state = 'waiting', result = :result, error = NULL, finished_at = NULL, lease_owner = NULL,
+    lease_expires = NULL, payload = coalesce(:payload, payload)
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: settle_node
+-- The last of a waiting node's spawned children finished: the node succeeds, or fails if one failed.
+UPDATE jobloom_jobs SET state = :state, error = :error, finished_at = :now
+WHERE run_id = :run_id AND node = :node AND state = 'waiting'
+RETURNING id, binding, attempt
 
 -- name: runs_past_deadline
 SELECT id FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL AND deadline < :now
