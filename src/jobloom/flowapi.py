@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import TYPE_CHECKING, Any, cast
 
@@ -86,7 +85,7 @@ async def start_run(
         deadline = flow.deadline
     if deadline is not None:
         deadline = finite("deadline", deadline, minimum=0.0, above=True, maximum=MAX_DELAY)
-    now = time.time()
+    now = app.now()
     try:
         input_json = plain_json(inp)
     except ValueError as exc:
@@ -155,7 +154,7 @@ class FlowsAPI:
         store = await cast("App", self).store()
 
         async def work(tx: Tx) -> Run:
-            await flowstop.cancel_run(tx, run_id, time.time())
+            await flowstop.cancel_run(tx, run_id, store.now())
             return await _read_run(tx, run_id)
 
         run = await store.transact(work)
@@ -168,7 +167,7 @@ class FlowsAPI:
         store = await cast("App", self).store()
 
         async def work(tx: Tx) -> Run:
-            await flowrun.resume_run(tx, run_id, time.time())
+            await flowrun.resume_run(tx, run_id, store.now())
             return await _read_run(tx, run_id)
 
         run = await store.transact(work)
@@ -188,7 +187,7 @@ class FlowsAPI:
         store = await cast("App", self).store()
 
         async def work(tx: Tx) -> bool:
-            return await steps.send_event(tx, job_id, name, payload, time.time())
+            return await steps.send_event(tx, job_id, name, payload, store.now())
 
         woken = await store.transact(work)
         await store.notify()

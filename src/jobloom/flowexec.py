@@ -5,7 +5,6 @@ sub-flow nodes. This is where user code of a flow (``input=``, ``over=``) runs, 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -135,7 +134,7 @@ async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
     except Exception as exc:
         raise Permanent(f"over of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
     spec = app.spec(node.child_binding)
-    now = time.time()
+    now = app.now()
     jobs = []
     for name, item in zip(_child_names(node, items), items, strict=True):
         job = build_job(spec, item, node_options(node), now)
@@ -212,7 +211,7 @@ def run_spawner(app: App, c: Claimed) -> Callable[..., Awaitable[Job]]:
         problem = child_name_problem(child_id)
         if problem is not None:
             raise InvalidOption("child_id", child_id, f"{problem} (it names the child in its run)")
-        job = build_job(app.spec(performer), payload, EnqueueOptions(**options), time.time())
+        job = build_job(app.spec(performer), payload, EnqueueOptions(**options), app.now())
         job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
         job.run_id, job.node = c.run_id, f"{c.node}/{child_id}"
         store = await app.store()
