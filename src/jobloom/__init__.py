@@ -5,9 +5,8 @@ The public names are re-exported here; see the README for a tour.
 
 from __future__ import annotations
 
-from .app import App, EnqueueRequest
-from .client import EnqueueOptions
-from .errors import (
+from jobloom.app.facade import App, EnqueueRequest
+from jobloom.core.errors import (
     CommitUnknown,
     InvalidOption,
     InvalidPayload,
@@ -23,14 +22,15 @@ from .errors import (
     UnknownBinding,
     WaitTimeout,
 )
-from .flow import Flow, FlowError, Node
-from .flowrun import RunNotFound
-from .options import Backoff, RateLimit
-from .performer import Performer
-from .schedule import InvalidSchedule, Schedule, UnknownSchedule
-from .steps import EventTimeout, LeaseLost, StepNotStorable
-from .types import Attempt, Job, JobContext, NodeState, Run
-from .worker import Worker
+from jobloom.core.options import Backoff, RateLimit
+from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
+from jobloom.engine.enqueue import EnqueueOptions
+from jobloom.engine.performer import Performer
+from jobloom.engine.steps import EventTimeout, LeaseLost, StepNotStorable
+from jobloom.engine.worker import Worker
+from jobloom.flows.flow import Flow, FlowError, Node
+from jobloom.flows.runs import RunNotFound
+from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 
 __version__ = "0.1.0"
 

@@ -14,9 +14,9 @@ import signal
 import sys
 from collections.abc import Callable
 
-from .app import App
-from .loading import load_app
-from .worker import Worker
+from jobloom.app.facade import App
+from jobloom.app.loading import load_app
+from jobloom.engine.worker import Worker
 
 log = logging.getLogger("jobloom.worker")
 

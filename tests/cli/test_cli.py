@@ -191,8 +191,8 @@ def test_late_report_column_appears_when_a_report_was_fenced_off() -> None:
 
     from rich.console import Console
 
-    from jobloom.cli_jobs import attempts_table
-    from jobloom.types import Attempt
+    from jobloom.cli.jobs import attempts_table
+    from jobloom.core.types import Attempt
 
     now = datetime.now(UTC)
     attempts = [
@@ -410,7 +410,7 @@ def test_bench_plugs_in_when_its_module_exists(tmp_path: Path) -> None:
 
         sys.modules["jobloom.bench"] = bench_pkg
         sys.modules["jobloom.bench.cli"] = bench_cli
-        from jobloom.cli import main
+        from jobloom.cli.main import main
         main(["bench", "enqueue"])
     ''')
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)

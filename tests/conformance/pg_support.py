@@ -7,10 +7,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from jobloom.coordinator import NewJob
+from jobloom.engine.jobs import NewJob
 
 if TYPE_CHECKING:
-    from jobloom.store.postgres import PostgresStore
+    from jobloom.store.postgres.store import PostgresStore
 
 
 def new_job(binding: str = "SendMail", *, payload: str = '{"to": "a"}', unique_key: str | None = None,
@@ -27,7 +27,7 @@ def new_job(binding: str = "SendMail", *, payload: str = '{"to": "a"}', unique_k
 @contextlib.asynccontextmanager
 async def open_store(url: str) -> AsyncIterator[PostgresStore]:
     """A migrated store on ``url``, closed afterwards."""
-    from jobloom.store.postgres import PostgresStore  # psycopg is only needed once a test runs
+    from jobloom.store.postgres.store import PostgresStore  # psycopg is only needed once a test runs
 
     s = PostgresStore(url)
     await s.open()

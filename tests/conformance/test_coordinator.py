@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom import coordinator, lifecycle
-from jobloom.coordinator import Outcome
+from jobloom.core import lifecycle
+from jobloom.engine import coordinator
+from jobloom.engine.jobs import Claimed, Outcome, ReportResult
 
 from .performers import Echo
 
@@ -43,14 +44,14 @@ async def tx(app: jobloom.App, fn: Any) -> Any:
 
 
 async def claim(app: jobloom.App, binding: str, worker: str, *, now: float, lease: float = 5.0,
-                capacity: int = 10) -> list[coordinator.Claimed]:
-    async def work(t: Any) -> list[coordinator.Claimed]:
+                capacity: int = 10) -> list[Claimed]:
+    async def work(t: Any) -> list[Claimed]:
         return (await coordinator.dispatch(t, binding, capacity=capacity, worker=worker, now=now,
                                            lease=lease)).claimed
     return await tx(app, work)
 
 
-def outcome(c: coordinator.Claimed, worker: str, kind: str = lifecycle.SUCCEEDED, **kw: Any) -> Outcome:
+def outcome(c: Claimed, worker: str, kind: str = lifecycle.SUCCEEDED, **kw: Any) -> Outcome:
     return Outcome(c.id, c.attempt, kind, worker, c.started_at, time.time(), **kw)
 
 
@@ -76,7 +77,7 @@ async def test_an_expired_lease_is_reaped_and_the_stale_report_is_recorded_not_a
     after = await app.get_job(job.id)
     assert after.state == "scheduled"  # at-least-once: a failed attempt, retried with backoff
     # the lost worker reports success late: fenced off, recorded in the history
-    async def late(t: Any) -> coordinator.ReportResult:
+    async def late(t: Any) -> ReportResult:
         return await coordinator.report(t, [outcome(c, "w1")], time.time())
 
     result = await tx(app, late)
@@ -121,13 +122,13 @@ async def test_a_newer_attempt_is_never_overwritten_by_an_older_one(app: jobloom
     await tx(app, reap_and_promote)
     [second] = await claim(app, "Echo", "w2", now=time.time())
     assert second.attempt == 2
-    async def report_both(t: Any) -> coordinator.ReportResult:
+    async def report_both(t: Any) -> ReportResult:
         return await coordinator.report(t, [outcome(first, "w1", lifecycle.FAILED, error="old")], time.time())
 
     assert (await tx(app, report_both)).stale == [job.id]
     assert (await app.get_job(job.id)).state == "running"
 
-    async def report_new(t: Any) -> coordinator.ReportResult:
+    async def report_new(t: Any) -> ReportResult:
         return await coordinator.report(t, [outcome(second, "w2", result='"ok"')], time.time())
 
     assert (await tx(app, report_new)).applied == 1
@@ -140,7 +141,7 @@ async def test_a_repeated_report_is_idempotent(app: jobloom.App) -> None:
     [c] = await claim(app, "Echo", "w1", now=time.time())
     o = outcome(c, "w1", result='"r"')
 
-    async def rep(t: Any) -> coordinator.ReportResult:
+    async def rep(t: Any) -> ReportResult:
         return await coordinator.report(t, [o], time.time())
 
     assert (await tx(app, rep)).applied == 1
@@ -170,7 +171,7 @@ async def test_at_most_once_failure_is_not_retried(app: jobloom.App) -> None:
     job = await app.enqueue(Once, {})
     [c] = await claim(app, "Once", "w1", now=time.time())
 
-    async def rep(t: Any) -> coordinator.ReportResult:
+    async def rep(t: Any) -> ReportResult:
         return await coordinator.report(t, [outcome(c, "w1", lifecycle.FAILED, error="x")], time.time())
 
     await tx(app, rep)

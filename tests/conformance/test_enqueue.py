@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import jobloom
-from jobloom.app import STREAM_CHUNK
+from jobloom.app.facade import STREAM_CHUNK
 
 
 @dataclass
@@ -276,7 +276,7 @@ async def test_one_callers_bad_job_in_a_coalesced_batch_fails_only_that_caller(s
     import dataclasses
     import time as _time
 
-    from jobloom.client import build_job
+    from jobloom.engine.enqueue import build_job
 
     app = jobloom.App(store_url, performers=[_Plain], auto_migrate=True)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom.decide import LATENESS_SLACK
+from jobloom.core.decide import LATENESS_SLACK
 from tests.helpers import eventually
 
 from .performers import (

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom import coordinator, flowstop, lifecycle
-from jobloom.coordinator import Claimed, Outcome
-from jobloom.flow import SUBFLOW_BINDING
+from jobloom.core import lifecycle
+from jobloom.engine import coordinator
+from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.flows import stop as flowstop
+from jobloom.flows.flow import SUBFLOW_BINDING
 from jobloom.store.base import Tx
 
 from .flow_performers import PERFORMERS, Collect, Resize, image_flow, parent_flow
@@ -116,7 +118,7 @@ async def test_a_spawned_child_that_fails_fails_its_node_and_skips_downstream(ap
 async def test_a_child_that_failed_before_its_node_returned_fails_the_node(app: jobloom.App) -> None:
     run = await app.start(app.flows["spawns"], {"sizes": [-2]})
     node = await claim(app, "Spawner")  # the node runs; the child it spawns fails before it returns
-    from jobloom.flowexec import run_spawner
+    from jobloom.flows.execute import run_spawner
 
     await run_spawner(app, node)(node.id, "r2", Resize, -2, max_attempts=1)
     await drain_all(app, ["Resize"])
@@ -140,7 +142,7 @@ async def test_cancelling_a_run_reaches_its_spawned_children(app: jobloom.App) -
 async def test_a_child_id_that_cannot_name_a_node_is_refused(app: jobloom.App) -> None:
     await app.start(app.flows["spawns"], {"sizes": [3]})
     node = await claim(app, "Spawner")
-    from jobloom.flowexec import run_spawner
+    from jobloom.flows.execute import run_spawner
 
     with pytest.raises(jobloom.InvalidOption, match="invalid child_id: 'a/b'; expected a name without ':' or '/'"):
         await run_spawner(app, node)(node.id, "a/b", Resize, 1)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom.coordinator import Claimed
-from jobloom.flow import FlowError
-from jobloom.flowexec import NodeContexts, node_payload
+from jobloom.engine.jobs import Claimed
+from jobloom.flows.execute import NodeContexts, node_payload
+from jobloom.flows.flow import FlowError
 
 from .flow_performers import PERFORMERS, Analyze, Collect, Slowish, calls, fanout_flow, image_flow, parent_flow
 
@@ -174,7 +174,7 @@ async def test_deadline_fails_unstarted_nodes(app: jobloom.App) -> None:
     run = await app.start(flow, {"image": "a.png"}, deadline=0.05)
     await asyncio.sleep(0.1)
     store = await app.store()
-    from jobloom import flowstop
+    from jobloom.flows import stop as flowstop
 
     async def expire(tx: Any) -> list[str]:
         import time

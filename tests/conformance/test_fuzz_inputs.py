@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jobloom
-from jobloom.text import MAX_ERROR_BYTES, storable_text
+from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 
 # Values handed to performers through the process's memory: a payload could not carry them.
 GIVEN: dict[int, Any] = {}

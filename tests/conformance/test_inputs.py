@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom.text import MAX_ERROR_BYTES, MAX_KEY_BYTES, MAX_TRACEBACK_BYTES
+from jobloom.core.text import MAX_ERROR_BYTES, MAX_KEY_BYTES, MAX_TRACEBACK_BYTES
 
 
 class Echo(jobloom.Performer[dict[str, Any], Any]):

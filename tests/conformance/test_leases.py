@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom import coordinator
+from jobloom.engine import coordinator
 from jobloom.store.base import Tx
 from tests.helpers import eventually
 

@@ -17,8 +17,11 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom import coordinator, flowrun, flowstop, lifecycle
-from jobloom.coordinator import Claimed, Outcome
+from jobloom.core import lifecycle
+from jobloom.engine import coordinator
+from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.flows import runs as flowrun
+from jobloom.flows import stop as flowstop
 from jobloom.store.base import Tx
 
 pytestmark = pytest.mark.postgres

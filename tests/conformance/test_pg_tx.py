@@ -17,8 +17,8 @@ from .pg_support import new_job, open_store
 pytestmark = pytest.mark.postgres
 
 psycopg = require_module("psycopg", INSTALL_POSTGRES)
-from jobloom.store.pg_tx import to_psycopg  # noqa: E402
-from jobloom.store.postgres import PostgresStore  # noqa: E402
+from jobloom.store.postgres.store import PostgresStore  # noqa: E402
+from jobloom.store.postgres.tx import to_psycopg  # noqa: E402
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ async def test_hot_statements_find_their_rows_by_their_index(store: PostgresStor
     primary key, never sorting or scanning every queued or running job per cycle."""
     import json
 
-    from jobloom.store.pg_tx import _QUERIES
+    from jobloom.store.postgres.tx import _QUERIES
 
     if history:
         done = [{**new_job().params(), "state": "succeeded", "event": "succeeded"} for _ in range(history)]
@@ -117,7 +117,7 @@ def json_to(row: Any) -> str:
 async def test_a_streamed_insert_cut_off_midway_is_retried_whole_once(store: PostgresStore) -> None:
     """The connection dies after the first chunks went out: the transaction runs again from the start,
     the chunks are built again, and every job exists exactly once."""
-    from jobloom import coordinator
+    from jobloom.engine import coordinator
 
     tries = 0
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from jobloom import App, MigrationsMissing, Performer, StoreError
-from jobloom.coordinator import dispatch, enqueue
+from jobloom.engine.coordinator import dispatch, enqueue
 from jobloom.store.base import Tx
 from jobloom.store.sql import load_migrations, load_queries
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.postgres
 private_server = private_server_fixture  # a server of the test's own, for the restart tests
 
 psycopg = require_module("psycopg", INSTALL_POSTGRES)
-from jobloom.store.postgres import PostgresStore  # noqa: E402
+from jobloom.store.postgres.store import PostgresStore  # noqa: E402
 
 
 @dataclass

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom import projector
-from jobloom.coordinator import event
-from jobloom.projector import Tally, bucket_of, bucket_value, percentile, project_once
+from jobloom.engine.jobs import event
+from jobloom.housekeeping import stats as projector
+from jobloom.housekeeping.stats import Tally, bucket_of, bucket_value, percentile, project_once
 from jobloom.store.base import Store, Tx
 from tests.helpers import eventually
 

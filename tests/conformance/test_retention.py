@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom.retention import DEFAULTS, RetentionKeeper, prune, prune_batch, stored_retentions
+from jobloom.housekeeping.retention import DEFAULTS, RetentionKeeper, prune, prune_batch, stored_retentions
 from jobloom.store.base import Tx
 
 from .flow_performers import PERFORMERS, image_flow
@@ -232,8 +232,8 @@ async def test_a_finished_run_goes_with_the_last_of_its_jobs(store_url: str) -> 
 
 
 async def test_old_read_model_rows_are_pruned(app: jobloom.App) -> None:
-    from jobloom.coordinator import event
-    from jobloom.projector import project_once
+    from jobloom.engine.jobs import event
+    from jobloom.housekeeping.stats import project_once
 
     store = await app.store()
     now = time.time()

@@ -13,8 +13,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import jobloom
-from jobloom.schedule import InvalidSchedule, Schedule, UnknownSchedule
-from jobloom.scheduling import SchedulerKeeper, tick_key
+from jobloom.schedules.keeper import SchedulerKeeper
+from jobloom.schedules.planner import tick_key
+from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 from tests.helpers import eventually
 
 
@@ -281,7 +282,7 @@ def test_the_command_line_lists_pauses_resumes_and_triggers(store_url: str, tmp_
 
     from typer.testing import CliRunner
 
-    from jobloom.cli import cli
+    from jobloom.cli.main import cli
 
     (tmp_path / "schedapp.py").write_text(
         "import jobloom\n"

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from jobloom.coordinator import event
+from jobloom.engine.jobs import event
 from jobloom.store.base import Tx
-from jobloom.store.sqlite import _POSITIONAL, _QUERIES, SQLiteStore, positional
+from jobloom.store.sqlite.store import _POSITIONAL, _QUERIES, SQLiteStore, positional
 
 
 def test_named_parameters_are_numbered_outside_strings_and_comments() -> None:

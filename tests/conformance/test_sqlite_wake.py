@@ -14,7 +14,7 @@ import pytest
 
 import jobloom
 from jobloom.store import wake
-from jobloom.store.sqlite import wake_folder
+from jobloom.store.sqlite.store import wake_folder
 
 from .performers import Echo
 
@@ -32,8 +32,8 @@ def test_long_paths_get_a_short_folder_named_after_the_file() -> None:
 def test_the_short_folder_is_private_and_one_made_by_someone_else_is_refused(tmp_path: Path) -> None:
     import stat
 
-    from jobloom.errors import StoreError
-    from jobloom.store.sqlite import private_folder
+    from jobloom.core.errors import StoreError
+    from jobloom.store.sqlite.store import private_folder
 
     mine = private_folder(str(tmp_path / "mine"))
     assert stat.S_IMODE(os.stat(mine).st_mode) == 0o700 and os.stat(mine).st_uid == os.geteuid()

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from jobloom import lifecycle
-from jobloom.options import Backoff
-from jobloom.states import ALL_STATES, ALLOWED, BY_NAME, TRANSITIONS, can_transition, transition
+from jobloom.core import lifecycle
+from jobloom.core.options import Backoff
+from jobloom.core.states import ALL_STATES, ALLOWED, BY_NAME, TRANSITIONS, can_transition, transition
 from jobloom.store.base import Store, Tx, open_store
 from jobloom.store.sql import load_queries
-from jobloom.store.sqlite import sqlite_path
+from jobloom.store.sqlite.store import sqlite_path
 
 DIALECTS = ["sqlite", "postgres"]
 _COMMENT = re.compile(r"--[^\n]*")

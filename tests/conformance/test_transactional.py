@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom.store.sqlite import sqlite_path
+from jobloom.store.sqlite.store import sqlite_path
 
 from .performers import Echo
 

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom import coordinator, lifecycle
-from jobloom.coordinator import Claimed, Outcome
-from jobloom.flow import SUBFLOW_BINDING
-from jobloom.flowrun import SUBFLOW_DONE
-from jobloom.steps import FOREVER
+from jobloom.core import lifecycle
+from jobloom.engine import coordinator
+from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.engine.steps import FOREVER
+from jobloom.flows.flow import SUBFLOW_BINDING
+from jobloom.flows.runs import SUBFLOW_DONE
 from jobloom.store.base import Tx
 from tests.helpers import eventually
 
@@ -155,7 +156,7 @@ async def test_an_event_sent_while_the_job_suspends_waits_for_it_and_wakes_it(ap
 
 
 async def test_a_job_suspending_while_an_event_is_sent_sees_the_event(app: jobloom.App) -> None:
-    from jobloom import steps
+    from jobloom.engine import steps
 
     c = await waiting_job(app)
     store = await app.store()
@@ -168,8 +169,8 @@ async def test_a_job_suspending_while_an_event_is_sent_sees_the_event(app: joblo
 
 async def sub_flow(app: jobloom.App) -> tuple[Claimed, Claimed]:
     """A parent run whose sub-flow node has started the child run: (that node's claim, the child's leaf)."""
-    from jobloom.flowexec import NodeContexts, run_subflow
-    from jobloom.steps import Suspended
+    from jobloom.engine.steps import Suspended
+    from jobloom.flows.execute import NodeContexts, run_subflow
 
     run = await app.start(app.flows["parent"], {})
     node = await claim(app, SUBFLOW_BINDING)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom import coordinator
-from jobloom.coordinator import Outcome
+from jobloom.engine import coordinator
+from jobloom.engine.jobs import Claimed, Outcome
 from tests.helpers import eventually
 
 from .conftest import Processes
@@ -41,11 +41,11 @@ class Ok(jobloom.Performer[dict[str, Any], int]):
         return 1
 
 
-async def _claim_two(ok_app: jobloom.App, worker: jobloom.Worker) -> list[coordinator.Claimed]:
+async def _claim_two(ok_app: jobloom.App, worker: jobloom.Worker) -> list[Claimed]:
     store = await ok_app.store()
     await ok_app.register_bindings()
 
-    async def work(tx: Any) -> list[coordinator.Claimed]:
+    async def work(tx: Any) -> list[Claimed]:
         got = await coordinator.dispatch(tx, "Ok", capacity=2, worker=worker.name, now=time.time(), lease=30.0)
         return got.claimed
 

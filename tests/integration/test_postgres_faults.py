@@ -323,7 +323,7 @@ async def test_a_commit_acknowledgement_lost_inside_the_postgres_store_orphans_n
         store = await app.store()
         worker = jobloom.Worker(app, concurrency=1)
         original = store.transact
-        from jobloom.store.pg_tx import PostgresTx
+        from jobloom.store.postgres.tx import PostgresTx
 
         original_commit = PostgresTx.commit
         lost: list[int] = []

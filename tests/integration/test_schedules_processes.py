@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 import jobloom
-from jobloom.coordinator import event
+from jobloom.engine.jobs import event
 from jobloom.store.base import Tx
 from tests.helpers import eventually
 
@@ -32,7 +32,7 @@ APP_SOURCE = '''
 import asyncio, os
 from typing import Any
 import jobloom
-from jobloom.projector import Projector
+from jobloom.housekeeping.stats import Projector
 
 STATE = os.environ["JOBLOOM_IT_DIR"]
 

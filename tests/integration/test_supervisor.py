@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 import jobloom
-from jobloom import supervisor
+from jobloom.engine import supervisor
 from tests.helpers import eventually, eventually_sync
 
 from .conftest import Processes
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 SERVE = textwrap.dedent("""
     import json, logging, sys
-    from jobloom.supervisor import serve
+    from jobloom.engine.supervisor import serve
     logging.basicConfig(level=logging.INFO, format="%(created).6f %(name)s %(message)s", stream=sys.stderr)
     options = json.loads(sys.argv[2])
     sys.exit(serve(sys.argv[1], **options))

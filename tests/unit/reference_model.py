@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from jobloom.types import Bucket, Candidate, Policy
+from jobloom.core.types import Bucket, Candidate, Policy
 
 
 @dataclass(frozen=True)

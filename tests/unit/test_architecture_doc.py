@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jobloom.states import ALL_STATES, INITIAL_STATES, TRANSITIONS
+from jobloom.core.states import ALL_STATES, INITIAL_STATES, TRANSITIONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 _BLOCK = re.compile(r"```mermaid\n(stateDiagram-v2\n.*?)```", re.S)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from jobloom.coalesce import Coalescer
+from jobloom.engine.coalesce import Coalescer
 
 
 async def test_the_calls_of_one_tick_run_as_one_batch_and_each_gets_its_result() -> None:
@@ -56,7 +56,7 @@ async def test_a_bad_item_fails_only_its_caller() -> None:
 
 
 async def test_a_batch_of_unknown_fate_fails_every_caller_without_running_again() -> None:
-    from jobloom.errors import CommitUnknown
+    from jobloom.core.errors import CommitUnknown
 
     batches: list[list[int]] = []
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobloom.decide import decide, effective_priority, order, refill
-from jobloom.options import RateLimit
-from jobloom.types import Bucket, Candidate, Decision, Policy
+from jobloom.core.decide import decide, effective_priority, order, refill
+from jobloom.core.options import RateLimit
+from jobloom.core.types import Bucket, Candidate, Decision, Policy
 
 from .reference_model import ModelDecision, model_decide, tokens_now
 

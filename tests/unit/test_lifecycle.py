@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from jobloom import lifecycle
-from jobloom.lifecycle import (
+from jobloom.core import lifecycle
+from jobloom.core.lifecycle import (
     CANCELLED,
     FAILED,
     LOST,
@@ -20,7 +20,7 @@ from jobloom.lifecycle import (
     Transition,
     next_state,
 )
-from jobloom.options import Backoff
+from jobloom.core.options import Backoff
 
 NOW = 50_000.0
 # 10 s, 20 s, 40 s, ... with no jitter, so every scheduled time is exact

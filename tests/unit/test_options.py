@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobloom.errors import InvalidOption, JobloomError
-from jobloom.options import DELIVERIES, Backoff, RateLimit, delivery, positive_int, seconds
+from jobloom.core.errors import InvalidOption, JobloomError
+from jobloom.core.options import DELIVERIES, Backoff, RateLimit, delivery, positive_int, seconds
 
 
 class FixedRandom(random.Random):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom.schedule import InvalidSchedule, Schedule
+from jobloom.schedules.schedule import InvalidSchedule, Schedule
 
 
 class Report(jobloom.Performer[dict[str, Any], None]):

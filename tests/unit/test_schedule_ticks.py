@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobloom.schedule import Schedule
-from jobloom.scheduling import MISFIRE_GRACE, plan_ticks, tick_key
+from jobloom.schedules.planner import MISFIRE_GRACE, plan_ticks, tick_key
+from jobloom.schedules.schedule import Schedule
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

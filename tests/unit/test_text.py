@@ -7,7 +7,7 @@ import math
 import pytest
 
 from jobloom import InvalidOption, InvalidSchedule, Schedule
-from jobloom.text import (
+from jobloom.core.text import (
     MAX_JSON_DEPTH,
     check_name,
     dumped_problem,

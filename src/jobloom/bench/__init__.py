@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .model import TARGETS, Measurement, Report, environment, now_iso, with_target
-from .processes import BenchError
-from .progress import Reporter, RichReporter
-from .sandbox import Target, dialect_of, redact
-from .workloads import WORKLOADS, Context, Params
+from jobloom.bench.model import TARGETS, Measurement, Report, environment, now_iso, with_target
+from jobloom.bench.processes import BenchError
+from jobloom.bench.progress import Reporter, RichReporter
+from jobloom.bench.sandbox import Target, dialect_of, redact
+from jobloom.bench.workloads import WORKLOADS, Context, Params
 
 ALL = "all"
 

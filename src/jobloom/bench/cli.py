@@ -16,9 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import JobloomError
-from . import ALL, Measurement, Params, Report, Reporter, RichReporter, run
-from .workloads import DEFAULT_JOBS, DEFAULT_LATENCY_JOBS
+from jobloom.bench import ALL, Measurement, Params, Report, Reporter, RichReporter, run
+from jobloom.bench.workloads import DEFAULT_JOBS, DEFAULT_LATENCY_JOBS
+from jobloom.core.errors import JobloomError
 
 
 class WorkloadName(enum.StrEnum):

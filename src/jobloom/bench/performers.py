@@ -15,9 +15,9 @@ import os
 import time
 from typing import Any
 
-from ..app import App
-from ..flow import Flow
-from ..performer import Performer
+from jobloom.app.facade import App
+from jobloom.engine.performer import Performer
+from jobloom.flows.flow import Flow
 
 URL_ENV = "JOBLOOM_BENCH_URL"
 OPTIONS_ENV = "JOBLOOM_BENCH_OPTIONS"

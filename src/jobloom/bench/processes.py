@@ -17,9 +17,9 @@ from typing import IO
 
 import psutil  # type: ignore[import-untyped,unused-ignore]
 
-from ..errors import JobloomError
-from .performers import APP_REF
-from .sandbox import Sandbox
+from jobloom.bench.performers import APP_REF
+from jobloom.bench.sandbox import Sandbox
+from jobloom.core.errors import JobloomError
 
 RSS_INTERVAL = 0.05
 FAILURE_SIGNS = ("worker_process_exited", "cycle failed", "Traceback (most recent call last)")

@@ -12,7 +12,7 @@ import asyncio
 import sys
 import time
 
-from .performers import Stamped, latency_app
+from jobloom.bench.performers import Stamped, latency_app
 
 
 async def produce(rate: float, count: int) -> None:

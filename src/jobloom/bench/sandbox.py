@@ -21,11 +21,11 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..app import App
-from ..errors import StoreError
-from ..states import ALL_STATES, FINISHED_STATES
-from ..store.sqlite import sqlite_path
-from .performers import OPTIONS_ENV, URL_ENV, bench_app
+from jobloom.app.facade import App
+from jobloom.bench.performers import OPTIONS_ENV, URL_ENV, bench_app
+from jobloom.core.errors import StoreError
+from jobloom.core.states import ALL_STATES, FINISHED_STATES
+from jobloom.store.sqlite.store import sqlite_path
 
 TERMINAL = "(" + ", ".join(f"'{s}'" for s in ALL_STATES if s in FINISHED_STATES) + ")"
 

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jobloom
-
-from ..performer import Performer
-from .model import Measurement
-from .performers import DIAMOND, FLOW_APP_REF, LATENCY_APP_REF, MAP, Limited, Noop, Stamped
-from .processes import BenchError, Producer, WorkerGroup
-from .progress import Reporter
-from .sandbox import Sandbox, Target
+from jobloom.bench.model import Measurement
+from jobloom.bench.performers import DIAMOND, FLOW_APP_REF, LATENCY_APP_REF, MAP, Limited, Noop, Stamped
+from jobloom.bench.processes import BenchError, Producer, WorkerGroup
+from jobloom.bench.progress import Reporter
+from jobloom.bench.sandbox import Sandbox, Target
+from jobloom.engine.performer import Performer
 
 DEFAULT_JOBS = 20_000
 DEFAULT_LATENCY_JOBS = 500

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .base import Store, Tx, open_store
+from jobloom.store.base import Store, Tx, open_store
 
 __all__ = ["Store", "Tx", "open_store"]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..errors import StoreError
+from jobloom.core.errors import StoreError
 
 T = TypeVar("T")
 Params = Mapping[str, Any]
@@ -175,12 +175,12 @@ def run_without_loop(coro: Coroutine[Any, Any, T]) -> T:
 def open_store(url: str, **options: Any) -> Store:
     """Build the driver for ``url`` (``sqlite:///path.db`` or ``postgresql://...``); not yet connected."""
     if url.startswith("sqlite:"):
-        from .sqlite import SQLiteStore
+        from jobloom.store.sqlite.store import SQLiteStore
 
         return SQLiteStore(url, **options)
     if url.startswith(("postgresql:", "postgres:")):
         try:
-            from .postgres import PostgresStore
+            from jobloom.store.postgres.store import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on the installation
             raise StoreError(
                 f"the PostgreSQL store needs psycopg 3: pip install 'jobloom[postgres]' ({exc})"

@@ -1,4 +1,4 @@
-"""Named SQL: each dialect keeps its queries in ``sql/<dialect>/queries.sql`` and migrations beside them."""
+"""Named SQL: each dialect keeps its queries in ``store/<dialect>/sql/queries*.sql`` and migrations beside them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Migration:
 
 def load_queries(dialect: str) -> dict[str, str]:
     """Parse the ``-- name: x`` sections of the dialect's ``queries*.sql`` files (one per concept)."""
-    folder = resources.files(__package__).joinpath("sql", dialect)
+    folder = resources.files(f"{__package__}.{dialect}").joinpath("sql")
     queries: dict[str, str] = {}
     files = sorted(e.name for e in folder.iterdir() if e.name.startswith("queries") and e.name.endswith(".sql"))
     for filename in files:
@@ -35,7 +35,7 @@ def load_queries(dialect: str) -> dict[str, str]:
 
 def load_migrations(dialect: str) -> list[Migration]:
     """The dialect's migrations (``NNNN_name.sql``), in version order."""
-    folder = resources.files(__package__).joinpath("sql", dialect)
+    folder = resources.files(f"{__package__}.{dialect}").joinpath("sql")
     found = []
     for entry in folder.iterdir():
         m = re.match(r"^(\d{4})_(\w+)\.sql$", entry.name)

@@ -1,0 +1,200 @@
+"""What every ``jobloom`` command shares: finding the app or store, running async calls, printing.
+
+Commands name their target with ``--app MODULE:ATTR`` (the user's :class:`~jobloom.App`, with its
+performers) or ``--url URL`` (a bare store: enough to read, retry and cancel jobs, which needs no
+code). ``JOBLOOM_APP`` and ``JOBLOOM_URL`` provide defaults; a flag given on the command line wins
+over the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from jobloom.app.facade import App
+from jobloom.app.loading import load_app
+from jobloom.core.errors import JobloomError
+from jobloom.core.types import Attempt, Job
+
+T = TypeVar("T")
+
+console = Console(soft_wrap=True)  # status lines stay whole; tables still fit the width
+err_console = Console(stderr=True, soft_wrap=True)
+
+APP_HELP = "The app, as MODULE:ATTR (e.g. myapp.jobs:app)."
+URL_HELP = "The store URL (sqlite:///jobloom.db or postgresql://...); no app code needed."
+
+AppOption = Annotated[
+    str | None,
+    typer.Option("--app", envvar="JOBLOOM_APP", show_envvar=True, help=APP_HELP, metavar="MODULE:ATTR"),
+]
+UrlOption = Annotated[
+    str | None, typer.Option("--url", envvar="JOBLOOM_URL", show_envvar=True, help=URL_HELP)
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+SchemaOption = Annotated[
+    str | None, typer.Option("--schema", help="With a PostgreSQL --url: the schema holding jobloom's tables.")
+]
+
+
+class UsageProblem(JobloomError):
+    """A command was given arguments that do not fit together (reported like any jobloom error)."""
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def choose_target(ctx: typer.Context, app_ref: str | None, url: str | None) -> tuple[str | None, str | None]:
+    """Settle ``--app`` against ``--url``: the command line wins over the environment; both on the
+    command line is refused; both from the environment means the app (it knows its own store)."""
+    if app_ref and url:
+        app_cli, url_cli = _from_command_line(ctx, "app_ref"), _from_command_line(ctx, "url")
+        if app_cli and url_cli:
+            raise UsageProblem("give either --app or --url, not both")
+        if url_cli:
+            return None, url
+        return app_ref, None
+    if not app_ref and not url:
+        raise UsageProblem(
+            "name the app with --app MODULE:ATTR (or JOBLOOM_APP), "
+            "or the store with --url URL (or JOBLOOM_URL)"
+        )
+    return app_ref, url
+
+
+def check_schema(url: str, schema: str | None) -> dict[str, Any]:
+    """Store options for ``--schema``: PostgreSQL only (a SQLite store is one file)."""
+    if not schema:
+        return {}
+    if url.startswith("sqlite:"):
+        raise UsageProblem("--schema applies to PostgreSQL stores only; a SQLite store is one file")
+    return {"schema": schema}
+
+
+def open_target(ctx: typer.Context, app_ref: str | None, url: str | None, schema: str | None = None) -> App:
+    """The app to act through: the user's app (``--app``), or a bare ``App(url)`` with no performers.
+
+    A bare app never creates tables: a store that lacks migrations is reported (``jobloom
+    migrate`` applies them), so a mistyped SQLite path does not look like an empty store.
+    """
+    app_ref, url = choose_target(ctx, app_ref, url)
+    if app_ref:
+        if schema:
+            raise UsageProblem("--schema goes with --url; an app (--app) names its own store and schema")
+        return load_app(app_ref)
+    assert url is not None
+    return App(url, auto_migrate=False, **check_schema(url, schema))
+
+
+def require_app(ctx: typer.Context, app_ref: str | None, what: str) -> App:
+    """The user's app for commands that need its performers (``--url`` is not enough for them)."""
+    if not app_ref:
+        raise UsageProblem(f"{what} needs the app's performers: give --app MODULE:ATTR or set JOBLOOM_APP")
+    return load_app(app_ref)
+
+
+def run(app: App, fn: Callable[[App], Awaitable[T]]) -> T:
+    """Run one async call against ``app`` on a fresh event loop, closing the store afterwards."""
+
+    async def go() -> T:
+        try:
+            return await fn(app)
+        finally:
+            await app.close()
+
+    return asyncio.run(go())
+
+
+def redact_url(url: str) -> str:
+    """A store URL fit to print: any password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+# -- printing ---------------------------------------------------------------------------------------
+
+
+def fail(message: str) -> None:
+    """Print ``error: message`` on one line to stderr."""
+    err_console.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False)
+
+
+def note(message: str) -> None:
+    """Print a remark to stderr (kept out of stdout, which may be piped)."""
+    err_console.print(f"[yellow]note:[/yellow] {escape(message)}", highlight=False)
+
+
+def fmt_time(value: datetime | None) -> str:
+    """A timestamp in local time to the second, or ``-``."""
+    return "-" if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_duration(start: datetime | None, end: datetime | None) -> str:
+    """The time between two moments, compactly (``850ms``, ``12.3s``, ``4m05s``), or ``-``."""
+    if start is None or end is None:
+        return "-"
+    secs = (end - start).total_seconds()
+    if secs < 1:
+        return f"{secs * 1000:.0f}ms"
+    if secs < 60:
+        return f"{secs:.1f}s"
+    minutes, rest = divmod(int(secs), 60)
+    return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def fmt_value(value: Any) -> str:
+    """A payload or result as compact JSON (``-`` for none)."""
+    return "-" if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+JOB_KEYS = (
+    "id", "binding", "state", "attempt", "max_attempts", "priority", "delivery", "payload", "result", "error",
+    "unique_key", "concurrency_key", "run_at", "created_at", "started_at", "finished_at", "cancel_requested",
+)
+ATTEMPT_KEYS = (
+    "job_id", "attempt", "worker", "started_at", "finished_at", "outcome", "error", "traceback",
+    "reported_outcome", "reported_at",
+)
+
+
+def jsonable(value: Any) -> Any:
+    """Jobs, attempts, datetimes and containers as plain JSON values (datetimes in ISO 8601, UTC).
+
+    Jobs and attempts are written with a fixed set of keys (their public fields), so the output
+    stays the same whatever the classes hold internally.
+    """
+    if isinstance(value, Job):
+        return {k: jsonable(getattr(value, k)) for k in JOB_KEYS}
+    if isinstance(value, Attempt):
+        return {k: jsonable(getattr(value, k)) for k in ATTEMPT_KEYS}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def print_json(value: Any) -> None:
+    """Write ``value`` as indented JSON to stdout, unstyled."""
+    sys.stdout.write(json.dumps(jsonable(value), indent=2) + "\n")
+    sys.stdout.flush()

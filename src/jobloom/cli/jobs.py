@@ -1,0 +1,281 @@
+"""``jobloom jobs …``: list, show, retry, cancel and count jobs, through an app or a bare store URL."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from jobloom.app.facade import App
+from jobloom.cli.common import (
+    AppOption,
+    JsonOption,
+    SchemaOption,
+    UrlOption,
+    console,
+    fmt_duration,
+    fmt_time,
+    fmt_value,
+    jsonable,
+    open_target,
+    print_json,
+    run,
+)
+from jobloom.core.states import ALL_STATES
+from jobloom.core.types import Attempt, Job
+
+jobs_cli = typer.Typer(
+    name="jobs", help="Look at jobs and act on them: list, show, retry, cancel, counts.", no_args_is_help=True
+)
+
+STATE_STYLES = {
+    "waiting": "dim", "scheduled": "cyan", "queued": "blue", "running": "bold yellow", "succeeded": "green",
+    "failed": "bold red", "stalled": "magenta", "cancelled": "dim red", "skipped": "dim",
+}
+OUTCOME_STYLES = {
+    "succeeded": "green", "failed": "red", "timeout": "red", "permanent": "bold red", "retry": "yellow",
+    "cancelled": "dim red", "lost": "magenta",
+}
+ERROR_WIDTH = 60
+
+
+def styled_state(job: Job) -> Text:
+    """A job's state, coloured; a running job whose cancel was asked says so."""
+    text = Text(job.state, style=STATE_STYLES.get(job.state, ""))
+    if job.cancel_requested and job.state == "running":
+        text.append(" (cancel requested)", style="dim")
+    return text
+
+
+def _short(text: str | None, width: int = ERROR_WIDTH) -> str:
+    if not text:
+        return "-"
+    line = text.strip().splitlines()[0] if text.strip() else text
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _keys(job: Job) -> str:
+    keys = [f"unique={job.unique_key}" if job.unique_key else "",
+            f"key={job.concurrency_key}" if job.concurrency_key else ""]
+    return " ".join(k for k in keys if k) or "-"
+
+
+def jobs_table(jobs: list[Job], width: int = 200) -> Table:
+    """The job list as a table, newest first; on a narrow terminal (``width``) lesser columns are left out."""
+    table = Table(title=None, show_lines=False, header_style="bold")
+    columns: list[tuple[str, dict[str, Any]]] = [
+        ("id", {"justify": "right", "no_wrap": True}),
+        ("binding", {"no_wrap": True, "max_width": 24}),
+        ("state", {"no_wrap": True}),
+        ("attempt", {"justify": "right", "no_wrap": True}),
+        ("prio", {"justify": "right"}),
+        ("created", {"no_wrap": True}),
+        ("run at", {"no_wrap": True}),
+        ("keys", {"ratio": 1}),
+        ("error", {"overflow": "ellipsis", "ratio": 2}),
+    ]
+    dropped = set()
+    if width < 130:
+        dropped |= {"run at", "keys"}
+    if width < 95:
+        dropped |= {"prio", "created"}
+    for name, options in columns:
+        if name not in dropped:
+            table.add_column(name, **options)
+    for job in jobs:
+        cells: dict[str, str | Text] = {
+            "id": str(job.id), "binding": job.binding, "state": styled_state(job),
+            "attempt": f"{job.attempt}/{job.max_attempts}", "prio": str(job.priority),
+            "created": fmt_time(job.created_at),
+            "run at": fmt_time(job.run_at) if job.state in ("scheduled", "queued") else "-",
+            "keys": _keys(job), "error": _short(job.error),
+        }
+        table.add_row(*(cells[name] for name, _ in columns if name not in dropped))
+    return table
+
+
+def job_fields(job: Job) -> Table:
+    """One job's fields as a two-column grid."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    rows: list[tuple[str, str | Text]] = [
+        ("id", str(job.id)),
+        ("binding", job.binding),
+        ("state", styled_state(job)),
+        ("attempt", f"{job.attempt} of {job.max_attempts}"),
+        ("priority", str(job.priority)),
+        ("delivery", job.delivery),
+        ("created", fmt_time(job.created_at)),
+        ("run at", fmt_time(job.run_at)),
+        ("started", fmt_time(job.started_at)),
+        ("finished", fmt_time(job.finished_at)),
+        ("unique key", job.unique_key or "-"),
+        ("concurrency key", job.concurrency_key or "-"),
+        ("payload", Text(fmt_value(job.payload))),
+        ("result", Text(fmt_value(job.result))),
+        ("error", Text(job.error or "-")),
+    ]
+    for name, value in rows:
+        grid.add_row(name, value)
+    return grid
+
+
+def attempts_table(attempts: list[Attempt]) -> Table:
+    """A job's attempts; a ``late report`` column appears when a fenced-off report was recorded."""
+    late = any(a.reported_outcome for a in attempts)
+    table = Table(title="attempts", title_justify="left", header_style="bold")
+    table.add_column("attempt", justify="right", no_wrap=True)
+    table.add_column("worker", overflow="fold")
+    table.add_column("started", no_wrap=True)
+    table.add_column("finished", no_wrap=True)
+    table.add_column("took", justify="right", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("error", overflow="ellipsis")
+    if late:
+        table.add_column("late report", no_wrap=True)
+    for a in attempts:
+        outcome = Text(a.outcome or "running", style=OUTCOME_STYLES.get(a.outcome or "", "yellow"))
+        row: list[str | Text] = [
+            str(a.attempt), a.worker or "-", fmt_time(a.started_at), fmt_time(a.finished_at),
+            fmt_duration(a.started_at, a.finished_at), outcome, Text(_short(a.error)),
+        ]
+        if late:
+            row.append(f"{a.reported_outcome} at {fmt_time(a.reported_at)}" if a.reported_outcome else "-")
+        table.add_row(*row)
+    return table
+
+
+def print_job(job: Job, attempts: list[Attempt]) -> None:
+    """``jobs show`` for people: fields, attempts, then the tracebacks of failed attempts."""
+    console.print(job_fields(job))
+    console.print()
+    if attempts:
+        console.print(attempts_table(attempts))
+    else:
+        console.print("no attempts yet", style="dim")
+    for a in attempts:
+        if a.traceback and a.outcome != "succeeded":
+            console.print()
+            console.print(f"traceback of attempt {a.attempt}:", style="bold")
+            console.print(Text(a.traceback.rstrip()), highlight=False)
+
+
+def print_action(job: Job, verb: str) -> None:
+    """One line after retry or cancel: the job and the state it is in now."""
+    line = Text(f"job {job.id} ({job.binding}) {verb}: ")
+    line.append(styled_state(job))
+    console.print(line)
+
+
+# -- commands ---------------------------------------------------------------------------------------
+
+JobId = Annotated[int, typer.Argument(help="The job's id.", min=1)]
+
+
+@jobs_cli.command("list")
+def list_command(
+    ctx: typer.Context,
+    state: Annotated[
+        str | None, typer.Option(help=f"Only jobs in this state ({', '.join(ALL_STATES)}).")
+    ] = None,
+    binding: Annotated[str | None, typer.Option(help="Only jobs of this binding (performer).")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 50,
+    before: Annotated[int | None, typer.Option(min=1, help="Only ids below this one (to page back).")] = None,
+    app_ref: AppOption = None,
+    url: UrlOption = None,
+    schema: SchemaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List jobs, newest first."""
+    app = open_target(ctx, app_ref, url, schema)
+    jobs = run(app, lambda a: a.list_jobs(state=state, binding=binding, limit=limit, before=before))
+    if as_json:
+        print_json(jobs)
+    elif not jobs:
+        console.print("no jobs", style="dim")
+    else:
+        console.print(jobs_table(jobs, console.width))
+        if len(jobs) == limit:
+            console.print(f"showing {limit}; older ones with --before {jobs[-1].id}", style="dim")
+
+
+@jobs_cli.command("show")
+def show_command(
+    ctx: typer.Context,
+    job_id: JobId,
+    app_ref: AppOption = None,
+    url: UrlOption = None,
+    schema: SchemaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one job: its fields, its attempts, and the tracebacks of failed attempts."""
+    app = open_target(ctx, app_ref, url, schema)
+
+    async def load(a: App) -> tuple[Job, list[Attempt]]:
+        return await a.get_job(job_id), await a.attempts(job_id)
+
+    job, attempts = run(app, load)
+    if as_json:
+        print_json({"job": jsonable(job), "attempts": jsonable(attempts)})
+    else:
+        print_job(job, attempts)
+
+
+@jobs_cli.command("retry")
+def retry_command(
+    ctx: typer.Context, job_id: JobId, app_ref: AppOption = None, url: UrlOption = None,
+    schema: SchemaOption = None,
+) -> None:
+    """Queue a failed, stalled or cancelled job again (its history is kept)."""
+    app = open_target(ctx, app_ref, url, schema)
+    print_action(run(app, lambda a: a.retry(job_id)), "retried")
+
+
+@jobs_cli.command("cancel")
+def cancel_command(
+    ctx: typer.Context, job_id: JobId, app_ref: AppOption = None, url: UrlOption = None,
+    schema: SchemaOption = None,
+) -> None:
+    """Cancel a job: at once unless it is running, in which case its worker is told to stop it."""
+    app = open_target(ctx, app_ref, url, schema)
+    print_action(run(app, lambda a: a.cancel(job_id)), "cancelled")
+
+
+@jobs_cli.command("counts")
+def counts_command(
+    ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+    as_json: JsonOption = False,
+    finished: Annotated[bool, typer.Option(
+        "--finished", help="Count succeeded and skipped jobs too (reads every job of the history).")] = False,
+) -> None:
+    """Count jobs per binding and state; succeeded and skipped ones only with --finished."""
+    app = open_target(ctx, app_ref, url, schema)
+    counts = run(app, lambda a: a.counts(finished=finished))
+    if as_json:
+        print_json(counts)
+        return
+    note = "" if finished else "succeeded and skipped jobs not counted (--finished counts them)"
+    if not counts:
+        console.print("no jobs" + (f" ({note})" if note else ""), style="dim")
+        return
+    states = [s for s in ALL_STATES if any(s in by_state for by_state in counts.values())]
+    table = Table(header_style="bold")
+    table.add_column("binding", no_wrap=True)
+    for s in states:
+        table.add_column(s, justify="right", style=STATE_STYLES.get(s, ""))
+    table.add_column("total", justify="right", style="bold")
+    totals = dict.fromkeys(states, 0)
+    for binding in sorted(counts):
+        row = counts[binding]
+        for s in states:
+            totals[s] += row.get(s, 0)
+        table.add_row(binding, *(str(row.get(s, 0)) for s in states), str(sum(row.values())))
+    if len(counts) > 1:
+        table.add_section()
+        table.add_row("all", *(str(totals[s]) for s in states), str(sum(totals.values())), style="bold")
+    console.print(table)
+    if note:
+        console.print(note, style="dim")

@@ -1,0 +1,211 @@
+"""``jobloom limits …``: change a binding's limits at run time, and list the limits in force."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from jobloom.app.facade import App
+from jobloom.cli.common import (
+    AppOption,
+    JsonOption,
+    SchemaOption,
+    UrlOption,
+    UsageProblem,
+    console,
+    note,
+    open_target,
+    print_json,
+    run,
+)
+from jobloom.core.records import policy_from_row
+from jobloom.core.types import Policy
+from jobloom.store.base import Tx
+
+limits_cli = typer.Typer(
+    name="limits", help="Per-binding limits: concurrency, per-key concurrency, rate, priority aging.",
+    no_args_is_help=True,
+)
+
+LIFT_WORDS = ("none", "off", "unlimited")
+
+
+@dataclass(frozen=True, slots=True)
+class BindingLimits:
+    """The limits a binding's coordinator applies: code defaults under run-time overrides."""
+
+    binding: str
+    policy: Policy
+    overridden: tuple[str, ...]
+    registered: bool  # a worker has stored this binding's limits from its code
+    defaults_known: bool = True  # False: only run-time overrides are known (no worker, no app code)
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain JSON values (rate in tokens per second)."""
+        p = self.policy
+        return {
+            "binding": self.binding, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
+            "rate_per_second": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
+            "priority_aging": p.priority_aging, "overridden": list(self.overridden),
+            "registered": self.registered, "defaults_known": self.defaults_known,
+        }
+
+
+async def read_limits(app: App) -> list[BindingLimits]:
+    """The limits of every binding the store knows, plus the app's performers not yet registered."""
+    store = await app.store()
+
+    async def work(tx: Tx) -> list[tuple[Any, ...]]:
+        return await tx.fetch("list_bindings")
+
+    found: dict[str, BindingLimits] = {}
+    for row in await store.transact(work, exclusive=False):
+        name, values, overrides = row[0], tuple(row[1:]), row[7]
+        registered = row[6] is not None  # workers store the backoff when they register; `limits set` does not
+        if not registered and name in app.specs:
+            values = _code_row(app.specs[name].policy, overrides)
+        policy, _bucket, _backoff = policy_from_row(values)
+        changed = tuple(sorted(json.loads(overrides))) if overrides else ()
+        found[name] = BindingLimits(name, policy, changed, registered, registered or name in app.specs)
+    for name, spec in app.specs.items():
+        if name not in found:
+            found[name] = BindingLimits(name, spec.policy, (), False)
+    return [found[name] for name in sorted(found)]
+
+
+def _code_row(p: Policy, overrides: str | None) -> tuple[Any, ...]:
+    """A ``get_binding``-shaped row holding the code's limits, for a binding no worker registered yet."""
+    rate, burst = (p.rate.rate, p.rate.burst) if p.rate else (None, None)
+    return (p.concurrency, p.key_concurrency, rate, burst, p.priority_aging, None, overrides, None, None)
+
+
+def fmt_rate(policy: Policy) -> str:
+    """A rate limit the way it is written (``10/s``, ``30/m``), with its burst when above 1."""
+    if policy.rate is None:
+        return "unlimited"
+    per_second = policy.rate.rate
+    for unit, secs in (("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if per_second * secs >= 1 or unit == "h":
+            text = f"{per_second * secs:.4g}/{unit}"
+            break
+    return text + (f" burst {policy.rate.burst:g}" if policy.rate.burst > 1 else "")
+
+
+def limits_table(rows: list[BindingLimits]) -> Table:
+    """Bindings and their limits; run-time overrides are marked with ``*``."""
+    caption = "* changed at run time (limits set); ? set in code, known once a worker registers the binding"
+    table = Table(header_style="bold", caption=caption, caption_justify="left")
+    for name in ("binding", "concurrency", "per key", "rate", "priority aging"):
+        table.add_column(name, no_wrap=True)
+    for r in rows:
+        p = r.policy
+
+        def mark(field: str, text: str, r: BindingLimits = r) -> str:
+            if field in r.overridden:
+                return text + " *"
+            return text if r.defaults_known else "?"
+
+        table.add_row(
+            r.binding + ("" if r.registered else " (not registered yet)"),
+            mark("concurrency", "unlimited" if p.concurrency is None else str(p.concurrency)),
+            mark("key_concurrency", str(p.key_concurrency)),
+            mark("rate_limit", fmt_rate(p)),
+            mark("priority_aging", "strict" if p.priority_aging is None else f"{p.priority_aging:g}s"),
+        )
+    return table
+
+
+def _lifted(text: str) -> bool:
+    return text.strip().lower() in LIFT_WORDS
+
+
+def parse_limits(
+    concurrency: str | None, key_concurrency: int | None, rate_limit: str | None, priority_aging: str | None
+) -> dict[str, Any]:
+    """Command-line limit values to ``set_limits`` arguments; ``none`` lifts a limit."""
+    limits: dict[str, Any] = {}
+    if concurrency is not None:
+        if _lifted(concurrency):
+            limits["concurrency"] = None
+        else:
+            try:
+                limits["concurrency"] = int(concurrency)
+            except ValueError:
+                raise UsageProblem(
+                    f"--concurrency must be an integer >= 1 or 'none'; got {concurrency!r}"
+                ) from None
+    if key_concurrency is not None:
+        limits["key_concurrency"] = key_concurrency
+    if rate_limit is not None:
+        limits["rate_limit"] = None if _lifted(rate_limit) else rate_limit
+    if priority_aging is not None:
+        if _lifted(priority_aging) or priority_aging.strip().lower() == "strict":
+            limits["priority_aging"] = None
+        else:
+            try:
+                limits["priority_aging"] = float(priority_aging)
+            except ValueError:
+                raise UsageProblem(
+                    f"--priority-aging must be seconds or 'none' (strict priority); got {priority_aging!r}"
+                ) from None
+    if not limits:
+        raise UsageProblem(
+            "nothing to set: give --concurrency, --key-concurrency, --rate-limit or --priority-aging"
+        )
+    return limits
+
+
+@limits_cli.command("set")
+def set_command(
+    ctx: typer.Context,
+    binding: Annotated[str, typer.Argument(help="The binding (performer name).")],
+    concurrency: Annotated[
+        str | None, typer.Option(help="At most N running at once, across all workers ('none' lifts it).")
+    ] = None,
+    key_concurrency: Annotated[
+        int | None, typer.Option(help="At most N running at once per concurrency key.")
+    ] = None,
+    rate_limit: Annotated[
+        str | None, typer.Option(help="A token bucket, e.g. 10/s, 600/m, '100/s burst 20' ('none' lifts it).")
+    ] = None,
+    priority_aging: Annotated[
+        str | None, typer.Option(help="Seconds of waiting worth one priority step ('none': strict priority).")
+    ] = None,
+    app_ref: AppOption = None,
+    url: UrlOption = None,
+    schema: SchemaOption = None,
+) -> None:
+    """Change a binding's limits; workers apply them at their next dispatch."""
+    limits = parse_limits(concurrency, key_concurrency, rate_limit, priority_aging)
+    app = open_target(ctx, app_ref, url, schema)
+    if app.specs:
+        app.spec(binding)  # an app knows its bindings: refuse a misspelt one
+
+    async def apply(a: App) -> list[BindingLimits]:
+        known = {r.binding for r in await read_limits(a)}
+        await a.set_limits(binding, **limits)
+        if binding not in known:
+            note(f"no worker has registered {binding!r} yet; the limits apply once one does")
+        return [r for r in await read_limits(a) if r.binding == binding]
+
+    console.print(limits_table(run(app, apply)))
+
+
+@limits_cli.command("list")
+def list_command(
+    ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List each binding's limits in force."""
+    app = open_target(ctx, app_ref, url, schema)
+    rows = run(app, read_limits)
+    if as_json:
+        print_json([r.as_json() for r in rows])
+    elif not rows:
+        console.print("no bindings yet (a worker registers its bindings when it starts)", style="dim")
+    else:
+        console.print(limits_table(rows))

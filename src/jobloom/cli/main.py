@@ -1,0 +1,220 @@
+"""The ``jobloom`` command line: ``worker``, ``migrate``, ``enqueue``, ``jobs …`` and ``limits …``.
+
+Every command goes through the public :class:`~jobloom.App` API. A mistake (a bad app reference,
+unknown binding, invalid JSON or option, a job in the wrong state) is reported as one ``error:``
+line on stderr with exit status 1; usage errors found by the parser exit with status 2.
+
+``jobloom bench`` is provided by :mod:`jobloom.bench.cli` when that module exists: it exposes
+either ``app`` (a :class:`typer.Typer`, added as the ``bench`` group) or ``bench`` (a function,
+added as the ``bench`` command).
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from jobloom.app.facade import App
+from jobloom.app.loading import load_app
+from jobloom.cli.common import (
+    AppOption,
+    JsonOption,
+    UrlOption,
+    UsageProblem,
+    check_schema,
+    choose_target,
+    console,
+    fail,
+    print_json,
+    redact_url,
+    require_app,
+    run,
+)
+from jobloom.cli.jobs import jobs_cli, styled_state
+from jobloom.cli.limits import limits_cli
+from jobloom.cli.schedules import schedules_cli
+from jobloom.core.errors import JobloomError
+from jobloom.core.text import load_json_text
+
+cli = typer.Typer(
+    name="jobloom",
+    help="jobloom: background jobs for Python.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+cli.add_typer(jobs_cli)
+cli.add_typer(limits_cli)
+cli.add_typer(schedules_cli)
+
+
+class LogLevel(enum.StrEnum):
+    """Log levels of worker processes."""
+
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+@cli.command()
+def worker(
+    app_ref: Annotated[str, typer.Argument(metavar="MODULE:ATTR", help="The app, e.g. myapp.jobs:app.")],
+    processes: Annotated[
+        int, typer.Option(min=1, help="Worker processes to run (and restart if they crash).")
+    ] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Jobs at once in each process.")] = 16,
+    bindings: Annotated[
+        str | None, typer.Option(help="Only these bindings, comma-separated (default: all the app's).")
+    ] = None,
+    grace: Annotated[
+        float, typer.Option(min=0, help="Seconds that running jobs get to finish after SIGTERM.")
+    ] = 25.0,
+    log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")] = LogLevel.info,
+) -> None:
+    """Run worker processes until SIGTERM or SIGINT, then drain gracefully."""
+    from jobloom.engine.supervisor import serve
+    from jobloom.process import configure_logging
+
+    app = load_app(app_ref)
+    names = [b.strip() for b in (bindings or "").split(",") if b.strip()] or None
+    for name in names or ():
+        app.spec(name)
+    if not app.specs:
+        raise UsageProblem(f"{app_ref} has no performers: nothing to work on")
+    run(app, lambda a: a.store())  # connect once here, so a bad store is reported before any process starts
+    configure_logging(log_level.value)
+    status = serve(app_ref, processes=processes, concurrency=concurrency, bindings=names, grace=grace,
+                   log_level=log_level.value)
+    raise typer.Exit(status)
+
+
+@cli.command()
+def migrate(
+    ctx: typer.Context,
+    app_ref: AppOption = None,
+    url: UrlOption = None,
+    schema: Annotated[str | None, typer.Option(help="PostgreSQL schema to create the tables in.")] = None,
+) -> None:
+    """Apply the store's missing schema migrations."""
+    app_ref, url = choose_target(ctx, app_ref, url)
+    options: dict[str, Any] = {}
+    if app_ref:
+        user_app = load_app(app_ref)
+        url, options = user_app.url, dict(user_app.store_options)
+    assert url is not None
+    options.update(check_schema(url, schema))
+    applied = run(App(url, auto_migrate=False, **options), lambda a: a.migrate())
+    where = redact_url(url) + (f" (schema {schema})" if schema else "")
+    if applied:
+        for name in applied:
+            console.print(f"applied [bold]{name}[/bold]", highlight=False)
+        console.print(f"{where}: {len(applied)} migration(s) applied", highlight=False)
+    else:
+        console.print(f"{where}: up to date", highlight=False)
+
+
+def parse_payload(text: str) -> Any:
+    """The JSON payload given on the command line (``-`` reads it from stdin)."""
+    if text == "-":
+        text = sys.stdin.read()
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    try:
+        return load_json_text(text)
+    except json.JSONDecodeError as exc:
+        raise UsageProblem(
+            f"invalid JSON payload {shown!r}: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except (ValueError, RecursionError) as exc:  # too deep, NaN, an integer too long to read
+        raise UsageProblem(f"invalid JSON payload {shown!r}: {exc}") from None
+
+
+@cli.command()
+def enqueue(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(metavar="BINDING", help="The performer's binding name.")],
+    payload: Annotated[str, typer.Argument(metavar="JSON", help="The payload as JSON ('-' reads stdin).")],
+    delay: Annotated[
+        float | None, typer.Option(help="Run no sooner than this many seconds from now.")
+    ] = None,
+    priority: Annotated[int | None, typer.Option(help="Higher runs first within the binding.")] = None,
+    unique_key: Annotated[
+        str | None, typer.Option(help="While a job with this key is unfinished, return it instead.")
+    ] = None,
+    concurrency_key: Annotated[
+        str | None, typer.Option(help="The key that per-key concurrency counts.")
+    ] = None,
+    max_attempts: Annotated[int | None, typer.Option(help="Attempts before the job fails.")] = None,
+    delivery: Annotated[str | None, typer.Option(help="at_least_once or at_most_once.")] = None,
+    app_ref: AppOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Enqueue one job by binding name; the performer validates the payload."""
+    value = parse_payload(payload)
+    app = require_app(ctx, app_ref, "enqueue")
+    app.spec(name)
+    job = run(app, lambda a: a.enqueue(
+        name, value, delay=delay, priority=priority, unique_key=unique_key, concurrency_key=concurrency_key,
+        max_attempts=max_attempts, delivery=delivery,
+    ))
+    if as_json:
+        print_json(job)
+        return
+    console.print(Text(f"job {job.id} ({job.binding}) ").append(styled_state(job)))
+
+
+def _register_bench() -> None:
+    """Plug in ``jobloom bench`` from :mod:`jobloom.bench.cli` when it is installed."""
+    try:
+        module = importlib.import_module("jobloom.bench.cli")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("jobloom.bench", "jobloom.bench.cli"):
+            return
+        problem: BaseException | None = exc
+    except Exception as exc:  # a broken bench must not take the other commands down
+        problem = exc
+    else:
+        problem = None
+        sub = getattr(module, "app", None)
+        if isinstance(sub, typer.Typer):
+            cli.add_typer(sub, name="bench")
+            return
+        fn = getattr(module, "bench", None)
+        if callable(fn):
+            cli.command("bench")(fn)
+            return
+    reason = f"{type(problem).__name__}: {problem}" if problem else "it defines neither `app` nor `bench`"
+
+    @cli.command("bench", hidden=True)
+    def bench_unavailable() -> None:
+        """Benchmarks (unavailable: see the error)."""
+        raise JobloomError(f"the bench command could not be loaded from jobloom.bench.cli ({reason})")
+
+
+_register_bench()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``jobloom`` console script."""
+    try:
+        cli(args=argv, prog_name="jobloom")
+    except JobloomError as exc:
+        fail(str(exc))
+        sys.exit(1)
+    except OSError as exc:  # a path that cannot be created or read: the user's to fix, not a bug
+        fail(f"{type(exc).__name__}: {exc}")
+        sys.exit(1)
+    except (RecursionError, OverflowError) as exc:  # input beyond what Python can hold: one line, not a traceback
+        fail(f"{type(exc).__name__}: {exc}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

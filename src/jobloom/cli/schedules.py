@@ -1,0 +1,109 @@
+"""``jobloom schedules …``: list schedules with their next and last runs, pause, resume, trigger now.
+
+``list``, ``pause`` and ``resume`` work with ``--url`` alone (the store holds every schedule's
+state); ``trigger`` makes a job, so it needs the app (``--app``) that knows the performer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from jobloom.cli.common import (
+    AppOption,
+    JsonOption,
+    SchemaOption,
+    UrlOption,
+    console,
+    fmt_time,
+    open_target,
+    print_json,
+    require_app,
+    run,
+)
+from jobloom.schedules.api import ScheduleInfo
+
+schedules_cli = typer.Typer(
+    name="schedules", help="Schedules: list them, pause, resume, or trigger one now.", no_args_is_help=True,
+)
+
+NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The schedule's name.")]
+
+
+def schedules_table(rows: list[ScheduleInfo]) -> Table:
+    """Schedules with their timing, target, next and last runs (times in local time).
+
+    ``--json`` adds the counts of ticks fired and skipped (overlap), the policies and the last run id.
+    """
+    table = Table(header_style="bold")
+    for name in ("schedule", "when", "target", "next run", "last run", "last job"):
+        table.add_column(name, no_wrap=name in ("next run", "last run", "last job"), min_width=8)
+    for r in rows:
+        when = r.timing + ("" if r.timezone == "UTC" else f" {r.timezone}")
+        upcoming = Text("paused", style="yellow") if r.paused else Text(fmt_time(r.next_run))
+        table.add_row(
+            r.name + ("" if r.origin == "code" else f" ({r.origin})"), when, r.target.removeprefix("performer "),
+            upcoming, fmt_time(r.last_run), "-" if r.last_job_id is None else str(r.last_job_id),
+        )
+    return table
+
+
+def _show(rows: list[ScheduleInfo], as_json: bool) -> None:
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("no schedules", highlight=False)
+        return
+    console.print(schedules_table(rows))
+    for r in rows:
+        if r.last_error:
+            console.print(Text(f"{r.name}: last error at {fmt_time(r.last_error_at)}: {r.last_error}", style="red"))
+
+
+@schedules_cli.command("list")
+def list_command(
+    ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List every schedule: next run, last run, last job and last error."""
+    app = open_target(ctx, app_ref, url, schema)
+    _show(run(app, lambda a: a.list_schedules()), as_json)
+
+
+@schedules_cli.command("pause")
+def pause_command(
+    ctx: typer.Context, name: NameArgument, app_ref: AppOption = None, url: UrlOption = None,
+    schema: SchemaOption = None, as_json: JsonOption = False,
+) -> None:
+    """Stop a schedule from firing (a job already made runs on)."""
+    app = open_target(ctx, app_ref, url, schema)
+    _show([run(app, lambda a: a.pause_schedule(name))], as_json)
+
+
+@schedules_cli.command("resume")
+def resume_command(
+    ctx: typer.Context, name: NameArgument, app_ref: AppOption = None, url: UrlOption = None,
+    schema: SchemaOption = None, as_json: JsonOption = False,
+) -> None:
+    """Fire a paused schedule again, from its next tick."""
+    app = open_target(ctx, app_ref, url, schema)
+    _show([run(app, lambda a: a.resume_schedule(name))], as_json)
+
+
+@schedules_cli.command("trigger")
+def trigger_command(
+    ctx: typer.Context, name: NameArgument, app_ref: AppOption = None, as_json: JsonOption = False,
+) -> None:
+    """Run a schedule now (paused or not): enqueue its job, or start its flow."""
+    app = require_app(ctx, app_ref, "schedules trigger")
+    made: Any = run(app, lambda a: a.trigger_schedule(name))
+    if as_json:
+        print_json(made)
+    elif hasattr(made, "binding"):
+        console.print(f"job {made.id} ({made.binding}) {made.state}", highlight=False)
+    else:
+        console.print(f"run {made.id} ({made.flow}) {made.state}", highlight=False)

@@ -1,0 +1,121 @@
+"""Every error jobloom raises derives from :class:`JobloomError`; one subclass per kind."""
+
+from __future__ import annotations
+
+
+class JobloomError(Exception):
+    """Base class of every error jobloom raises."""
+
+
+class UnknownBinding(JobloomError):
+    """A job names a binding (performer) that the app does not know."""
+
+    def __init__(self, binding: str, known: list[str] | None = None) -> None:
+        self.binding = binding
+        hint = f"; known bindings: {', '.join(sorted(known))}" if known else ""
+        super().__init__(f"unknown binding {binding!r}{hint}")
+
+
+class InvalidPayload(JobloomError):
+    """A payload does not match its performer's payload type."""
+
+    def __init__(self, binding: str, detail: str) -> None:
+        self.binding = binding
+        self.detail = detail
+        super().__init__(f"invalid payload for {binding}: {detail}")
+
+
+class PayloadTooLarge(JobloomError):
+    """A payload (or a result) is larger than the limit."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{what} is {size} bytes; the limit is {limit} bytes")
+
+
+class InvalidTransition(JobloomError):
+    """A state change that the job state machine does not allow."""
+
+    def __init__(self, job_id: int, state: str, action: str) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.action = action
+        super().__init__(f"cannot {action} job {job_id}: it is {state}")
+
+
+class InvalidOption(JobloomError):
+    """An option (performer attribute or enqueue argument) has a value that is not accepted."""
+
+    def __init__(self, option: str, value: object, expected: str, binding: str | None = None) -> None:
+        self.option = option
+        self.value = value
+        where = f" on {binding}" if binding else ""
+        super().__init__(f"invalid {option}{where}: {shown(value)}; expected {expected}")
+
+
+def shown(value: object, width: int = 120) -> str:
+    """``repr(value)`` for a one-line message: a long one is cut, saying how long it was."""
+    try:
+        text = repr(value)
+    except RecursionError:  # nested too deep for repr: show the outer levels only
+        import reprlib
+
+        text = reprlib.repr(value)
+    return text if len(text) <= width else f"{text[:width - 20]}... ({len(text)} characters)"
+
+
+class JobNotFound(JobloomError):
+    """No job with that id exists (it may have been pruned)."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job with id {job_id}")
+
+
+class StoreError(JobloomError):
+    """The store cannot be used (bad URL, missing migrations, unreachable server)."""
+
+
+class CommitUnknown(StoreError):
+    """The connection broke during COMMIT: the transaction may or may not have been applied.
+
+    jobloom never runs such a transaction again by itself. A worker gives back any jobs it may have
+    claimed in it and reports its outcomes again (reports are idempotent); an enqueue that raises
+    this may have created its job.
+    """
+
+
+class MigrationsMissing(StoreError):
+    """The store lacks migrations that this version of jobloom needs."""
+
+    def __init__(self, missing: list[str]) -> None:
+        self.missing = missing
+        super().__init__(
+            "the store is missing migrations: " + ", ".join(missing) + "; run `jobloom migrate` first"
+        )
+
+
+class JobTimeout(JobloomError):
+    """An attempt ran longer than its timeout (recorded as the attempt's error)."""
+
+
+class WaitTimeout(JobloomError):
+    """``App.wait`` gave up before the job finished."""
+
+
+class Retry(Exception):
+    """Raised by a performer to ask for another attempt after ``after`` seconds."""
+
+    def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
+        if after is not None:
+            from jobloom.core.options import MAX_DELAY, finite
+
+            after = finite("after", after, maximum=MAX_DELAY)
+        self.after = after
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Permanent(Exception):
+    """Raised by a performer to fail the job at once, without further attempts."""

@@ -1,0 +1,209 @@
+"""Shared value types: jobs, attempts, run context, and what the coordinator decides with."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Any
+
+from jobloom.core.options import RateLimit
+from jobloom.core.states import FINISHED_STATES
+
+
+def to_datetime(ts: float | None) -> datetime | None:
+    """Epoch seconds (as stored) to an aware UTC datetime."""
+    return None if ts is None else datetime.fromtimestamp(ts, UTC)
+
+
+
+
+@dataclass(frozen=True, eq=False)
+class Job:
+    """A snapshot of one job as the store holds it.
+
+    Payload, result and times are stored as JSON text and epoch seconds, and decoded on first
+    access (``payload``, ``result``, ``run_at``, ``created_at``, ``started_at``, ``finished_at``).
+    """
+
+    id: int
+    binding: str
+    state: str
+    attempt: int
+    max_attempts: int
+    priority: int
+    unique_key: str | None
+    concurrency_key: str | None
+    delivery: str
+    error: str | None
+    payload_json: str = field(repr=False)
+    result_json: str | None = field(repr=False)
+    run_ts: float | None = field(repr=False)
+    created_ts: float = field(repr=False)
+    started_ts: float | None = field(repr=False)
+    finished_ts: float | None = field(repr=False)
+    cancel_requested: bool = False
+    run_id: str | None = None
+    node: str | None = None
+
+    @cached_property
+    def payload(self) -> Any:
+        """The payload, decoded from JSON (a dict for dataclass and model payloads)."""
+        return json.loads(self.payload_json)
+
+    @cached_property
+    def result(self) -> Any:
+        """The stored result, decoded from JSON (None until succeeded)."""
+        return None if self.result_json is None else json.loads(self.result_json)
+
+    @property
+    def run_at(self) -> datetime | None:
+        """Not runnable before this moment."""
+        return to_datetime(self.run_ts)
+
+    @property
+    def created_at(self) -> datetime:
+        """When it was enqueued."""
+        return datetime.fromtimestamp(self.created_ts, UTC)
+
+    @property
+    def started_at(self) -> datetime | None:
+        """When its latest attempt started."""
+        return to_datetime(self.started_ts)
+
+    @property
+    def finished_at(self) -> datetime | None:
+        """When it reached a terminal state."""
+        return to_datetime(self.finished_ts)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job is in a terminal state (until retried by hand)."""
+        return self.state in FINISHED_STATES
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Job) and self.id == other.id and self.state == other.state and (
+            self.attempt == other.attempt
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.state, self.attempt))
+
+    def __repr__(self) -> str:
+        extra = f", error={self.error!r}" if self.error else ""
+        return (f"Job(id={self.id}, binding={self.binding!r}, state={self.state!r}, attempt={self.attempt}, "
+                f"priority={self.priority}, payload={self.payload_json[:80]}{extra})")
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One execution of a job. ``reported_outcome`` holds a report that came too late (fenced off)."""
+
+    job_id: int
+    attempt: int
+    worker: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str | None
+    error: str | None
+    traceback: str | None
+    reported_outcome: str | None = None
+    reported_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a running performer knows about its job: ``self.ctx``."""
+
+    job_id: int
+    binding: str
+    attempt: int
+    deadline: float | None
+    worker: str
+    max_attempts: int
+    run_id: str | None = None
+    node: str | None = None
+    spawner: Callable[..., Awaitable[Job]] | None = field(default=None, repr=False, compare=False)
+
+    async def spawn(self, child_id: str, performer: Any, payload: Any, **options: Any) -> Job:
+        """Enqueue a child job, idempotent by ``child_id``: the same id again returns the same job."""
+        if self.spawner is None:
+            raise RuntimeError("spawn is only available inside a running job")
+        return await self.spawner(self.job_id, child_id, performer, payload, **options)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """One node of a run (fan-out children appear as ``name:0``, ``name:1``... or ``name:<key>``, and
+    children a node spawned as ``name/<child id>``)."""
+
+    name: str
+    job_id: int
+    state: str
+    attempt: int
+    result: Any
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A started instance of a flow: ``running``, ``cancelling`` or ``failing`` (being stopped: some of
+    its jobs still run), ``succeeded``, ``failed`` or ``cancelled``."""
+
+    id: str
+    flow: str
+    state: str
+    input: Any
+    deadline: datetime | None
+    parent_job_id: int | None
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    nodes: dict[str, NodeState]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A binding's limits as the coordinator applies them."""
+
+    concurrency: int | None = None
+    key_concurrency: int = 1
+    rate: RateLimit | None = None
+    priority_aging: float | None = 60.0
+
+    @property
+    def limited(self) -> bool:
+        """Whether dispatch needs serializing: any concurrency, key or rate limit."""
+        return self.concurrency is not None or self.rate is not None
+
+
+@dataclass(slots=True)
+class Bucket:
+    """Token bucket state: ``tokens`` as of ``updated_at`` (epoch seconds)."""
+
+    tokens: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A runnable job as the decision sees it: ``ready_at`` is when it became runnable."""
+
+    id: int
+    priority: int
+    ready_at: float
+    key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What dispatch hands out, the bucket after it, and what stopped it (dispatch reads
+    ``blocked_by`` and ``skipped_keys`` to decide whether to look further)."""
+
+    selected: tuple[int, ...]
+    bucket: Bucket | None
+    blocked_by: str | None = None
+    next_token_at: float | None = None
+    skipped_keys: frozenset[str] = field(default_factory=frozenset)

@@ -1,0 +1,491 @@
+"""The coordinator: every decision about a binding's jobs, each applied inside one store transaction.
+
+One function per transition (enqueue, dispatch, report, reap, promote, heartbeat, cancel, retry,
+release). Each takes an open :class:`~jobloom.store.Tx`, decides with the pure functions of
+:mod:`jobloom.decide` and :mod:`jobloom.lifecycle`, and applies the result with named SQL, fenced
+by the attempt number so that a stale worker can never overwrite a newer truth.
+
+Lock order. Every transaction that takes row locks takes them in this order, so that on PostgreSQL
+no two of them can wait for each other: a schedule's row, then run rows (in id order: a run and its
+sub-flow runs ``<id>/<node>`` sort together), then job rows (in id order), then binding rows, then
+the projector's cursor. A lock taken out of that order is taken with ``SKIP LOCKED`` (it never waits):
+the reaper skips an expired job whose run or row another transaction holds, and takes it later.
+One exception is safe: when a sub-flow's run ends, the job of its parent node is locked last (it
+belongs to another run); a transaction holding that job never waits for the sub-flow's rows.
+So reporting locks the runs of the reported jobs (:attr:`Outcome.run_id`) before the jobs, and
+cancelling a flow node reads its run id, then locks the run, then the job. Stopping a run (cancel,
+deadline) locks it and then its sub-flow runs in id order; starting a sub-flow run, or spawning a
+child from a flow node, locks the parent run before inserting.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from jobloom.core import lifecycle
+from jobloom.core.decide import decide
+from jobloom.core.errors import InvalidTransition, JobNotFound
+from jobloom.core.records import policy_from_row
+from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
+from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
+from jobloom.core.types import Candidate, Policy
+from jobloom.engine.jobs import Claimed, CycleReads, Dispatched, NewJob, Outcome, ReportResult, emit, event
+from jobloom.store.base import Tx
+
+LEASE_GRACE = 1.0
+_rng = random.Random()
+
+
+async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int, bool]]:
+    """Insert jobs; a job whose unique key is taken returns the holder's id instead (``created=False``)."""
+    out: list[tuple[int, bool] | None] = [None] * len(jobs)
+    plain: list[int] = []
+    for i, job in enumerate(jobs):
+        if job.unique_key is None:
+            plain.append(i)
+            continue
+        key = {"binding": job.binding, "unique_key": job.unique_key}
+        await tx.execute("lock_unique", key)
+        row = await tx.fetchone("find_unique", key)
+        if row is not None:
+            holder_id, holder_state, until = row
+            if holder_state not in FINISHED_STATES or (
+                until is not None and until > now
+            ):
+                out[i] = (holder_id, False)
+                continue
+        (new_id,) = await tx.insert_jobs([_with_event(job)], now)
+        out[i] = (new_id, True)
+    if plain:
+        ids = await tx.insert_jobs([_with_event(jobs[i]) for i in plain], now)
+        for i, new_id in zip(plain, ids, strict=True):
+            out[i] = (new_id, True)
+    return [o for o in out if o is not None]
+
+
+async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: float) -> list[int]:
+    """Insert jobs without unique keys, chunk by chunk (built as the store asks for them); their ids."""
+
+    def rows() -> Iterator[list[dict[str, Any]]]:
+        for jobs in chunks:
+            if any(job.unique_key is not None for job in jobs):
+                raise ValueError("enqueue_streamed takes jobs without unique keys")
+            yield [_with_event(job) for job in jobs]
+
+    return await tx.insert_jobs_streamed(rows(), now)
+
+
+def _with_event(job: NewJob) -> dict[str, Any]:
+    """The job's row, with the event its insertion records."""
+    row = job.params()
+    row["event"] = "enqueued" if job.state == "queued" else job.state
+    return row
+
+
+async def dispatch(
+    tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
+    binding_rows: list[tuple[Any, ...]] | None = None,
+) -> Dispatched:
+    """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
+
+    ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction."""
+    if capacity <= 0:
+        return Dispatched([])
+    if binding_rows is None:
+        binding_rows = await tx.fetch("get_binding", {"binding": binding})
+    row = binding_rows[0] if binding_rows else None
+    policy, bucket, _ = policy_from_row(row)
+    locked = False
+    running: int | None = None
+    key = {"binding": binding}
+    if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
+        counted = policy.concurrency is not None
+        lock_rows, *count_rows = await tx.fetch_batch(
+            [("lock_binding", key), *([("count_running", key)] if counted else [])])
+        policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
+        locked = True
+        if count_rows:
+            running = count_rows[0][0][0] if count_rows[0] else 0
+    if policy.concurrency is not None and running is None:
+        running = (await tx.fetchone("count_running", key) or (0,))[0]
+    running = running or 0
+    by_key: dict[str, int] | None = None
+    full: set[str] = set()
+    selected: list[int] = []
+    next_token_at: float | None = None
+    room = capacity
+    for _ in range(8):
+        want = min(room, policy.concurrency - running if policy.concurrency is not None else room)
+        if want <= 0:
+            break
+        # under the binding's lock, the running count per key comes along (cheap, and no round trip of
+        # its own); it is only used if a candidate has a key
+        cands, key_rows = await _candidates(tx, binding, policy, sorted(full), want + 16,
+                                            with_keys=locked and by_key is None)
+        if not cands:
+            break
+        if by_key is None and any(c.key is not None for c in cands):
+            if not locked:
+                await tx.fetchone("lock_binding", {"binding": binding})
+                locked = True
+            if key_rows is None:
+                key_rows = await tx.fetch("running_by_key", {"binding": binding})
+            by_key = {k: n for k, n in key_rows}
+            newly_full = {k for k, n in by_key.items() if n >= policy.key_concurrency}
+            if any(c.key in newly_full for c in cands):
+                full |= newly_full
+                continue
+        decision = decide(
+            now, cands, policy, bucket, running=running, running_by_key=by_key, capacity=room
+        )
+        bucket = decision.bucket
+        next_token_at = decision.next_token_at
+        if not decision.selected:
+            break
+        selected.extend(decision.selected)
+        picked = set(decision.selected)
+        for c in cands:
+            if c.id in picked and c.key is not None and by_key is not None:
+                by_key[c.key] = by_key.get(c.key, 0) + 1
+                if by_key[c.key] >= policy.key_concurrency:
+                    full.add(c.key)
+        running += len(decision.selected)
+        room -= len(decision.selected)
+        if not decision.skipped_keys or decision.blocked_by is not None:
+            break
+    if policy.rate is not None and bucket is not None:
+        # nothing reads its result: a store may send it with the next statement
+        await tx.executemany(
+            "save_bucket", [{"binding": binding, "tokens": bucket.tokens, "tokens_at": bucket.updated_at}]
+        )
+    if not selected:
+        return Dispatched([], next_token_at)
+    rows = await tx.fetch(
+        "claim", {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
+    )
+    await emit(tx, [event(now, r[0], r[1], "started", r[3]) for r in rows])
+    return Dispatched(
+        [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now, r[7], r[8]) for r in rows], next_token_at
+    )
+
+
+async def _candidates(
+    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool
+) -> tuple[list[Candidate], list[tuple[Any, ...]] | None]:
+    """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
+    aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too."""
+    params = {"binding": binding, "full_keys": full_keys, "limit": limit}
+    queries: list[tuple[str, dict[str, Any] | None]] = [("candidates_by_priority", params)]
+    if policy.priority_aging:
+        queries.append(("candidates_by_age", params))
+    if with_keys:
+        queries.append(("running_by_key", {"binding": binding}))
+    results = await tx.fetch_batch(queries)
+    rows = results[0]
+    if policy.priority_aging:
+        seen = {r[0] for r in rows}
+        rows += [r for r in results[1] if r[0] not in seen]
+    key_rows = results[-1] if with_keys else None
+    return [Candidate(r[0], r[1], r[2], r[3]) for r in rows], key_rows
+
+
+async def report(
+    tx: Tx, outcomes: Sequence[Outcome], now: float, *, locked: list[tuple[Any, ...]] | None = None
+) -> ReportResult:
+    """Apply attempt outcomes. A report for an attempt that is no longer running is never applied.
+
+    ``locked``: the outcomes' jobs as ``lock_running`` read and locked them in this transaction, after
+    the runs of the outcomes (:attr:`Outcome.run_id`), as :func:`read_cycle` does."""
+    result = ReportResult()
+    if not outcomes:
+        return result
+    unique: dict[tuple[int, int], Outcome] = {}
+    for o in outcomes:
+        unique.setdefault((o.job_id, o.attempt), o)
+    outcomes = list(unique.values())
+    held = sorted({o.run_id for o in outcomes if o.run_id is not None})
+    if locked is None:  # the runs first, then the jobs (in one batch: they run in this order)
+        *_, rows = await tx.fetch_batch([*(("lock_run", {"id": run_id}) for run_id in held),
+                                         ("lock_running", {"ids": [o.job_id for o in outcomes]})])
+    else:
+        rows = locked
+    current = {r[0]: r for r in rows}
+    finishes: list[dict[str, Any]] = []
+    attempts: list[dict[str, Any]] = []
+    backoffs: dict[str, Any] = {}
+    events: list[dict[str, Any]] = []
+    in_runs: list[tuple[int, str, str, str]] = []
+    # an outcome without its run id (a caller that did not know it) has its run locked late, out of order
+    for run_id in sorted({r[10] for r in rows if r[10] is not None} - set(held)):
+        await tx.fetchone("lock_run", {"id": run_id})
+    spawned = await _spawned(tx, outcomes, current)
+    holds: list[dict[str, Any]] = []
+    for o in outcomes:
+        row = current.get(o.job_id)
+        if row is None or row[2] != "running" or row[3] != o.attempt:
+            await _stale(tx, o, now, result)
+            continue
+        _, binding, _, attempt, retries_from, max_attempts, delivery, cancel_requested, _, _, run_id, node = row
+        if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, run_id, node):
+            o.retry_after = now
+        if o.kind == lifecycle.SUCCEEDED and o.job_id in spawned:  # a flow node that spawned children
+            active, spawn_error = spawned[o.job_id]
+            if active:  # it waits (no worker, no slot) with its result; its last child settles it
+                holds.append({"id": o.job_id, "attempt": o.attempt, "result": o.result, "payload": o.payload})
+                attempts.append(_attempt_row(o))
+                events.append(event(now, o.job_id, binding, "waiting", o.attempt, o.finished_at - o.started_at))
+                current[o.job_id] = (*row[:2], "waiting", *row[3:])
+                continue
+            if spawn_error is not None:
+                o.error = spawn_error
+            nxt = lifecycle.Transition("failed" if spawn_error is not None else "succeeded")
+        elif o.kind == lifecycle.SUCCEEDED:
+            nxt = lifecycle.Transition("succeeded")
+        else:
+            if binding not in backoffs:
+                backoffs[binding] = policy_from_row(await tx.fetchone("get_binding", {"binding": binding}))[2]
+            nxt = lifecycle.next_state(
+                o.kind, now=now, attempt=attempt, retries_from=retries_from, max_attempts=max_attempts,
+                delivery=delivery, cancel_requested=bool(cancel_requested), backoff=backoffs[binding],
+                retry_after=o.retry_after, rng=_rng,
+            )
+        finished = nxt.state != "scheduled"
+        suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
+        finishes.append({
+            "id": o.job_id, "attempt": o.attempt, "state": nxt.state, "result": o.result,
+            "error": storable_text(o.error, MAX_ERROR_BYTES),
+            "run_at": nxt.run_at if nxt.run_at is not None else now,
+            "finished_at": now if finished else None, "refund": 1 if suspended else 0, "payload": o.payload,
+        })
+        attempts.append(_attempt_row(o))
+        kind = "suspended" if suspended else ("retried" if nxt.state == "scheduled" else nxt.state)
+        events.append(event(now, o.job_id, binding, kind, o.attempt, o.finished_at - o.started_at))
+        if finished:
+            result.finished.append(o.job_id)
+            if run_id is not None:
+                in_runs.append((o.job_id, run_id, node, nxt.state))
+        current[o.job_id] = (*row[:2], nxt.state, *row[3:])
+    await tx.executemany("finish_attempt", finishes)
+    if holds:
+        await tx.executemany("hold_node", holds)
+    await tx.executemany("insert_attempt", attempts)
+    await emit(tx, events)
+    result.applied += len(finishes) + len(holds)
+    if in_runs:
+        from jobloom.flows.runs import on_finished
+
+        await on_finished(tx, in_runs, now)
+    return result
+
+
+async def _spawned(
+    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, tuple[Any, ...]]
+) -> dict[int, tuple[bool, str | None]]:
+    """For each succeeding flow job that spawned children (``<node>/<child>``, under its run's lock):
+    whether one is still active, and the error if one did not succeed. One batch, on a small index."""
+    from jobloom.flows.runs import spawn_range, spawned_outcome
+
+    asked = [(o.job_id, row[10], row[11]) for o in outcomes
+             if o.kind == lifecycle.SUCCEEDED and (row := current.get(o.job_id)) is not None
+             and row[2] == "running" and row[3] == o.attempt and row[10] is not None and row[11] is not None]
+    if not asked:
+        return {}
+    found = await tx.fetch_batch([("spawned_of", {"run_id": run_id, **spawn_range(node)})
+                                  for _, run_id, node in asked])
+    return {job_id: spawned_outcome(rows) for (job_id, _, _), rows in zip(asked, found, strict=True) if rows}
+
+
+def _attempt_row(o: Outcome) -> dict[str, Any]:
+    return {
+        "job_id": o.job_id, "attempt": o.attempt, "worker": o.worker, "started_at": o.started_at,
+        "finished_at": o.finished_at, "outcome": o.kind, "error": storable_text(o.error, MAX_ERROR_BYTES),
+        "traceback": storable_text(o.traceback, MAX_TRACEBACK_BYTES),
+    }
+
+
+async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None) -> bool:
+    """Whether what a suspending job waits for has already happened (so it runs again at once)."""
+    if o.wait is None:
+        return False
+    from jobloom.flows.runs import wait_satisfied
+
+    return await wait_satisfied(tx, o.job_id, o.wait, run_id, node)
+
+
+async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
+    prior = await tx.fetchone("get_attempt", {"job_id": o.job_id, "attempt": o.attempt})
+    if prior is not None and prior[0] == o.worker and prior[1] == o.kind:
+        result.duplicate += 1  # the same report, applied before: idempotent
+        return
+    result.stale.append(o.job_id)
+    if prior is None:
+        await tx.execute("insert_attempt", _attempt_row(o) | {"outcome": "lost", "error": "lease lost"})
+    await tx.execute(
+        "record_stale_report", {"job_id": o.job_id, "attempt": o.attempt, "outcome": o.kind, "at": now}
+    )
+
+
+REAP_LIMIT = 100
+PROMOTE_LIMIT = 1000
+
+
+async def reap(
+    tx: Tx, now: float, *, limit: int = REAP_LIMIT, expired: list[tuple[Any, ...]] | None = None
+) -> list[int]:
+    """Expired leases: the worker is gone. Retry (at-least-once) or ``stalled`` (at-most-once).
+
+    ``expired``: the ``expired_leases`` rows if already read in this transaction.
+
+    The candidates are read without locks; then their runs are locked (in id order) and the jobs
+    locked and checked again, both skipping rows that another transaction holds: this may run after
+    other locks in a worker's cycle, so it never waits (the jobs it skips are reaped later)."""
+    cutoff = now - LEASE_GRACE
+    rows = expired if expired is not None else await tx.fetch("expired_leases", {"cutoff": cutoff, "limit": limit})
+    if not rows:
+        return []
+    run_ids = sorted({r[10] for r in rows if r[10] is not None})
+    if run_ids:
+        held = {r[0][0] for r in await tx.fetch_batch([("lock_run_skip", {"id": i}) for i in run_ids]) if r}
+        rows = [r for r in rows if r[10] is None or r[10] in held]
+    if rows:
+        rows = await tx.fetch("lock_expired", {"ids": sorted(r[0] for r in rows), "cutoff": cutoff})
+    if not rows:
+        return []
+    outcomes = [
+        Outcome(job_id=r[0], attempt=r[3], kind=lifecycle.LOST, worker=r[8] or "?", started_at=r[9] or now,
+                finished_at=now, error="lease expired: the worker stopped heartbeating", run_id=r[10])
+        for r in rows
+    ]
+    await report(tx, outcomes, now, locked=rows)
+    return [r[0] for r in rows]
+
+
+async def promote(tx: Tx, now: float, *, limit: int = PROMOTE_LIMIT,
+                  promoted: list[tuple[Any, ...]] | None = None) -> int:
+    """``scheduled`` jobs whose time has come become ``queued``.
+
+    ``promoted``: the ``promote_due`` rows if that statement already ran in this transaction."""
+    rows = promoted if promoted is not None else await tx.fetch("promote_due", {"now": now, "limit": limit})
+    await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+    return len(rows)
+
+
+async def read_cycle(
+    tx: Tx, now: float, *, reporting: Sequence[int], worker: str, watching: bool, bindings: Sequence[str],
+    runs: Iterable[str | None] = (),
+) -> CycleReads:
+    """The independent reads that open a worker's cycle, sent together: lock the runs of the jobs
+    being reported (``runs``: their :attr:`Outcome.run_id`), then those jobs, find expired leases and
+    promote due jobs (skipping rows other transactions hold), the worker's cancel requests, and the
+    policies of the bindings to dispatch. Pass the parts on to :func:`report`, :func:`reap`,
+    :func:`promote` and :func:`dispatch`.
+
+    A job being reported is left out of the expired leases: its report, applied first, finishes it.
+    """
+    queries: list[tuple[str, dict[str, Any] | None]] = []
+    run_ids = sorted({r for r in runs if r is not None}) if reporting else []
+    queries += [("lock_run", {"id": run_id}) for run_id in run_ids]
+    if reporting:
+        queries.append(("lock_running", {"ids": list(reporting)}))
+    queries.append(("expired_leases", {"cutoff": now - LEASE_GRACE, "limit": REAP_LIMIT}))
+    queries.append(("promote_due", {"now": now, "limit": PROMOTE_LIMIT}))
+    if watching:
+        queries.append(("cancel_requests", {"worker": worker}))
+    queries += [("get_binding", {"binding": b}) for b in bindings]
+    results = iter(await tx.fetch_batch(queries))
+    for _ in run_ids:
+        next(results)
+    locked = next(results) if reporting else None
+    ids = set(reporting)
+    expired = [r for r in next(results) if r[0] not in ids]
+    promoted = next(results)
+    cancels = {(r[0], r[1]) for r in next(results)} if watching else set()
+    return CycleReads(locked, expired, promoted, cancels, {b: next(results) for b in bindings})
+
+
+async def heartbeat(
+    tx: Tx, worker: str, keys: Iterable[tuple[int, int]], now: float, lease: float
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """Extend the leases of ``worker``'s running attempts, given as (job id, attempt): an attempt that is
+    no longer the job's current one is not renewed. Returns (still held, cancel requested)."""
+    pairs = sorted(set(keys))
+    rows = await tx.fetch("heartbeat", {
+        "ids": [k[0] for k in pairs], "attempts": [k[1] for k in pairs], "pairs": [list(k) for k in pairs],
+        "worker": worker, "lease_expires": now + lease,
+    })
+    return {(r[0], r[1]) for r in rows}, {(r[0], r[1]) for r in rows if r[2]}
+
+
+async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> str:
+    """Cancel at once if not running; ask the worker if running. Returns the resulting state.
+
+    A flow node's run is locked before the node's job (the lock order): its run id is read first."""
+    found = await tx.fetchone("job_run", {"id": job_id})
+    if found is None:
+        raise JobNotFound(job_id)
+    if found[0] is not None:
+        _, rows = await tx.fetch_batch([("lock_run", {"id": found[0]}), ("lock_job", {"id": job_id})])
+        row = rows[0] if rows else None
+    else:
+        row = await tx.fetchone("lock_job", {"id": job_id})
+    if row is None:
+        raise JobNotFound(job_id)
+    state = row[1]
+    if state in CANCELLABLE_AT_ONCE:
+        await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
+        await emit(tx, [event(now, job_id, row[3], "cancelled", row[2])])
+        if row[4] is not None:
+            from jobloom.flows.runs import on_finished
+
+            await on_finished(tx, [(job_id, row[4], row[5], "cancelled")], now)
+        return "cancelled"
+    if state == "running":
+        await tx.execute("request_cancel", {"id": job_id})
+        return "running"
+    raise InvalidTransition(job_id, state, "cancel")
+
+
+async def retry(tx: Tx, job_id: int, now: float) -> None:
+    """A person's retry of a ``failed``, ``stalled`` or ``cancelled`` job: queued again, history kept."""
+    row = await tx.fetchone("lock_job", {"id": job_id})
+    if row is None:
+        raise JobNotFound(job_id)
+    if row[1] not in RETRYABLE_STATES:
+        raise InvalidTransition(job_id, row[1], "retry")
+    await tx.execute("retry_now", {"id": job_id, "now": now})
+    await emit(tx, [event(now, job_id, row[3], "requeued", row[2])])
+
+
+async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
+    """Fail an attempt whose outcome cannot be applied, by the narrowest statement there is (no result,
+    no traceback, no flow bookkeeping): the last resort that keeps one bad job from wedging a worker."""
+    row = await tx.fetchone("fail_attempt", {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
+    if row is None:
+        return False
+    await tx.execute("insert_attempt", _attempt_row(o) | {"outcome": lifecycle.PERMANENT})
+    await emit(tx, [event(now, o.job_id, row[0], "failed", o.attempt, o.finished_at - o.started_at)])
+    return True
+
+
+async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int, str]], now: float) -> int:
+    """Give back claimed jobs that never started (graceful shutdown): ``queued`` again, no attempt spent."""
+    n = 0
+    for job_id, attempt, binding in claims:
+        if await tx.execute("release", {"id": job_id, "attempt": attempt, "worker": worker}):
+            n += 1
+            await emit(tx, [event(now, job_id, binding, "released", attempt - 1)])
+    return n
+
+
+async def next_due(tx: Tx) -> float | None:
+    """The earliest moment something becomes due: a scheduled job, or a lease to reap."""
+    moments = []
+    row = await tx.fetchone("next_scheduled")
+    if row and row[0] is not None:
+        moments.append(float(row[0]))
+    row = await tx.fetchone("next_lease_expiry")
+    if row and row[0] is not None:
+        moments.append(float(row[0]) + LEASE_GRACE)
+    return min(moments) if moments else None

@@ -1,0 +1,168 @@
+"""Enqueueing: options checked, payloads encoded, and calls in one event-loop tick coalesced into one transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from jobloom.core import options as opt
+from jobloom.core.errors import InvalidOption
+from jobloom.core.records import job_from_row
+from jobloom.core.text import MAX_KEY_BYTES, check_name
+from jobloom.core.types import Job
+from jobloom.engine import coordinator
+from jobloom.engine.coalesce import Coalescer
+from jobloom.engine.jobs import NewJob
+from jobloom.engine.performer import PerformerSpec
+
+if TYPE_CHECKING:
+    from jobloom.store.base import Store, Tx
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """Per-job options given at enqueue; ``None`` means the performer's default."""
+
+    delay: float | None = None
+    run_at: datetime | float | None = None
+    priority: int | None = None
+    unique_key: str | None = None
+    concurrency_key: str | None = None
+    max_attempts: int | None = None
+    delivery: str | None = None
+
+
+DEFAULT_OPTIONS = EnqueueOptions()
+"""Every option left to the performer's default (shared: the options are immutable)."""
+
+
+def build_job(
+    spec: PerformerSpec, payload: Any, o: EnqueueOptions, now: float, *, payload_json: str | None = None
+) -> NewJob:
+    """Validate one enqueue request and encode it as a row to insert (``payload_json``: already encoded)."""
+    b = spec.binding
+    if o is DEFAULT_OPTIONS and payload_json is None:  # the common case, without the option checks
+        value = spec.validate_payload(payload)
+        return NewJob(
+            binding=b, payload=spec.encode_payload(value), priority=spec.priority, run_at=now, state="queued",
+            max_attempts=spec.max_attempts, delivery=spec.delivery, timeout=spec.timeout, unique_key=None,
+            unique_until=None, concurrency_key=None if spec.concurrency_key is None else spec.key_for(value),
+            created_at=now,
+        )
+    data = spec.dump_payload(payload) if payload_json is None else payload_json
+    if o.delay is not None and o.run_at is not None:
+        raise InvalidOption("delay", o.delay, "either delay or run_at, not both", b)
+    delay = opt.seconds("delay", o.delay, b)
+    if delay is not None and delay > opt.MAX_DELAY:
+        raise InvalidOption("delay", o.delay, f"seconds >= 0 and <= {opt.MAX_DELAY:g}", b)
+    if o.run_at is None:
+        run_at = now + (delay or 0.0)
+    elif isinstance(o.run_at, datetime):
+        if o.run_at.tzinfo is None:
+            raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime (or epoch seconds)", b)
+        run_at = o.run_at.timestamp()
+    elif isinstance(o.run_at, int | float) and not isinstance(o.run_at, bool):
+        run_at = opt.finite("run_at", o.run_at, b, minimum=opt.MIN_EPOCH, maximum=opt.MAX_EPOCH)
+    else:
+        raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime or epoch seconds", b)
+    priority = spec.priority if o.priority is None else opt.integer("priority", o.priority, b)
+    for name, value in (("unique_key", o.unique_key), ("concurrency_key", o.concurrency_key)):
+        if value is not None:
+            check_name(name, value, MAX_KEY_BYTES, b)
+    max_attempts = opt.positive_int("max_attempts", o.max_attempts, b) or spec.max_attempts
+    delivery = spec.delivery if o.delivery is None else opt.delivery(o.delivery, b)
+    key = o.concurrency_key
+    if key is None and spec.concurrency_key is not None and data:
+        key = spec.key_for(spec.load_payload(data) if payload_json is not None else
+                           spec.payload_adapter.validate_python(payload))
+    return NewJob(
+        binding=b, payload=data, priority=priority, run_at=run_at,
+        state="queued" if run_at <= now else "scheduled", max_attempts=max_attempts, delivery=delivery,
+        timeout=spec.timeout, unique_key=o.unique_key,
+        unique_until=None if o.unique_key is None else now + spec.unique_for,
+        concurrency_key=key, created_at=now,
+    )
+
+
+def job_from_new(job_id: int, new: NewJob) -> Job:
+    """The :class:`Job` just inserted, without reading it back."""
+    return Job(
+        job_id, new.binding, new.state, 0, new.max_attempts, new.priority, new.unique_key, new.concurrency_key,
+        new.delivery, None, new.payload, None, new.run_at, new.created_at, None, None,
+    )
+
+
+class Enqueuer:
+    """Collects the enqueue calls of one loop tick and inserts them in one transaction."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._calls: Coalescer[NewJob, Job] = Coalescer(self.insert)
+
+    def submit(self, job: NewJob) -> asyncio.Future[Job]:
+        """Queue ``job`` for the next flush; the future resolves once it is committed."""
+        return self._calls.submit(job)
+
+    async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
+        """Insert ``jobs`` now, atomically: one statement when no unique key needs checking first."""
+
+        async def work(tx: Tx) -> list[Job]:
+            return await _insert(tx, jobs)
+
+        return await self._committed(work, single_statement=all(job.unique_key is None for job in jobs))
+
+    async def insert_streamed(self, chunks: Callable[[], Iterable[Sequence[NewJob]]]) -> list[Job]:
+        """Insert jobs without unique keys in one transaction, built chunk by chunk while the store
+        writes the chunks before (``chunks`` is called again if the transaction is retried)."""
+
+        async def work(tx: Tx) -> list[Job]:
+            built: list[NewJob] = []
+
+            def kept() -> Iterator[Sequence[NewJob]]:
+                for jobs in chunks():
+                    built.extend(jobs)
+                    yield jobs
+
+            ids = await coordinator.enqueue_streamed(tx, kept(), self.store.now())
+            return [job_from_new(job_id, new) for job_id, new in zip(ids, built, strict=True)]
+
+        return await self._committed(work, single_statement=False)
+
+    async def _committed(self, work: Callable[[Tx], Awaitable[list[Job]]], *, single_statement: bool) -> list[Job]:
+        """Run ``work`` in a transaction (or as one statement) and wake idle workers unless it did."""
+        notified = False
+
+        async def tracked(tx: Tx) -> list[Job]:
+            nonlocal notified
+            created = await work(tx)
+            notified = tx.notified
+            return created
+
+        run = self.store.autocommit if single_statement else self.store.transact
+        created = await run(tracked)
+        if not notified:
+            await self.store.notify()
+        return created
+
+
+async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
+    now = max((job.created_at for job in jobs), default=time.time())  # the store's clock, read when built
+    ids = await coordinator.enqueue(tx, jobs, now)
+    out: list[Job] = []
+    for new, (job_id, created) in zip(jobs, ids, strict=True):
+        if created:
+            out.append(job_from_new(job_id, new))
+        else:
+            row = await tx.fetchone("get_job", {"id": job_id})
+            assert row is not None
+            out.append(job_from_row(row))
+    return out
+
+
+async def insert_in(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
+    """Insert jobs inside a transaction that the caller owns."""
+    return await _insert(tx, jobs)

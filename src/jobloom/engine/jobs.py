@@ -1,0 +1,118 @@
+"""What the engine's parts hand each other: a job to insert, a claim, an attempt's outcome, and the
+outbox's event rows (appended in the transaction that made the change they record)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobloom.store.base import Tx
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A job to insert, already validated and encoded."""
+
+    binding: str
+    payload: str
+    priority: int
+    run_at: float
+    state: str
+    max_attempts: int
+    delivery: str
+    timeout: float | None
+    unique_key: str | None
+    unique_until: float | None
+    concurrency_key: str | None
+    created_at: float
+    run_id: str | None = None
+    node: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The row as named parameters."""
+        return {
+            "binding": self.binding, "state": self.state, "payload": self.payload, "priority": self.priority,
+            "run_at": self.run_at, "max_attempts": self.max_attempts, "delivery": self.delivery,
+            "timeout": self.timeout, "unique_key": self.unique_key, "unique_until": self.unique_until,
+            "concurrency_key": self.concurrency_key, "created_at": self.created_at, "run_id": self.run_id,
+            "node": self.node,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A job handed to a worker: run attempt ``attempt`` under a lease until reported."""
+
+    id: int
+    binding: str
+    payload: str
+    attempt: int
+    max_attempts: int
+    timeout: float | None
+    delivery: str
+    started_at: float
+    run_id: str | None = None
+    node: str | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A worker's report of one attempt; (job_id, attempt) makes it idempotent."""
+
+    job_id: int
+    attempt: int
+    kind: str
+    worker: str
+    started_at: float
+    finished_at: float
+    result: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    retry_after: float | None = None  # RETRY: seconds; SUSPENDED: the absolute wake-up time
+    payload: str | None = None  # a flow node's payload, built when it ran
+    wait: str | None = None  # SUSPENDED on wait_for_event: the event's name
+    run_id: str | None = None  # the job's flow run (Claimed.run_id): its lock is taken before the job's
+
+
+@dataclass(slots=True)
+class ReportResult:
+    """What a batch of reports did: applied, fenced off as stale, or duplicates of applied ones."""
+
+    applied: int = 0
+    stale: list[int] = field(default_factory=list)
+    duplicate: int = 0
+    finished: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """Jobs handed out by one dispatch, and when a rate token comes next if tokens ran out."""
+
+    claimed: list[Claimed]
+    next_token_at: float | None = None
+
+
+@dataclass(slots=True)
+class CycleReads:
+    """What a worker's cycle reads first, in one batch: see :func:`read_cycle`."""
+
+    locked: list[tuple[Any, ...]] | None
+    expired: list[tuple[Any, ...]]
+    promoted: list[tuple[Any, ...]]
+    cancels: set[tuple[int, int]]
+    bindings: dict[str, list[tuple[Any, ...]]]
+
+
+def event(
+    at: float, job_id: int, binding: str, kind: str, attempt: int = 0, duration: float | None = None
+) -> dict[str, Any]:
+    """One outbox row: what happened to which job, when (and how long the attempt ran)."""
+    return {"at": at, "job_id": job_id, "binding": binding, "kind": kind, "attempt": attempt,
+            "duration": duration}
+
+
+async def emit(tx: Tx, events: Sequence[dict[str, Any]]) -> None:
+    """Append events to the outbox, in the transaction that made the state changes."""
+    if events:
+        await tx.executemany("insert_event", events)

@@ -1,0 +1,276 @@
+"""Performers: the classes that do one kind of work, with their options and typed payloads."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+import pydantic
+from pydantic_core import PydanticSerializationError
+
+from jobloom.core import options as opt
+from jobloom.core.errors import InvalidOption, InvalidPayload, PayloadTooLarge
+from jobloom.core.options import Backoff, Delivery, RateLimit
+from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
+from jobloom.core.types import JobContext, Policy
+from jobloom.engine.steps import StepContext
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+MAX_PAYLOAD_BYTES = 128 * 1024
+MAX_RESULT_BYTES = 128 * 1024
+
+
+class Performer(Generic[P, R]):
+    """Subclass and implement ``perform``; class attributes are the binding's options
+    (see the README's option table).
+
+    ``async def perform`` runs on the worker's event loop; a plain ``def perform`` runs in a thread,
+    or in a child process with ``isolation = "process"`` (so that a timeout or a cancel can kill it).
+    """
+
+    binding: ClassVar[str | None] = None
+    priority: ClassVar[int] = 0
+    max_attempts: ClassVar[int] = 3
+    backoff: ClassVar[Backoff] = Backoff()
+    timeout: ClassVar[float | None] = 60.0
+    delivery: ClassVar[Delivery] = "at_least_once"
+    concurrency: ClassVar[int | None] = None
+    concurrency_key: ClassVar[Any] = None
+    key_concurrency: ClassVar[int] = 1
+    rate_limit: ClassVar[str | RateLimit | None] = None
+    priority_aging: ClassVar[float | None] = 60.0
+    unique_for: ClassVar[float] = 24 * 3600.0
+    retention: ClassVar[dict[str, float] | float | None] = None
+    isolation: ClassVar[str] = "thread"
+
+    ctx: JobContext
+    env: Any
+    _steps: StepContext
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON)."""
+        return await self._steps.step(name, fn, *args)
+
+    async def sleep(self, name: str, seconds: float) -> None:
+        """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt."""
+        await self._steps.sleep(name, seconds)
+
+    async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
+        """Suspend until ``app.send_event(job_id, name, data)``; return ``data`` (``EventTimeout`` on timeout)."""
+        return await self._steps.wait_for_event(name, timeout)
+
+    def perform(self, payload: P) -> R | Awaitable[R]:  # pragma: no cover - always overridden
+        """Do the work for one payload; the return value is stored as the job's result.
+
+        Override it as ``async def perform(self, payload: P) -> R`` or as a plain ``def``.
+        """
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class PerformerSpec:
+    """A performer class with its options checked and its payload and result codecs prepared."""
+
+    cls: type[Performer[Any, Any]]
+    binding: str
+    priority: int
+    max_attempts: int
+    backoff: Backoff
+    timeout: float | None
+    delivery: Delivery
+    policy: Policy
+    concurrency_key: Any
+    unique_for: float
+    retention: dict[str, float]
+    is_async: bool
+    isolation: str
+    payload_adapter: pydantic.TypeAdapter[Any]
+    result_adapter: pydantic.TypeAdapter[Any]
+    nulls_may_hide_nan: bool = True  # a payload or result type whose own config may write NaN as null
+
+    def dump_payload(self, payload: Any) -> str:
+        """Validate ``payload`` against the payload type and encode it as JSON."""
+        return self.encode_payload(self.validate_payload(payload))
+
+    def validate_payload(self, payload: Any) -> Any:
+        """``payload`` as the payload type (validated)."""
+        try:
+            return self.payload_adapter.validate_python(payload)
+        except pydantic.ValidationError as exc:
+            raise InvalidPayload(self.binding, describe_validation(exc)) from None
+
+    def encode_payload(self, value: Any) -> str:
+        """A validated payload as JSON, refusing one over the size limit or one JSON cannot hold."""
+        try:
+            data = self.payload_adapter.dump_json(value)
+        except PydanticSerializationError as exc:
+            raise InvalidPayload(self.binding, str(exc)) from None
+        if len(data) > MAX_PAYLOAD_BYTES:
+            raise PayloadTooLarge(f"payload for {self.binding}", len(data), MAX_PAYLOAD_BYTES)
+        problem = dumped_problem(data, lambda: self.payload_adapter.dump_python(value),
+                                 nulls_may_hide_nan=self.nulls_may_hide_nan)
+        if problem is not None:
+            raise InvalidPayload(self.binding, f"cannot be stored as JSON: {problem}")
+        return data.decode()
+
+    def load_payload(self, data: str) -> Any:
+        """Decode a stored payload into the performer's payload type."""
+        try:
+            return self.payload_adapter.validate_json(data)
+        except pydantic.ValidationError as exc:
+            raise InvalidPayload(self.binding, describe_validation(exc)) from None
+
+    def dump_result(self, result: Any) -> str | None:
+        """Encode a result as JSON, refusing one over the size limit."""
+        if result is None:
+            return None
+        try:
+            data = self.result_adapter.dump_json(result)
+        except (PydanticSerializationError, ValueError) as exc:
+            raise InvalidPayload(self.binding, f"result cannot be stored as JSON: {exc}") from None
+        if len(data) > MAX_RESULT_BYTES:
+            raise PayloadTooLarge(f"result of {self.binding}", len(data), MAX_RESULT_BYTES)
+        problem = dumped_problem(data, lambda: self.result_adapter.dump_python(result),
+                                 nulls_may_hide_nan=self.nulls_may_hide_nan)
+        if problem is not None:
+            raise InvalidPayload(self.binding, f"result cannot be stored as JSON: {problem}")
+        return data.decode()
+
+    def key_for(self, payload: Any) -> str | None:
+        """The concurrency key of a (validated) payload, from the ``concurrency_key`` function."""
+        fn = self.concurrency_key
+        if fn is None:
+            return None
+        key = fn(payload)
+        return None if key is None else check_name("concurrency_key", str(key), MAX_KEY_BYTES, self.binding)
+
+
+def describe_validation(exc: pydantic.ValidationError) -> str:
+    """A one-line account of what did not validate: which field, what was expected, what came."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "payload"
+        parts.append(f"field {loc!r}: {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(parts)
+
+
+def _type_args(cls: type) -> tuple[Any, Any]:
+    for klass in cls.__mro__:
+        for base in getattr(klass, "__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, Performer):
+                args = typing.get_args(base)
+                if len(args) == 2 and not any(isinstance(a, TypeVar) for a in args):
+                    return args[0], args[1]
+    return Any, Any
+
+
+def _retention(value: Any, binding: str) -> dict[str, float]:
+    base = {"succeeded": 86400.0, "failed": 7 * 86400.0, "stalled": 7 * 86400.0, "cancelled": 7 * 86400.0,
+            "skipped": 7 * 86400.0}
+    if value is None:
+        return base
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return dict.fromkeys(base, float(value))
+    if isinstance(value, dict):
+        for state, secs in value.items():
+            if state not in base:
+                raise InvalidOption("retention", value, f"keys among {sorted(base)}", binding)
+            base[state] = opt.seconds(f"retention[{state!r}]", secs, binding, allow_none=False) or 0.0
+        return base
+    raise InvalidOption("retention", value, "seconds, or a dict of state -> seconds", binding)
+
+
+def resolve_class(module: str, qualname: str) -> type | None:
+    """The class named ``module.qualname`` (importing the module), or None if that name finds no class."""
+    try:
+        obj: Any = sys.modules.get(module) or importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None
+    return obj if isinstance(obj, type) else None
+
+
+def _isolation(cls: type[Performer[Any, Any]], binding: str, is_async: bool) -> str:
+    value = cls.isolation
+    if value not in ("thread", "process"):
+        raise InvalidOption("isolation", value, '"thread" or "process"', binding)
+    if value == "process":
+        if is_async:
+            raise InvalidOption("isolation", value, 'a plain "def perform" (an async perform runs on the event loop)',
+                                binding)
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if cls.__module__ == "__main__" or resolve_class(cls.__module__, cls.__qualname__) is not cls:
+            raise InvalidOption("isolation", value, f"a performer class importable by module path ({where} is "
+                                "not: define it at the top level of an importable module)", binding)
+    return str(value)
+
+
+def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
+    """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
+    if not (isinstance(cls, type) and issubclass(cls, Performer)):
+        raise InvalidOption("performers", cls, "subclasses of jobloom.Performer")
+    binding = check_name("binding", cls.binding or cls.__name__, MAX_NAME_BYTES)
+    if cls.perform is Performer.perform:
+        raise InvalidOption("perform", cls, "a perform(self, payload) method", binding)
+    backoff = cls.backoff
+    if not isinstance(backoff, Backoff):
+        raise InvalidOption("backoff", backoff, "a jobloom.Backoff", binding)
+    opt.integer("priority", cls.priority, binding)
+    rate = None if cls.rate_limit is None else RateLimit.parse(cls.rate_limit, binding)
+    key_fn = cls.concurrency_key
+    if key_fn is not None and not callable(key_fn):
+        raise InvalidOption("concurrency_key", key_fn, "a function payload -> str | None", binding)
+    policy = Policy(
+        concurrency=opt.positive_int("concurrency", cls.concurrency, binding),
+        key_concurrency=opt.positive_int("key_concurrency", cls.key_concurrency, binding, allow_none=False) or 1,
+        rate=rate,
+        priority_aging=opt.seconds("priority_aging", cls.priority_aging, binding) or None,
+    )
+    payload_t, result_t = _type_args(cls)
+    payload_adapter, payload_nulls = _adapter(payload_t)
+    result_adapter, result_nulls = _adapter(result_t)
+    is_async = inspect.iscoroutinefunction(cls.perform)
+    if isinstance(key_fn, staticmethod):
+        key_fn = key_fn.__func__
+    return PerformerSpec(
+        cls=cls,
+        binding=binding,
+        priority=cls.priority,
+        max_attempts=opt.positive_int("max_attempts", cls.max_attempts, binding, allow_none=False) or 1,
+        backoff=backoff,
+        timeout=opt.seconds("timeout", cls.timeout, binding),
+        delivery=opt.delivery(cls.delivery, binding),
+        policy=policy,
+        concurrency_key=key_fn,
+        unique_for=opt.seconds("unique_for", cls.unique_for, binding, allow_none=False) or 0.0,
+        retention=_retention(cls.retention, binding),
+        is_async=is_async,
+        isolation=_isolation(cls, binding, is_async),
+        payload_adapter=payload_adapter,
+        result_adapter=result_adapter,
+        nulls_may_hide_nan=payload_nulls or result_nulls,
+    )
+
+
+_OWN_CONFIG = ("'type': 'model'", "'type': 'dataclass'", "'type': 'typed-dict'")
+
+
+def _adapter(t: Any) -> tuple[pydantic.TypeAdapter[Any], bool]:
+    """A type adapter that writes NaN and infinities as JSON constants (so that they can be found and
+    refused), and whether parts of the type keep their own config (which may write them as null)."""
+    try:
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(
+            t, config=pydantic.ConfigDict(ser_json_inf_nan="constants"))
+    except pydantic.PydanticUserError:  # a model, dataclass or TypedDict: it has its own config
+        return pydantic.TypeAdapter(t), True
+    schema = str(adapter.core_schema)
+    return adapter, any(kind in schema for kind in _OWN_CONFIG)

@@ -1,0 +1,162 @@
+"""Durable steps inside a job: ``step`` runs once and is remembered, ``sleep`` and ``wait_for_event``
+suspend the job without holding a worker or a concurrency slot.
+
+On resume the job runs again from the top; finished steps return their remembered results. Each
+record is written only while the job's attempt still holds its lease (fencing), so a worker that
+lost its job cannot leave a step behind.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import to_json, to_jsonable_python
+
+from jobloom.core.errors import JobloomError, PayloadTooLarge
+from jobloom.core.options import MAX_DELAY, finite
+from jobloom.core.text import MAX_NAME_BYTES, check_name, dumped_problem
+
+if TYPE_CHECKING:
+    from jobloom.store.base import Store, Tx
+
+MAX_STEP_BYTES = 128 * 1024
+FOREVER = 10.0 ** 10  # an event wait without a timeout sleeps "forever" (until the event)
+
+
+class Suspended(BaseException):
+    """Raised inside ``perform`` to suspend the job until ``wake_at`` (or until ``wait`` happens).
+
+    A ``BaseException`` so that a performer's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, wake_at: float, wait: str | None = None) -> None:
+        super().__init__(f"suspended until {wake_at}")
+        self.wake_at = wake_at
+        self.wait = wait
+
+
+class EventTimeout(JobloomError):
+    """``wait_for_event`` gave up: the event did not arrive within its timeout."""
+
+
+class StepNotStorable(JobloomError):
+    """A step returned a value that cannot be stored as JSON (raised in the job)."""
+
+
+class LeaseLost(JobloomError):
+    """The job's attempt no longer holds its lease: its steps can no longer be recorded."""
+
+
+class StepContext:
+    """The store access one attempt's durable steps need."""
+
+    def __init__(self, store: Store, job_id: int, attempt: int) -> None:
+        self.store = store
+        self.job_id = job_id
+        self.attempt = attempt
+        self._done: dict[str, str | None] | None = None
+
+    async def _records(self) -> dict[str, str | None]:
+        if self._done is None:
+            async def load(tx: Tx) -> list[tuple[Any, ...]]:
+                return await tx.fetch("get_steps", {"job_id": self.job_id})
+
+            self._done = {r[0]: r[1] for r in await self.store.transact(load, exclusive=False)}
+        return self._done
+
+    async def _save(self, name: str, data: str | None) -> None:
+        async def save(tx: Tx) -> int:
+            return await tx.execute("save_step", {
+                "job_id": self.job_id, "name": name, "result": data, "now": self.store.now(), "attempt": self.attempt,
+            })
+
+        if not await self.store.transact(save):
+            raise LeaseLost(f"job {self.job_id} attempt {self.attempt} lost its lease; step {name!r} not recorded")
+        (await self._records())[name] = data
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job and remember its result (as JSON) across attempts."""
+        check_name("step name", name, MAX_NAME_BYTES)
+        done = await self._records()
+        key = f"step:{name}"
+        if key in done:
+            data = done[key]
+            return None if data is None else json.loads(data)
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = await value
+        data = None if value is None else _step_json(name, value)
+        await self._save(key, data)
+        return None if data is None else json.loads(data)
+
+    async def sleep(self, name: str, seconds: float) -> None:
+        """Suspend the job for ``seconds`` (durably: a restart does not shorten or repeat the sleep)."""
+        check_name("sleep name", name, MAX_NAME_BYTES)
+        seconds = finite("seconds", seconds, maximum=MAX_DELAY)
+        done = await self._records()
+        key = f"sleep:{name}"
+        if key in done:
+            wake = float(done[key] or 0)
+        else:
+            wake = self.store.now() + seconds
+            await self._save(key, repr(wake))
+        if self.store.now() < wake:
+            raise Suspended(wake)
+
+    async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
+        """Suspend until ``app.send_event(job_id, name, data)``; return ``data``. Raises ``EventTimeout``."""
+        check_name("event name", name, MAX_NAME_BYTES)
+        if timeout is not None:
+            timeout = finite("timeout", timeout)
+        async def signal(tx: Tx) -> Any:
+            return await tx.fetchone("get_signal", {"job_id": self.job_id, "name": name})
+
+        row = await self.store.transact(signal, exclusive=False)
+        if row is not None:
+            return None if row[0] is None else json.loads(row[0])
+        done = await self._records()
+        key = f"wait:{name}"
+        if key in done:
+            deadline = float(done[key] or 0)
+        else:
+            deadline = FOREVER if timeout is None else min(FOREVER, self.store.now() + timeout)
+            await self._save(key, repr(deadline))
+        if self.store.now() >= deadline:
+            raise EventTimeout(f"event {name!r} did not arrive within {timeout} s")
+        raise Suspended(deadline, wait=name)
+
+
+def _step_json(name: str, value: Any) -> str:
+    """A step's result as JSON, or :class:`StepNotStorable` saying why it cannot be remembered."""
+    try:
+        data = to_json(value, inf_nan_mode="constants")
+    except Exception as exc:
+        raise StepNotStorable(f"step {name!r} returned a value that cannot be stored as JSON: {exc}") from None
+    if len(data) > MAX_STEP_BYTES:
+        raise PayloadTooLarge(f"result of step {name!r}", len(data), MAX_STEP_BYTES)
+    problem = dumped_problem(data, lambda: to_jsonable_python(value, inf_nan_mode="constants"))
+    if problem is not None:
+        raise StepNotStorable(f"step {name!r} returned a value that cannot be stored as JSON: {problem}")
+    return data.decode()
+
+
+async def send_event(tx: Tx, job_id: int, name: str, data: str | None, now: float) -> bool:
+    """Deliver an event to a job; wake it if it is suspended. Returns whether it was woken.
+
+    The job's row is locked first, so the event and a report of the job suspending to wait for it
+    are serialized: either the report sees the event (and the job runs again at once), or the job
+    is suspended when the event arrives (and is woken). Raises :class:`~jobloom.JobNotFound`."""
+    if await tx.fetchone("lock_job", {"id": job_id}) is None:
+        from jobloom.core.errors import JobNotFound
+
+        raise JobNotFound(job_id)
+    await tx.execute("put_signal", {"job_id": job_id, "name": name, "data": data, "now": now})
+    rows = await tx.fetch("wake_waiting_for", {"id": job_id, "now": now, "step": f"wait:{name}"})
+    if rows:
+        from jobloom.engine.jobs import emit, event
+
+        await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+    return bool(rows)

@@ -1,0 +1,593 @@
+"""The worker runtime: claim jobs from the coordinators, run performers, report outcomes in batches.
+
+One loop per process, driven by one timer: it sleeps until the earliest of the next due moment
+(a scheduled job, a lease to reap, a rate token), a wake-up from another process, or a finished job,
+then runs one *cycle*: a single transaction that reports finished attempts, reaps expired leases,
+promotes due jobs and claims up to the free capacity.
+
+Housekeeping (schedules, run deadlines, retention, the projector) runs on a task of its own, so a
+worker that never runs out of jobs still fires its schedules on time.
+
+Running work is keyed by (job id, attempt): a worker may hold a new attempt of a job whose old
+attempt it has not finished reporting. Each attempt holds a lease that the worker renews; an
+attempt whose lease the worker could not renew before it expired is stopped by the worker itself
+(another worker may reap the job once the lease is gone). A cycle that fails for a reason that is
+not transient (bad data in one outcome) is taken apart: each outcome is reported on its own, and
+one that cannot be stored ends its job with an error that says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+import traceback
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jobloom.core import lifecycle
+from jobloom.core.errors import Permanent, Retry
+from jobloom.core.text import MAX_ERROR_BYTES, storable_text
+from jobloom.core.types import JobContext
+from jobloom.engine import coordinator, runners
+from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.engine.steps import StepContext, Suspended
+from jobloom.flows import execute as flowexec
+from jobloom.flows.flow import MAP_BINDING
+from jobloom.store.base import Tx, Wakeups
+
+if TYPE_CHECKING:
+    from jobloom.app.facade import App
+
+log = logging.getLogger("jobloom.worker")
+IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was told
+ABANDON_MARGIN = 2.0  # seconds after the grace period at which a stuck shutdown is abandoned
+Key = tuple[int, int]
+"""A running attempt: (job id, attempt number)."""
+
+
+@dataclass(slots=True)
+class _Running:
+    claimed: Claimed
+    lease_until: float  # monotonic: the lease has surely expired by then unless renewed
+    task: asyncio.Task[None] | None = None
+    started: bool = False
+    stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
+    timer: asyncio.TimerHandle | None = None
+    sync: runners.SyncRun | None = None  # a sync perform under way: stopped through it, not by cancelling
+
+    @property
+    def key(self) -> Key:
+        return (self.claimed.id, self.claimed.attempt)
+
+
+@dataclass(slots=True)
+class _CycleResult:
+    claimed: list[Claimed] = field(default_factory=list)
+    cancels: set[Key] = field(default_factory=set)
+    next_due: float | None = None
+    notify: bool = False
+
+
+def worker_name() -> str:
+    """A unique, readable worker id: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """Runs an app's performers in this process, at most ``concurrency`` jobs at once."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        concurrency: int = 16,
+        bindings: Iterable[str] | None = None,
+        name: str | None = None,
+        grace: float = 25.0,
+    ) -> None:
+        self.app = app
+        self.concurrency = concurrency
+        self.bindings = list(bindings) if bindings else [*app.specs, *app.internal_bindings]
+        for b in self.bindings:
+            if b not in app.internal_bindings:
+                app.spec(b)
+        self.name = name or worker_name()
+        self.grace = grace
+        self.lease = app.lease
+        self.running: dict[Key, _Running] = {}
+        self.outcomes: list[Outcome] = []
+        self.attempts_run = 0
+        self._kick = asyncio.Event()
+        self._house_kick = asyncio.Event()
+        self._stopping = False
+        self._stop_deadline: float | None = None
+        self._abandoned = False
+        self._main: asyncio.Task[None] | None = None
+        self._rotation = 0
+        self._sync = runners.SyncRunner(app.specs)
+        self._contexts = flowexec.NodeContexts(app)
+        self._unsure = False
+
+    # -- running ----------------------------------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping
+
+    def stop(self) -> None:
+        """Ask the worker to stop claiming and shut down gracefully, within its grace period.
+
+        Whatever still holds the shutdown up ``ABANDON_MARGIN`` seconds after the grace period (a
+        store that does not answer, a job that ignores cancellation) is abandoned: the worker returns,
+        and the leases of the jobs it could not report expire (the reaper then handles them)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._stop_deadline = time.monotonic() + self.grace
+        self._kick.set()
+        self._house_kick.set()
+        if self._main is not None:
+            self._main.get_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
+
+    def _abandon(self) -> None:
+        if self._main is not None and not self._main.done():
+            self._abandoned = True
+            log.error("worker %s did not stop within its grace period (%.1f s): abandoning %d running job(s) "
+                      "and %d unreported outcome(s); their leases will expire", self.name, self.grace,
+                      len(self.running), len(self.outcomes))
+            self._main.cancel()
+
+    async def run(self) -> None:
+        """Work until :meth:`stop`; then finish or release running jobs within the grace period."""
+        self._main = asyncio.current_task()
+        if self._stopping:  # stopped before it started
+            asyncio.get_running_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
+        store = await self.app.store()
+        await self.app.register_bindings(self.bindings)
+        wake = await store.wakeups()
+        helpers = [asyncio.create_task(self._listen(wake)), asyncio.create_task(self._heartbeats()),
+                   asyncio.create_task(self._lease_watch()), asyncio.create_task(self._housekeeping_loop())]
+        try:
+            try:
+                while not self._stopping:
+                    result = await self._cycle_with_retry(claim=True)
+                    if result is None:
+                        continue
+                    if result.claimed or self.outcomes:
+                        await asyncio.sleep(0)  # let just-started jobs run before the next cycle
+                        if self.outcomes or (result.claimed and self._free() > 0):
+                            continue
+                    due = result.next_due
+                    if due is not None and due <= self._now():
+                        continue
+                    await self._sleep_until(due)
+            finally:
+                await self._shutdown()
+        except asyncio.CancelledError:
+            if not self._abandoned:
+                raise
+        finally:
+            for task in helpers:
+                task.cancel()
+            for rec in self.running.values():
+                if rec.task is not None and rec.sync is None:
+                    rec.task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(wake.close(), 1.0)
+            self._sync.close()
+
+    async def drain(self) -> int:
+        """Run every due job in-process until nothing is runnable or running; return attempts run."""
+        await self.app.store()
+        await self.app.register_bindings(self.bindings)
+        while True:
+            result = await self._cycle(claim=True)
+            if self.running:
+                await self._kick.wait()
+                self._kick.clear()
+                await asyncio.sleep(0)
+                continue
+            if not result.claimed and not self.outcomes:
+                break
+        self._sync.close()
+        return self.attempts_run
+
+    # -- housekeeping -----------------------------------------------------------------------------
+
+    async def _housekeeping_loop(self) -> None:
+        """Run the app's housekeepers when they are due, beside the cycles (never behind them)."""
+        while not self._stopping:
+            due = await self._housekeeping()
+            timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self._now()))
+            if timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._house_kick.wait()
+            self._house_kick.clear()
+
+    async def _housekeeping(self) -> float | None:
+        """Run the housekeepers that are due; return the earliest next due moment of all.
+
+        ``next_due`` is asked on every pass, so it must be cheap (kept in memory, refreshed on runs).
+        """
+        store = await self.app.store()
+        due: float | None = None
+        for keeper in self.app.housekeepers:
+            if self._stopping:
+                return None
+            try:
+                when = await keeper.next_due(self.app, self._now())
+                if when is not None and when <= self._now():
+                    if await keeper.run(self.app, self._now()):
+                        await store.notify()
+                        self._kick.set()
+                    when = await keeper.next_due(self.app, self._now())
+            except Exception as exc:
+                log.warning("housekeeper %s failed (%s: %s)", keeper.name, type(exc).__name__, exc)
+                when = self._now() + 1.0
+            if when is not None:
+                due = when if due is None else min(due, when)
+        return due
+
+    # -- the cycle --------------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        """The store's clock (every time this worker stores or compares with stored times)."""
+        store = self.app.store_if_open()
+        return time.time() if store is None else store.now()
+
+    def _free(self) -> int:
+        return self.concurrency - len(self.running)
+
+    async def _listen(self, wake: Wakeups) -> None:
+        while True:
+            if await wake.wait(None):
+                self._kick.set()
+                self._house_kick.set()
+
+    async def _sleep_until(self, due: float | None) -> None:
+        timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self._now()))
+        if timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._kick.wait()
+        self._kick.clear()
+
+    def _transient(self, exc: BaseException) -> bool:
+        from jobloom.core.errors import StoreError
+
+        if isinstance(exc, StoreError):  # unreachable, busy for too long, or a COMMIT of unknown outcome
+            return True
+        store = self.app.store_if_open()
+        return store is not None and store.is_transient(exc)
+
+    def _past_deadline(self) -> bool:
+        return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
+
+    async def _cycle_with_retry(self, *, claim: bool) -> _CycleResult | None:
+        delay = 0.05
+        while True:
+            try:
+                if self._unsure:
+                    await self._release_orphans()
+                return await self._cycle(claim=claim)
+            except Exception as exc:
+                self._unsure = True  # a claim may have committed without our knowing
+                if self._transient(exc):  # the store is unreachable or failing: keep outcomes, back off
+                    log.warning("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, delay)
+                elif self.outcomes and await self._isolate_outcomes(exc):
+                    delay = 0.05
+                    continue
+                else:
+                    log.error("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, delay,
+                              exc_info=exc)
+                if self._stopping and (not self.outcomes or self._past_deadline()):
+                    return None
+                await self._pause(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when the stop deadline comes first."""
+        if self._stop_deadline is not None:
+            seconds = min(seconds, max(0.0, self._stop_deadline - time.monotonic()))
+        await asyncio.sleep(seconds)
+
+    async def _isolate_outcomes(self, cause: BaseException) -> bool:
+        """After a cycle failed for a reason that is not transient, report each pending outcome on its own.
+
+        An outcome that cannot be applied ends its job as failed, with an error that says why (its
+        result, traceback and payload are dropped); if even that cannot be stored, the attempt is
+        failed by the narrowest statement there is. Returns False if the store failed transiently
+        meanwhile (the caller backs off and tries the whole cycle again)."""
+        store = await self.app.store()
+        log.error("jobloom cycle failed (%s: %s): reporting its %d outcome(s) one by one",
+                  type(cause).__name__, cause, len(self.outcomes))
+        for o in list(self.outcomes):
+            try:
+                await store.transact(lambda tx, o=o: coordinator.report(tx, [o], self._now()))  # type: ignore[misc]
+            except Exception as exc:
+                if self._transient(exc):
+                    return False
+                why = storable_text(f"jobloom could not store the outcome of this attempt ({o.kind}): "
+                                    f"{type(exc).__name__}: {exc}", MAX_ERROR_BYTES) or ""
+                log.error("job %d attempt %d: %s", o.job_id, o.attempt, why)
+                fallback = Outcome(o.job_id, o.attempt, lifecycle.PERMANENT, o.worker, o.started_at, o.finished_at,
+                                   error=why, run_id=o.run_id)
+                try:
+                    await store.transact(lambda tx, f=fallback: coordinator.report(tx, [f], self._now()))  # type: ignore[misc]
+                except Exception as again:
+                    if self._transient(again):
+                        return False
+                    await store.transact(lambda tx, f=fallback: coordinator.quarantine(tx, f, self._now()))  # type: ignore[misc]
+            self.outcomes[:] = [x for x in self.outcomes if x is not o]
+        return True
+
+    async def _release_orphans(self) -> None:
+        """After a failed cycle, give back jobs claimed for this worker that it never received."""
+        store = await self.app.store()
+        known = set(self.running) | {(o.job_id, o.attempt) for o in self.outcomes}  # finished, report pending
+
+        async def work(tx: Tx) -> int:
+            rows = await tx.fetch("running_of_worker", {"worker": self.name})
+            orphans = [(r[0], r[1], r[2]) for r in rows if (r[0], r[1]) not in known]
+            return await coordinator.release(tx, self.name, orphans, self._now()) if orphans else 0
+
+        released = await store.transact(work)
+        self._unsure = False
+        if released:
+            log.warning("released %d job(s) claimed during a failed cycle", released)
+            await store.notify()
+
+    async def _cycle(self, *, claim: bool) -> _CycleResult:
+        store = await self.app.store()
+        outcomes = list(self.outcomes)
+        free = self._free() if claim and not self._stopping else 0
+        order = self.bindings[self._rotation:] + self.bindings[: self._rotation]
+        self._rotation = (self._rotation + 1) % max(1, len(self.bindings))
+        watching = bool(self.running)
+        began = time.monotonic()  # the leases of jobs claimed now expire no earlier than began + lease
+
+        async def work(tx: Tx) -> _CycleResult:
+            now = self._now()
+            res = _CycleResult()
+            reads = await coordinator.read_cycle(
+                tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
+                bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
+            )
+            if outcomes:
+                await coordinator.report(tx, outcomes, now, locked=reads.locked)
+            reaped = await coordinator.reap(tx, now, expired=reads.expired)
+            promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
+            res.notify = bool(reaped or promoted or (outcomes and free <= 0))
+            res.cancels = reads.cancels
+            room = free
+            token_at: float | None = None
+            for binding in order:
+                if room <= 0:
+                    break
+                got = await coordinator.dispatch(
+                    tx, binding, capacity=room, worker=self.name, now=now, lease=self.lease,
+                    binding_rows=reads.bindings[binding],
+                )
+                res.claimed.extend(got.claimed)
+                room -= len(got.claimed)
+                if got.next_token_at is not None:
+                    token_at = got.next_token_at if token_at is None else min(token_at, got.next_token_at)
+            if not res.claimed:
+                due = await coordinator.next_due(tx)
+                moments = [m for m in (due, token_at) if m is not None]
+                res.next_due = min(moments) if moments else None
+            return res
+
+        result = await store.transact(work)
+        applied = {id(o) for o in outcomes}
+        self.outcomes[:] = [o for o in self.outcomes if id(o) not in applied]
+        if result.notify:
+            await store.notify()
+        for key in result.cancels:
+            self._stop_job(key, "cancel")
+        for claimed in result.claimed:
+            self._start(claimed, began + self.lease)
+        return result
+
+    # -- jobs -------------------------------------------------------------------------------------
+
+    def _start(self, claimed: Claimed, lease_until: float) -> None:
+        rec = _Running(claimed, lease_until)
+        self.running[rec.key] = rec
+        loop = asyncio.get_running_loop()
+        rec.task = loop.create_task(self._execute(rec))
+        spec = self.app.specs.get(claimed.binding)
+        if claimed.timeout is not None and (spec is None or spec.is_async):  # a sync job's clock starts with it
+            rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, rec.key, "timeout")
+
+    def _arm(self, rec: _Running) -> None:
+        """(Re)start a sync job's timeout clock: its thread, or its child process, has started."""
+        if rec.timer is not None:
+            rec.timer.cancel()
+        if rec.claimed.timeout is not None:
+            rec.timer = asyncio.get_running_loop().call_later(rec.claimed.timeout, self._stop_job, rec.key,
+                                                              "timeout")
+
+    def _stop_job(self, key: Key, reason: str) -> None:
+        rec = self.running.get(key)
+        if rec is not None and rec.task is not None and rec.stop_reason is None:
+            rec.stop_reason = reason
+            if rec.sync is not None:
+                rec.sync.stop()  # kills a child process; a thread runs on, and its slot stays taken until it ends
+            else:
+                rec.task.cancel()
+
+    async def _execute(self, rec: _Running) -> None:
+        c = rec.claimed
+        kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
+        payload_json: str | None = None
+        deadline = None if c.timeout is None else time.time() + c.timeout
+        try:
+            rec.started = True
+            self.attempts_run += 1
+            if c.binding in self.app.internal_bindings:
+                value = await self._flow_node(c)
+                result = None if value is None else json.dumps(value)
+            else:
+                spec = self.app.specs.get(c.binding)
+                if spec is None:
+                    raise Permanent(f"this worker has no performer for binding {c.binding!r}")
+                if c.node is not None and c.payload == "":
+                    payload_json = await flowexec.node_payload(self._contexts, c)
+                payload = spec.load_payload(payload_json or c.payload)
+                performer = spec.cls()
+                performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
+                                           c.run_id, c.node, self.app.spawn_child if c.run_id is None
+                                           else flowexec.run_spawner(self.app, c))
+                performer.env = self.app.env
+                performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
+                if spec.is_async:
+                    value = await performer.perform(payload)
+                else:
+                    rec.sync = self._sync.start(spec, performer, payload, payload_json or c.payload,
+                                                lambda: self._arm(rec))
+                    value = await rec.sync.result()
+                result = spec.dump_result(value)
+        except Suspended as s:
+            kind, retry_after, wait = lifecycle.SUSPENDED, s.wake_at, s.wait
+        except asyncio.CancelledError as exc:
+            if rec.stop_reason == "cancel":
+                kind, error = lifecycle.CANCELLED, "cancelled while running"
+            elif rec.stop_reason == "timeout":
+                kind, error = lifecycle.TIMEOUT, f"timed out after {c.timeout:g} s"
+            elif rec.stop_reason == "lease_lost":
+                kind, error = lifecycle.LOST, "lease lost: the worker could not renew it in time, and stopped the job"
+            else:
+                kind, error = lifecycle.LOST, f"interrupted ({rec.stop_reason or 'task cancelled'})"
+            if isinstance(exc, runners.Stopped):  # a sync job, ended only now: how it ended
+                error, tb = f"{error}; {exc.detail}", exc.tb
+        except runners.JobError as exc:  # from a child process, or a BaseException from a sync thread
+            kind, error, tb = exc.kind, exc.error, exc.tb
+        except Retry as exc:
+            kind, error, retry_after = lifecycle.RETRY, exc.reason, exc.after
+        except Permanent as exc:
+            kind, error, tb = lifecycle.PERMANENT, f"Permanent: {exc}", traceback.format_exc()
+        except Exception as exc:
+            kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        if rec.timer is not None:
+            rec.timer.cancel()
+        finished = self._now()
+        self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
+                                     retry_after, payload_json, wait, c.run_id))
+        if self.running.get(rec.key) is rec:
+            del self.running[rec.key]
+        self._kick.set()
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "job_outcome job_id=%d binding=%s attempt=%d outcome=%s duration_ms=%.1f%s",
+                c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000,
+                f" error={error!r}" if error else "",
+            )
+
+    async def _flow_node(self, c: Claimed) -> Any:
+        if c.binding == MAP_BINDING:
+            return await flowexec.run_map(self._contexts, c)
+        return await flowexec.run_subflow(self._contexts, c)
+
+    # -- leases -----------------------------------------------------------------------------------
+
+    async def _heartbeats(self) -> None:
+        """Renew the leases of this worker's attempts every lease/3 (with one batched statement)."""
+        interval = self.lease / 3
+        while True:
+            await asyncio.sleep(interval)
+            # attempts that finished here but whose outcome is not reported yet keep their lease too
+            keys = list(self.running) + [k for o in self.outcomes if (k := (o.job_id, o.attempt)) not in self.running]
+            if not keys:
+                continue
+            sent = time.monotonic()
+            try:
+                store = await self.app.store()
+
+                async def work(tx: Tx, keys: list[Key] = keys) -> tuple[set[Key], set[Key]]:
+                    return await coordinator.heartbeat(tx, self.name, keys, self._now(), self.lease)
+
+                held, cancels = await store.transact(work)
+            except Exception as exc:
+                log.warning("heartbeat failed (%s: %s)", type(exc).__name__, exc)
+                continue
+            for key in keys:
+                rec = self.running.get(key)
+                if key in held:
+                    if rec is not None:
+                        rec.lease_until = max(rec.lease_until, sent + self.lease)
+                else:
+                    self._stop_job(key, "lease_lost")
+            for key in cancels:
+                self._stop_job(key, "cancel")
+
+    async def _lease_watch(self) -> None:
+        """Stop every attempt whose lease this worker could not renew before it expired: the job may
+        be reaped and started elsewhere from then on, and two live attempts of one job must never run."""
+        while True:
+            now = time.monotonic()
+            for rec in list(self.running.values()):
+                if rec.lease_until <= now and rec.stop_reason is None:
+                    log.warning("job %d attempt %d: lease not renewed in time; stopping it", *rec.key)
+                    self._stop_job(rec.key, "lease_lost")
+            live = [r.lease_until for r in self.running.values() if r.stop_reason is None]
+            wait = self.lease / 3 if not live else max(0.01, min(self.lease / 3, min(live) - now))
+            await asyncio.sleep(wait)
+
+    async def _shutdown(self) -> None:
+        """Let running jobs finish within the grace period; interrupt the rest; report everything."""
+        if not self._stopping:
+            self.stop()
+        assert self._stop_deadline is not None
+        deadline = self._stop_deadline
+        while self.running and time.monotonic() < deadline:
+            self._kick.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._kick.wait()
+            if self.outcomes:
+                await self._cycle_with_retry(claim=False)
+        unstarted = [(r.claimed.id, r.claimed.attempt, r.claimed.binding)
+                     for r in self.running.values() if not r.started]
+        for key, rec in list(self.running.items()):
+            if rec.started:
+                self._stop_job(key, "shutdown")
+            elif rec.task is not None:
+                rec.task.cancel()
+        # a sync thread cannot be stopped: its job is not reported while it runs; when this process
+        # exits its lease expires and the reaper handles the job (retried, or stalled if at most once)
+        hung = [r.claimed.id for r in self.running.values() if r.sync is not None and not r.sync.stoppable
+                and not r.sync.finished]
+        if hung:
+            log.warning("sync job(s) %s still running in threads after the grace period: not reported; "
+                        "their leases will expire", hung)
+        tasks = [r.task for r in self.running.values() if r.task is not None and r.claimed.id not in hung]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        store = await self.app.store()
+        if unstarted:
+            released = {(j, a) for j, a, _ in unstarted}
+            self.outcomes = [o for o in self.outcomes if (o.job_id, o.attempt) not in released]
+
+            async def work(tx: Tx) -> int:
+                return await coordinator.release(tx, self.name, unstarted, self._now())
+
+            try:
+                async with asyncio.timeout(max(0.5, deadline + ABANDON_MARGIN / 2 - time.monotonic())):
+                    await store.transact(work)
+            except Exception as exc:
+                log.warning("could not give back %d unstarted job(s) (%s: %s); their leases will expire",
+                            len(unstarted), type(exc).__name__, exc)
+        if self.outcomes:
+            await self._cycle_with_retry(claim=False)
+        with contextlib.suppress(Exception):
+            await store.notify()

@@ -1,0 +1,227 @@
+"""The app's flow API: start runs, read them, cancel, resume, and deliver events to waiting jobs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import TYPE_CHECKING, Any, cast
+
+from jobloom.core.errors import InvalidOption
+from jobloom.core.options import MAX_DELAY, finite
+from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, plain_json
+from jobloom.core.types import NodeState, Run, to_datetime
+from jobloom.engine import steps
+from jobloom.engine.enqueue import build_job
+from jobloom.engine.jobs import NewJob
+from jobloom.flows import runs as flowrun
+from jobloom.flows import stop as flowstop
+from jobloom.flows.execute import node_options
+from jobloom.flows.flow import MAP_BINDING, MAX_DEPTH, SUBFLOW_BINDING, Flow, FlowError
+
+if TYPE_CHECKING:
+    from jobloom.app.facade import App
+    from jobloom.store.base import Tx
+
+
+def _run_from(row: tuple[Any, ...], jobs: list[tuple[Any, ...]]) -> Run:
+    nodes = {
+        r[1]: NodeState(name=r[1], job_id=r[0], state=r[2], attempt=r[5],
+                        result=None if r[3] is None else json.loads(r[3]), error=r[4])
+        for r in sorted(jobs, key=lambda r: r[0])
+    }
+    return Run(
+        id=row[0], flow=row[1], state=row[2], input=json.loads(row[3]), deadline=to_datetime(row[5]),
+        parent_job_id=row[6], error=row[8], created_at=to_datetime(row[9]),  # type: ignore[arg-type]
+        finished_at=to_datetime(row[10]), nodes=nodes,
+    )
+
+
+async def _read_run(tx: Tx, run_id: str) -> Run:
+    row = await tx.fetchone("get_run", {"id": run_id})
+    if row is None:
+        raise flowrun.RunNotFound(run_id)
+    return _run_from(row, await tx.fetch("run_jobs", {"run_id": run_id}))
+
+
+def _node_jobs(app: App, flow: Flow, inp: Any, run_id: str, now: float) -> list[NewJob]:
+    jobs = []
+    for node in flow.nodes.values():
+        root = not node.after
+        if node.kind == "job":
+            payload = ""
+            if root:
+                try:
+                    value = node.input(inp, {})
+                except Exception as exc:
+                    raise FlowError(
+                        f"cannot start flow {flow.name!r}: input of node {node.name!r} raised "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                payload = app.spec(node.child_binding).dump_payload(value)
+            job = build_job(app.spec(node.child_binding), None, node_options(node), now, payload_json=payload)
+        else:
+            job = NewJob(binding=node.binding, payload="", priority=0, run_at=now, state="queued", max_attempts=1,
+                         delivery="at_least_once", timeout=None, unique_key=None, unique_until=None,
+                         concurrency_key=None, created_at=now)
+        if not root:
+            job.state = "waiting"
+        job.run_id, job.node = run_id, node.name
+        jobs.append(job)
+    return jobs
+
+
+async def start_run(
+    app: App, flow: Flow, inp: Any, *, run_id: str | None = None, deadline: float | None = None,
+    parent_job_id: int | None = None, depth: int = 0, parent_run_id: str | None = None,
+) -> Run:
+    """Insert a run and its nodes in one transaction (or return the run that has that id).
+
+    ``deadline``: seconds, or the flow's default (``Flow(name, deadline=...)``). ``parent_run_id``: of a
+    sub-flow run, whose parent run must still be running for it to start."""
+    if flow.name not in app.flows or app.flows[flow.name] is not flow:
+        raise FlowError(f"flow {flow.name!r} is not one of this app's flows (App(..., flows=[...]))")
+    if depth > MAX_DEPTH:
+        raise FlowError(f"sub-flows nest deeper than {MAX_DEPTH}")
+    run_id = uuid.uuid4().hex if run_id is None else check_name("id", run_id, MAX_KEY_BYTES)
+    if deadline is None:
+        deadline = flow.deadline
+    if deadline is not None:
+        deadline = finite("deadline", deadline, minimum=0.0, above=True, maximum=MAX_DELAY)
+    now = app.now()
+    try:
+        input_json = plain_json(inp)
+    except ValueError as exc:
+        raise FlowError(f"the input of flow {flow.name!r} must be JSON: {exc}") from None
+    jobs = _node_jobs(app, flow, inp, run_id, now)
+    store = await app.store()
+
+    async def work(tx: Tx) -> Run:
+        await flowrun.start_run(
+            tx, run_id=run_id, flow=flow.name, input_json=input_json, graph=flow.graph(), deadline=deadline,
+            parent_job_id=parent_job_id, depth=depth, jobs=jobs, now=now, parent_run_id=parent_run_id,
+        )
+        try:
+            return await _read_run(tx, run_id)
+        except flowrun.RunNotFound:
+            raise FlowError(f"run {parent_run_id!r} is no longer running: its sub-flow run {run_id!r} "
+                            "is not started") from None
+
+    run = await store.transact(work)
+    await store.notify()
+    return run
+
+
+class FlowsAPI:
+    """Flow methods of :class:`jobloom.App`."""
+
+    flows: dict[str, Flow]
+
+    async def start(self, flow: Flow, input: Any, *, id: str | None = None,
+                    deadline: float | None = None) -> Run:
+        """Start a run of ``flow`` with ``input``; the same ``id`` again returns the same run.
+
+        ``deadline`` (seconds, a positive finite number; default: the flow's ``deadline``): past it, the
+        run is stopped and fails (see the README's flow section). An ``input``
+        function of a root node that raises refuses the run (``FlowError``); one of a later node
+        fails that node with the error when it would run.
+        """
+        return await start_run(cast("App", self), flow, input, run_id=id, deadline=deadline)
+
+    async def get_run(self, run_id: str) -> Run:
+        """A run, with each node's state, attempts and result."""
+        store = await cast("App", self).store()
+
+        async def work(tx: Tx) -> Run:
+            return await _read_run(tx, run_id)
+
+        return await store.transact(work, exclusive=False)
+
+    async def list_runs(self, flow: str | None = None, state: str | None = None, limit: int = 100) -> list[Run]:
+        """Runs, newest first, optionally filtered by flow name and state."""
+        store = await cast("App", self).store()
+
+        async def work(tx: Tx) -> list[Run]:
+            rows = await tx.fetch("list_runs", {"flow": flow, "state": state, "limit": limit})
+            jobs: dict[str, list[tuple[Any, ...]]] = {r[0]: [] for r in rows}
+            if jobs:  # every listed run's nodes in one query
+                for j in await tx.fetch("runs_jobs", {"run_ids": list(jobs)}):
+                    jobs[j[7]].append(j)
+            return [_run_from(r, jobs[r[0]]) for r in rows]
+
+        return await store.transact(work, exclusive=False)
+
+    async def cancel_run(self, run_id: str) -> Run:
+        """Cancel a run and its sub-flow runs: nodes that have not started are cancelled, running ones
+        are asked to stop. The run is ``cancelling`` until none of its jobs runs, then ``cancelled``."""
+        store = await cast("App", self).store()
+
+        async def work(tx: Tx) -> Run:
+            await flowstop.cancel_run(tx, run_id, store.now())
+            return await _read_run(tx, run_id)
+
+        run = await store.transact(work)
+        await store.notify()
+        return run
+
+    async def resume_run(self, run_id: str) -> Run:
+        """Run a failed or cancelled run again, keeping the nodes that succeeded; its deadline (if it
+        had one) is armed again: now plus the run's deadline length."""
+        store = await cast("App", self).store()
+
+        async def work(tx: Tx) -> Run:
+            await flowrun.resume_run(tx, run_id, store.now())
+            return await _read_run(tx, run_id)
+
+        run = await store.transact(work)
+        await store.notify()
+        return run
+
+    async def send_event(self, job_id: int, name: str, data: Any = None) -> bool:
+        """Deliver ``data`` to the job's ``wait_for_event(name)``; returns whether a waiting job was woken."""
+        from jobloom.app.facade import checked_id
+
+        job_id = checked_id(job_id)
+        check_name("event name", name, MAX_NAME_BYTES)
+        try:
+            payload = None if data is None else plain_json(data)
+        except ValueError as exc:
+            raise InvalidOption("event data", data, f"JSON data: {exc}") from None
+        store = await cast("App", self).store()
+
+        async def work(tx: Tx) -> bool:
+            return await steps.send_event(tx, job_id, name, payload, store.now())
+
+        woken = await store.transact(work)
+        await store.notify()
+        return woken
+
+
+def flow_bindings(flows: dict[str, Flow]) -> list[str]:
+    """The internal bindings that the app's flows need workers for."""
+    kinds = {n.kind for f in _all_flows(flows.values()) for n in f.nodes.values()}
+    return [b for k, b in (("map", MAP_BINDING), ("subflow", SUBFLOW_BINDING)) if k in kinds]
+
+
+def _all_flows(flows: Any) -> list[Flow]:
+    out: list[Flow] = []
+    todo = list(flows)
+    while todo:
+        f = todo.pop()
+        if f in out:
+            continue
+        out.append(f)
+        todo.extend(n.subflow for n in f.nodes.values() if n.subflow is not None)
+    return out
+
+
+def register_flows(flows: Any, bindings: set[str]) -> dict[str, Flow]:
+    """Validate the app's flows (and their sub-flows) and index them by name."""
+    out: dict[str, Flow] = {}
+    for flow in _all_flows(flows):
+        if not isinstance(flow, Flow):
+            raise FlowError(f"flows must be jobloom.Flow objects; got {flow!r}")
+        if flow.name in out and out[flow.name] is not flow:
+            raise FlowError(f"two flows are named {flow.name!r}")
+        flow.validate(bindings)
+        out[flow.name] = flow
+    return out

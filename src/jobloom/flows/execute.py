@@ -1,0 +1,230 @@
+"""The worker's side of flows: building node payloads from upstream results, running fan-out and
+sub-flow nodes. This is where user code of a flow (``input=``, ``over=``) runs, never in the coordinator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from jobloom.core.errors import InvalidOption, Permanent, shown
+from jobloom.core.states import ACTIVE_STATES
+from jobloom.engine.coalesce import Coalescer
+from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
+from jobloom.engine.steps import FOREVER, Suspended
+from jobloom.flows.flow import Flow, FlowError, Node, child_name_problem
+from jobloom.flows.runs import CHILDREN_DONE, SUBFLOW_DONE, insert_children, like_prefix, top_node
+
+if TYPE_CHECKING:
+    from jobloom.app.facade import App
+    from jobloom.core.types import Job
+    from jobloom.engine.jobs import Claimed
+    from jobloom.store.base import Tx
+
+NEVER = 1e18  # unique_until of a spawned child: its id is unique for good
+
+
+def node_options(node: Node) -> EnqueueOptions:
+    """The enqueue options a node declares."""
+    o = node.options
+    return EnqueueOptions(delay=o.get("delay"), priority=o.get("priority"), concurrency_key=o.get("concurrency_key"),
+                          max_attempts=o.get("max_attempts"), delivery=o.get("delivery"))
+
+
+class NodeContexts:
+    """Reads what flow nodes need to start (their run, upstream results and fan-out children).
+
+    The nodes a worker starts in one loop tick (one cycle's claims) are read together: one read
+    transaction, with their runs in one batch and every node's upstream results in another. Runs are
+    not kept between ticks, so nothing here relies on a run id never being started again.
+    """
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self._calls: Coalescer[Claimed, _Loaded | None] = Coalescer(self._load)
+
+    async def load(self, c: Claimed) -> _Loaded | None:
+        """The run row, upstream results and upstream fan-out children of node job ``c`` (None: no such run)."""
+        return await self._calls.submit(c)
+
+    async def _load(self, jobs: list[Claimed]) -> list[_Loaded | None]:
+        store = await self.app.store()
+        return await store.transact(lambda tx: self._read(tx, jobs), exclusive=False)
+
+    async def _read(self, tx: Tx, jobs: list[Claimed]) -> list[_Loaded | None]:
+        run_ids = sorted({c.run_id for c in jobs if c.run_id is not None})
+        runs = {r[0][0]: r[0] for r in await tx.fetch_batch([("get_run", {"id": i}) for i in run_ids]) if r}
+        found = [(c, runs.get(c.run_id or "")) for c in jobs]
+        ups = [[] if run is None else _ups(run, c) for c, run in found]
+        queries: list[tuple[str, dict[str, Any]]] = []
+        for (c, run), node_ups in zip(found, ups, strict=True):
+            if run is not None:
+                queries.append(("node_results", {"run_id": c.run_id, "nodes": node_ups}))
+                queries += [("children_of", {"run_id": c.run_id, "prefix": like_prefix(up)}) for up in node_ups]
+        answers = iter(await tx.fetch_batch(queries))
+        out: list[_Loaded | None] = []
+        for (_, run), node_ups in zip(found, ups, strict=True):
+            if run is None:
+                out.append(None)
+            else:
+                results = next(answers)
+                out.append((run, results, [(up, *r) for up in node_ups for r in next(answers)]))
+        return out
+
+
+def _ups(run: tuple[Any, ...], c: Claimed) -> list[str]:
+    """The upstream nodes of node job ``c`` in ``run``'s graph (a fan-out child: its node's)."""
+    graph: dict[str, list[str]] = json.loads(run[4])
+    return graph.get(top_node(c.node) or "", [])
+
+
+_Loaded = tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any, dict[str, Any], int]:
+    app = contexts.app
+    loaded = await contexts.load(c)
+    if loaded is None:
+        raise Permanent(f"run {c.run_id!r} of node {c.node!r} no longer exists")
+    run, results, children = loaded
+    flow = app.flows.get(run[1])
+    if flow is None:
+        raise Permanent(f"this worker does not know flow {run[1]!r}")
+    node = flow.nodes.get(top_node(c.node) or "")
+    if node is None:
+        raise Permanent(f"flow {flow.name!r} has no node {c.node!r} (was the flow changed?)")
+    up: dict[str, Any] = {}
+    for name, _state, result in results:
+        up[name] = None if result is None else json.loads(result)
+    for name in {r[0] for r in children}:
+        up[name] = fanout_summary([(r[1], r[2], r[3], r[4]) for r in children if r[0] == name])
+    return flow, node, json.loads(run[3]), up, int(run[7])
+
+
+def fanout_summary(children: list[tuple[str, str, str | None, str | None]]) -> dict[str, Any]:
+    """What downstream nodes see of a fan-out (``children`` in the order they were made, item order):
+    counts, and results in item order (None where failed)."""
+    ordered = children
+    return {
+        "total": len(ordered),
+        "succeeded": sum(1 for r in ordered if r[1] == "succeeded"),
+        "failed": sum(1 for r in ordered if r[1] != "succeeded"),
+        "results": [None if r[2] is None else json.loads(r[2]) for r in ordered],
+    }
+
+
+async def node_payload(contexts: NodeContexts, c: Claimed) -> str:
+    """Build a node's payload with its ``input`` function; a function that raises fails the node."""
+    _, node, inp, up, _ = await _context(contexts, c)
+    app = contexts.app
+    try:
+        value = node.input(inp, up)
+    except Exception as exc:
+        raise Permanent(f"input of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
+    return app.spec(node.child_binding).dump_payload(value)
+
+
+async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
+    """A fan-out node: create its children once, then wait until all have finished."""
+    _, node, inp, up, _ = await _context(contexts, c)
+    app = contexts.app
+    try:
+        items = list(node.over(inp, up)) if node.over else []
+    except Exception as exc:
+        raise Permanent(f"over of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
+    spec = app.spec(node.child_binding)
+    now = app.now()
+    jobs = []
+    for name, item in zip(_child_names(node, items), items, strict=True):
+        job = build_job(spec, item, node_options(node), now)
+        job.run_id, job.node = c.run_id, f"{node.name}:{name}"  # unique in the run: made once
+        jobs.append(job)
+    store = await app.store()
+
+    async def spawn(tx: Tx) -> tuple[str | None, list[tuple[Any, ...]]]:
+        run = await tx.fetchone("lock_run", {"id": c.run_id})  # a cancel or deadline of the run waits
+        if run is None or run[2] != "running":
+            return None if run is None else run[2], []
+        await insert_children(tx, jobs, now)
+        return run[2], await tx.fetch("children_of", {"run_id": c.run_id, "prefix": like_prefix(node.name)})
+
+    state, children = await store.transact(spawn)
+    if state != "running":
+        raise Permanent(f"run {c.run_id!r} is {state or 'gone'}: the children of {node.name!r} are not made")
+    await store.notify()
+    if all(r[1] not in ACTIVE_STATES for r in children):
+        return fanout_summary([(r[0], r[1], r[2], r[3]) for r in children])
+    raise Suspended(FOREVER, wait=CHILDREN_DONE)
+
+
+def _child_names(node: Node, items: list[Any]) -> list[str]:
+    """The fan-out children's names after ``node:``: the item's index, or its ``key``."""
+    if node.key is None:
+        return [str(i) for i in range(len(items))]
+    names: dict[str, int] = {}
+    for i, item in enumerate(items):
+        try:
+            name = node.key(item)
+        except Exception as exc:
+            raise Permanent(f"key of node {node.name!r} raised {type(exc).__name__} on item {i}: {exc}") from exc
+        problem = child_name_problem(name)
+        if problem is not None:
+            raise Permanent(f"key of node {node.name!r} gave {shown(name)} for item {i}: expected {problem}")
+        if name in names:
+            raise Permanent(f"key of node {node.name!r} gave {name!r} for items {names[name]} and {i}: "
+                            "keys must be unique within the fan-out")
+        names[name] = i
+    return list(names)
+
+
+async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
+    """A sub-flow node: start the child run once, then finish when it ends, with its nodes' results."""
+    from jobloom.flows.api import start_run
+
+    _, node, inp, up, depth = await _context(contexts, c)
+    app = contexts.app
+    assert node.subflow is not None
+    child_id = f"{c.run_id}/{node.name}"
+    try:
+        child_input = node.input(inp, up)
+    except Exception as exc:
+        raise Permanent(f"input of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
+    try:
+        run = await start_run(app, node.subflow, child_input, run_id=child_id, parent_job_id=c.id, depth=depth + 1,
+                              parent_run_id=c.run_id)
+    except FlowError as exc:
+        raise Permanent(str(exc)) from exc
+    if run.state == "succeeded":
+        return {name: n.result for name, n in run.nodes.items()}
+    if run.state in ("failed", "cancelled"):
+        raise Permanent(f"sub-flow run {child_id!r} {run.state}: {run.error}")
+    raise Suspended(FOREVER, wait=SUBFLOW_DONE)
+
+
+def run_spawner(app: App, c: Claimed) -> Callable[..., Awaitable[Job]]:
+    """``ctx.spawn`` of a job of a flow run: the child is a job of the same run, named
+    ``<node>/<child id>`` (unique in the run: the same child id again returns the same job). Its node
+    settles only once the children it spawned have finished (see ``flowrun.on_finished``)."""
+
+    async def spawn(parent_id: int, child_id: str, performer: Any, payload: Any, **options: Any) -> Job:
+        problem = child_name_problem(child_id)
+        if problem is not None:
+            raise InvalidOption("child_id", child_id, f"{problem} (it names the child in its run)")
+        job = build_job(app.spec(performer), payload, EnqueueOptions(**options), app.now())
+        job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
+        job.run_id, job.node = c.run_id, f"{c.node}/{child_id}"
+        store = await app.store()
+
+        async def work(tx: Tx) -> Job:
+            run = await tx.fetchone("lock_run", {"id": c.run_id})  # the run first: a cancel waits, or wins
+            if run is None or run[2] != "running":
+                raise Permanent(f"run {c.run_id!r} is {'gone' if run is None else run[2]}: "
+                                f"child {child_id!r} of node {c.node!r} is not spawned")
+            return (await insert_in(tx, [job]))[0]
+
+        spawned = await store.transact(work)
+        await store.notify()
+        return spawned
+
+    return spawn

@@ -1,0 +1,368 @@
+"""The coordinator's side of flows: starting runs, moving nodes on when upstream finishes, ending runs.
+
+Written once against :class:`~jobloom.store.Tx` and free of user code: the run's graph is stored
+with the run, and node payloads are built by the worker that runs the node. Every change to a run
+first locks the run's row, so when the last two upstream nodes finish at the same moment on two
+workers, the downstream node is queued exactly once. Locks follow the order that
+:mod:`jobloom.coordinator` documents: runs (in id order), then their jobs (in id order).
+
+The work per finished node does not grow with the size of its run: it reads the states of the
+run's top-level nodes and whether a fan-out sibling is still active (an index of active run jobs),
+never the results or every child of a fan-out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobloom.core.errors import InvalidTransition, JobloomError
+from jobloom.core.states import ACTIVE_STATES
+from jobloom.engine.coordinator import enqueue as insert_jobs
+from jobloom.engine.jobs import NewJob, emit, event
+from jobloom.store.base import Tx
+
+if TYPE_CHECKING:
+    from jobloom.app.facade import App
+
+ACTIVE = ACTIVE_STATES
+CHILDREN_DONE = "jobloom.children"  # what a fan-out node waits for
+SUBFLOW_DONE = "jobloom.subflow"  # what a sub-flow node waits for
+
+
+RUN_RUNNING = "running"
+STOPPING = {"cancelling": "cancelled", "failing": "failed"}
+"""A run being stopped (cancelled, or failed at its deadline) and the state it ends in once nothing of
+it runs any more."""
+RUN_FINISHED = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def top_node(node: str | None) -> str | None:
+    """A fan-out child ``name:3`` and a spawned child ``name/receipt`` belong to node ``name``."""
+    if node is None:
+        return None
+    for i, ch in enumerate(node):
+        if ch in ":/":
+            return node[:i]
+    return node
+
+
+def spawn_owner(node: str) -> str | None:
+    """The node that spawned ``node`` (``name/receipt`` -> ``name``; ``name:3/x`` -> ``name:3``)."""
+    return node.rsplit("/", 1)[0] if "/" in node else None
+
+
+def spawn_range(node: str) -> dict[str, str]:
+    """The bounds of what ``node`` spawned, in byte order: ``name/`` < child < ``name0``."""
+    return {"lo": node + "/", "hi": node + "0"}
+
+
+def spawned_outcome(rows: Sequence[tuple[Any, ...]]) -> tuple[bool, str | None]:
+    """From ``spawned_of`` rows: whether a spawned child is still active, and the error of a node one
+    of whose spawned children did not succeed (None: all that finished succeeded)."""
+    active = any(r[1] in ACTIVE for r in rows)
+    failed = [r[0] for r in rows if r[1] not in ACTIVE and r[1] != "succeeded"]
+    return active, (f"spawned child {failed[0]!r} did not succeed" if failed else None)
+
+
+def like_prefix(node: str) -> str:
+    """A LIKE pattern matching the fan-out children of ``node``."""
+    escaped = node.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + ":%"
+
+
+def child_range(node: str) -> dict[str, str]:
+    """The bounds of the fan-out children of ``node`` in byte order: ``name:`` < child < ``name;``."""
+    return {"lo": node + ":", "hi": node + ";"}
+
+
+CHILD_CHUNK = 1000
+
+
+async def insert_children(tx: Tx, jobs: Sequence[NewJob], now: float) -> int:
+    """Insert fan-out children that do not exist yet (a node is unique in its run), a chunk per
+    statement, with their events; the number inserted now."""
+    inserted = 0
+    for start in range(0, len(jobs), CHILD_CHUNK):
+        rows = [job.params() for job in jobs[start:start + CHILD_CHUNK]]
+        new = await tx.fetch("insert_children", {"rows": json.dumps(rows)})
+        await emit(tx, [event(now, r[0], r[1], "enqueued") for r in new])
+        inserted += len(new)
+    return inserted
+
+
+async def start_run(
+    tx: Tx,
+    *,
+    run_id: str,
+    flow: str,
+    input_json: str,
+    graph: dict[str, list[str]],
+    deadline: float | None,
+    parent_job_id: int | None,
+    depth: int,
+    jobs: Sequence[NewJob],
+    now: float,
+    parent_run_id: str | None = None,
+) -> bool:
+    """Insert a run and its node jobs atomically; False if a run with that id exists (nothing inserted),
+    or if the parent run (of a sub-flow run) is no longer running: a child run never outlives it.
+
+    ``deadline``: its length in seconds (the run is due at ``now + deadline``)."""
+    if parent_run_id is not None:  # the parent's row first (the lock order): its cancel waits, or wins
+        parent = await tx.fetchone("lock_run", {"id": parent_run_id})
+        if parent is None or parent[2] != RUN_RUNNING:
+            return False
+    inserted = await tx.execute("insert_run", {
+        "id": run_id, "flow": flow, "input": input_json, "graph": json.dumps(graph),
+        "deadline": None if deadline is None else now + deadline, "deadline_seconds": deadline,
+        "parent_job_id": parent_job_id, "depth": depth, "now": now,
+    })
+    if not inserted:
+        return False
+    await insert_jobs(tx, jobs, now)
+    return True
+
+
+Move = tuple[str, dict[str, Any], str | None]
+"""A statement on a run's jobs or its row, its parameters, and the event its returned jobs record."""
+
+
+async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str]], now: float) -> None:
+    """Nodes reached a terminal state: queue ready downstream nodes, skip failed branches, settle nodes
+    waiting for what they spawned, end runs.
+
+    Every run concerned is locked and read in one batch (in run id order, as every transaction that
+    locks several runs does): the states of its top-level nodes, for each fan-out with a child
+    finished here whether another child is still active, and for each node with a spawned child
+    finished here its state and what it spawned. Every move that follows goes out in one more batch.
+    A run whose top-level nodes are all done is asked once more whether a fan-out child or a spawned
+    child of it is still active (a node cancelled or failed with children running): it ends only when
+    none is. A node settled here (its last spawned child finished) moves its run on in turn.
+    """
+    by_run: dict[str, list[tuple[str | None, str]]] = {}
+    for _, run_id, node, state in finished:
+        by_run.setdefault(run_id, []).append((node, state))
+    order = sorted(by_run)
+    queries: list[tuple[str, dict[str, Any] | None]] = []
+    parents: list[tuple[str, str]] = []
+    owners: list[tuple[str, str]] = []
+    for run_id in order:
+        queries += [("lock_run", {"id": run_id}), ("node_states", {"run_id": run_id})]
+        nodes = [n for n, _ in by_run[run_id] if n is not None]
+        for parent in sorted({n.split(":", 1)[0] for n in nodes if ":" in n and "/" not in n}):
+            parents.append((run_id, parent))
+            queries.append(("child_active", {"run_id": run_id, **child_range(parent)}))
+        for owner in sorted({spawn_owner(n) or "" for n in nodes if "/" in n}):
+            owners.append((run_id, owner))
+            queries += [("node_results", {"run_id": run_id, "nodes": [owner]}),
+                        ("spawned_of", {"run_id": run_id, **spawn_range(owner)})]
+    reads = iter(await tx.fetch_batch(queries))
+    runs: list[tuple[tuple[Any, ...], dict[str | None, str]]] = []
+    done: set[tuple[str, str]] = set()
+    settle: list[Move] = []
+    for run_id in order:
+        found, states = next(reads), {r[0]: r[1] for r in next(reads)}
+        for rid, parent in parents:
+            if rid == run_id and not next(reads):
+                done.add((run_id, parent))
+        for rid, owner in owners:
+            if rid == run_id:
+                owner_rows, spawned = next(reads), next(reads)
+                busy, error = spawned_outcome(spawned)
+                if owner_rows and owner_rows[0][1] == "waiting" and not busy:
+                    state = "failed" if error else "succeeded"
+                    settle.append(("settle_node", {"run_id": run_id, "node": owner, "state": state, "error": error,
+                                                   "now": now}, state))
+        if found:
+            runs.append((found[0], states))
+    moves: list[Move] = []
+    ending: list[tuple[tuple[Any, ...], dict[str | None, str]]] = []
+    for run, states in runs:
+        moves += _moves(run, by_run[run[0]], states, done, now)
+        if not any(s in ACTIVE for s in states.values()):
+            ending.append((run, states))
+    if ending:
+        active = await tx.fetch_batch([("run_child_active", {"run_id": run[0]}) for run, _ in ending])
+        for (run, states), rows in zip(ending, active, strict=True):
+            if not rows:
+                moves += _end(run, states, now)
+    await _apply(tx, moves, now)
+    if settle:  # the settled nodes finished: their downstream, their run, their own owner move on
+        results = await _apply(tx, settle, now)
+        settled = [(r[0], str(params["run_id"]), str(params["node"]), str(params["state"]))
+                   for (_, params, _), rows in zip(settle, results, strict=True) for r in rows]
+        if settled:
+            await on_finished(tx, settled, now)
+
+
+def _moves(
+    run: tuple[Any, ...], nodes: list[tuple[str | None, str]], states: dict[str | None, str],
+    done: set[tuple[str, str]], now: float,
+) -> list[Move]:
+    """What ``nodes`` reaching their states moves on in ``run`` (``states``: its top-level nodes' states,
+    updated; ``done``: the (run, fan-out node) pairs none of whose children is active)."""
+    run_id = run[0]
+    graph: dict[str, list[str]] = json.loads(run[4])
+    down: dict[str, list[str]] = {n: [] for n in graph}
+    for n, ups in graph.items():
+        for up in ups:
+            down[up].append(n)
+    moves: list[Move] = []
+    woken: set[str] = set()
+    for node, state in nodes:
+        if node is None or "/" in node:  # a spawned child: its owner is settled by on_finished
+            continue
+        if ":" in node:  # a fan-out child: wake its parent once all children are done
+            parent = node.split(":", 1)[0]
+            if (run_id, parent) in done and parent not in woken:
+                woken.add(parent)
+                moves.append(("wake_node", {"run_id": run_id, "node": parent, "now": now}, "queued"))
+            continue
+        if state == "succeeded" and run[2] == RUN_RUNNING:
+            for d in down.get(node, []):  # the run is locked: a node seen waiting is still waiting
+                if states.get(d) == "waiting" and all(states.get(u) == "succeeded" for u in graph[d]):
+                    moves.append(("queue_waiting", {"run_id": run_id, "node": d, "now": now}, "queued"))
+                    states[d] = "queued"
+        elif state != "succeeded":
+            moves += _skip_downstream(run_id, node, down, states, now)
+    return moves
+
+
+def _skip_downstream(
+    run_id: str, node: str, down: dict[str, list[str]], states: dict[str | None, str], now: float
+) -> list[Move]:
+    moves: list[Move] = []
+    todo = list(down.get(node, []))
+    while todo:
+        d = todo.pop()
+        if states.get(d) != "waiting":
+            continue
+        moves.append(("skip_waiting", {
+            "run_id": run_id, "node": d, "now": now, "reason": f"skipped: upstream node {node!r} did not succeed",
+        }, "skipped"))
+        states[d] = "skipped"
+        todo.extend(down.get(d, []))
+    return moves
+
+
+def _end(run: tuple[Any, ...], states: dict[str | None, str], now: float, *, wake: bool = True) -> list[Move]:
+    """Ending ``run`` once none of its jobs is active (``states``: at least its top-level nodes'), and
+    waking the job that waits for it (unless ``wake`` is False: the caller settles that job)."""
+    run_id, state, parent_job_id = run[0], run[2], run[6]
+    if any(s in ACTIVE for s in states.values()):
+        return []
+    moves: list[Move] = []
+    if state == RUN_RUNNING:
+        top = {n: s for n, s in states.items() if n is not None and ":" not in n and "/" not in n}
+        ok = all(s == "succeeded" for s in top.values())
+        failed = sorted(n for n, s in top.items() if s != "succeeded")
+        error = None if ok else f"nodes did not succeed: {', '.join(failed)}"
+        moves.append(("set_run_state", {"id": run_id, "state": "succeeded" if ok else "failed", "error": error,
+                                        "finished_at": now}, None))
+    elif state in STOPPING:
+        moves.append(("set_run_state", {"id": run_id, "state": STOPPING[state], "error": run[8],
+                                        "finished_at": now}, None))
+    else:
+        return []
+    if parent_job_id is not None and wake:  # its job is locked first: the wake-up and its report are serialized
+        moves.append(("lock_job", {"id": parent_job_id}, None))
+        moves.append(("wake_suspended", {"id": parent_job_id, "now": now}, "queued"))
+    return moves
+
+
+async def _apply(tx: Tx, moves: list[Move], now: float) -> list[list[tuple[Any, ...]]]:
+    """Run the moves in one batch and record an event for every job they moved; their rows."""
+    if not moves:
+        return []
+    results = await tx.fetch_batch([(query, params) for query, params, _ in moves])
+    await emit(tx, [event(now, r[0], r[1], kind, r[2])
+                    for (_, _, kind), rows in zip(moves, results, strict=True) if kind is not None for r in rows])
+    return results
+
+
+async def wait_satisfied(tx: Tx, job_id: int, wait: str, run_id: str | None, node: str | None) -> bool:
+    """Whether a suspending job's wait is already over: its event arrived, its children or sub-run ended."""
+    if wait == CHILDREN_DONE and run_id is not None and node is not None:  # its children exist: it made them
+        return not await tx.fetch("child_active", {"run_id": run_id, **child_range(node)})
+    if wait == SUBFLOW_DONE and run_id is not None and node is not None:
+        child = await tx.fetchone("get_run", {"id": f"{run_id}/{node}"})
+        return child is not None and child[2] in RUN_FINISHED
+    return await tx.fetchone("get_signal", {"job_id": job_id, "name": wait}) is not None
+
+
+async def resume_run(tx: Tx, run_id: str, now: float) -> int:
+    """Run a failed (or cancelled) run again: succeeded nodes are kept, the rest run again, and the
+    deadline is armed again for the run's deadline length from ``now``."""
+    run = await tx.fetchone("lock_run", {"id": run_id})
+    if run is None:
+        raise RunNotFound(run_id)
+    if run[2] not in ("failed", "cancelled"):
+        raise InvalidTransition(0, run[2], f"resume run {run_id!r}")
+    jobs = await tx.fetch("run_jobs", {"run_id": run_id})
+    if any(r[2] in ACTIVE for r in jobs):
+        raise InvalidTransition(0, "still stopping", f"resume run {run_id!r}")
+    graph: dict[str, list[str]] = json.loads(run[4])
+    states = {r[1]: r[2] for r in jobs}
+    reset = 0
+    for job_id, node, state, _, _, attempt, binding in jobs:
+        if state == "succeeded" or node is None:
+            continue
+        top = top_node(node) or node
+        # a fan-out or spawned child exists only if its node ran: its node's upstream succeeded
+        ready = top != node or all(states.get(u) == "succeeded" for u in graph.get(top, []))
+        target = "queued" if ready else "waiting"
+        if await tx.execute("reset_node", {"id": job_id, "state": target, "now": now}):
+            reset += 1
+            await emit(tx, [event(now, job_id, binding, "requeued" if ready else "waiting", attempt)])
+    await tx.execute("set_run_state", {"id": run_id, "state": RUN_RUNNING, "error": None, "finished_at": None})
+    if run[11] is not None:
+        await tx.execute("set_run_deadline", {"id": run_id, "deadline": now + float(run[11])})
+    return reset
+
+
+class RunNotFound(JobloomError):
+    """No run with that id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}")
+        self.run_id = run_id
+
+
+class RunDeadlines:
+    """A housekeeper that stops runs past their deadline (see :func:`jobloom.flowstop.fail_past_deadline`)."""
+
+    name = "run-deadlines"
+
+    def __init__(self, recheck: float = 5.0) -> None:
+        self.recheck = recheck
+        self._due: float | None = None
+        self._checked_at = 0.0
+
+    async def next_due(self, app: App, now: float) -> float | None:
+        """The earliest deadline of a running run (re-read at most every ``recheck`` seconds)."""
+        if self._checked_at == 0.0 or now - self._checked_at >= self.recheck:
+            store = await app.store()
+
+            async def read(tx: Tx) -> Any:
+                return await tx.fetchone("next_run_deadline")
+
+            row = await store.transact(read, exclusive=False)
+            self._checked_at = now
+            self._due = None if row is None or row[0] is None else float(row[0])
+        later = self._checked_at + self.recheck
+        return later if self._due is None else min(self._due, later)
+
+    async def run(self, app: App, now: float) -> bool:
+        """Fail the runs whose deadline passed."""
+        store = await app.store()
+
+        async def work(tx: Tx) -> list[str]:
+            from jobloom.flows.stop import fail_past_deadline
+
+            return await fail_past_deadline(tx, now)
+
+        failed = await store.transact(work)
+        self._checked_at = 0.0
+        return bool(failed)

@@ -1,0 +1,166 @@
+"""Retention: finished jobs are deleted, with their history, once their binding's retention has passed.
+
+A finished flow run is deleted with the last of its jobs (its id may then start a new run).
+
+Each performer's ``retention`` (default: succeeded 1 day; failed, stalled, cancelled and skipped
+7 days) applies to its binding. The app that performs a binding stores its retention with the
+binding when its workers start (:meth:`App.register_bindings`), and every app prunes each binding by
+that stored retention, so an app that only enqueues (or the CLI) keeps another app's jobs as long
+as the app that performs them does. An app's own performers use its own specs (which is what it
+stores); a binding with no stored retention gets the defaults. Deletion goes in bounded batches,
+one short transaction each, so no lock is held for long and dispatch never waits on a large delete.
+The read model's per-minute rows are kept ``stats_retention`` seconds (30 days).
+
+The history of a job is every row kept per job: each named query ``prune_history_*`` of the store's
+dialect (attempts, and whatever other concepts add) is run for each batch with the batch's ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from jobloom.engine.performer import _retention
+from jobloom.store.sql import load_queries
+
+if TYPE_CHECKING:
+    from jobloom.app.facade import App
+    from jobloom.store.base import Store, Tx
+
+DEFAULTS: dict[str, float] = _retention(None, "")
+STATS_RETENTION = 30 * 86400.0
+
+
+def retention_json(retention: dict[str, float]) -> str:
+    """A retention (state -> seconds) as stored with its binding."""
+    return json.dumps(retention, sort_keys=True)
+
+
+def parse_retention(text: str) -> dict[str, float]:
+    """A stored retention over the defaults: states it lacks (or gives no number for) keep the default."""
+    out = dict(DEFAULTS)
+    try:
+        stored = json.loads(text)
+    except ValueError:
+        return out
+    if isinstance(stored, dict):
+        for state, seconds in stored.items():
+            if state in out and isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
+                out[state] = float(seconds)
+    return out
+
+
+async def stored_retentions(store: Store) -> dict[str, dict[str, float]]:
+    """The retention stored with each binding by the app that performs it."""
+
+    async def work(tx: Tx) -> list[tuple[Any, ...]]:
+        return await tx.fetch("binding_retentions")
+
+    return {str(b): parse_retention(text) for b, text in await store.transact(work, exclusive=False)}
+
+
+def retention_groups(app: App, stored: dict[str, dict[str, float]] | None = None) -> list[tuple[str, float, list[str]]]:
+    """(state, seconds, bindings) grouped by equal retention: the app's own bindings by its specs, the
+    others that have a ``stored`` retention by it."""
+    retention = {binding: dict(r) for binding, r in (stored or {}).items()}
+    retention.update((binding, spec.retention) for binding, spec in app.specs.items())
+    groups: dict[tuple[str, float], list[str]] = defaultdict(list)
+    for binding, by_state in sorted(retention.items()):
+        for state, seconds in by_state.items():
+            groups[(state, seconds)].append(binding)
+    return [(state, seconds, bindings) for (state, seconds), bindings in sorted(groups.items())]
+
+
+def _history_queries(dialect: str) -> list[str]:
+    return sorted(name for name in load_queries(dialect) if name.startswith("prune_history_"))
+
+
+async def prune_batch(
+    store: Store, *, state: str, cutoff: float, bindings: list[str], others: bool, limit: int
+) -> int:
+    """Delete up to ``limit`` jobs in ``state`` finished before ``cutoff``, with their history (and the
+    finished flow runs whose last jobs they were).
+
+    ``others=False``: jobs of ``bindings``; ``others=True``: jobs of every other binding that has no
+    stored retention.
+    """
+    history = _history_queries(store.dialect)
+
+    async def work(tx: Tx) -> int:
+        rows = await tx.fetch("prune_pick_others" if others else "prune_pick",
+                              {"state": state, "cutoff": cutoff, "bindings": bindings, "limit": limit})
+        ids = [int(r[0]) for r in rows]
+        if not ids:
+            return 0
+        for name in history:
+            await tx.execute(name, {"ids": ids})
+        deleted = await tx.execute("prune_jobs", {"ids": ids})
+        runs = sorted({r[1] for r in rows if r[1] is not None})
+        if runs:  # a finished flow run goes with the last of its jobs
+            await tx.fetch("lock_pruned_runs", {"ids": runs})
+            await tx.execute("prune_runs", {"ids": runs})
+        return deleted
+
+    return await store.transact(work)
+
+
+async def prune(app: App, now: float, *, batch: int = 500, max_batches: int = 20,
+                stats_retention: float = STATS_RETENTION) -> tuple[int, bool]:
+    """Prune what is past retention, at most ``max_batches`` full batches; return (jobs deleted, more left)."""
+    store = await app.store()
+    groups = retention_groups(app, await stored_retentions(store))
+    own = sorted(app.specs)
+    plan: list[tuple[str, float, list[str], bool]] = [(s, secs, b, False) for s, secs, b in groups]
+    plan += [(state, secs, own, True) for state, secs in DEFAULTS.items()]
+    deleted = 0
+    full = 0
+    for state, seconds, bindings, others in plan:
+        while True:
+            n = await prune_batch(store, state=state, cutoff=now - seconds, bindings=bindings, others=others,
+                                  limit=batch)
+            deleted += n
+            if n < batch:
+                break
+            full += 1
+            if full >= max_batches:
+                return deleted, True
+
+    async def stats(tx: Tx) -> int:
+        return await tx.execute("prune_stats", {"minute": int((now - stats_retention) // 60), "limit": batch})
+
+    more = await store.transact(stats) >= batch
+    return deleted, more
+
+
+class RetentionKeeper:
+    """The housekeeper that prunes finished jobs: every ``interval`` seconds, or at once while a run
+    left more to delete (each run deletes at most ``max_batches`` batches of ``batch`` jobs)."""
+
+    name = "retention"
+
+    def __init__(self, *, interval: float = 60.0, batch: int = 500, max_batches: int = 20) -> None:
+        self.interval = interval
+        self.batch = batch
+        self.max_batches = max_batches
+        self._next = 0.0
+        self.deleted = 0
+
+    async def next_due(self, app: App, now: float) -> float | None:
+        """When to prune next (kept in memory)."""
+        return self._next
+
+    async def run(self, app: App, now: float) -> bool:
+        """Prune one round; deleting jobs never makes any runnable, so this returns False."""
+        self._next = now + self.interval
+        deleted, more = await prune(app, now, batch=self.batch, max_batches=self.max_batches)
+        self.deleted += deleted
+        if more:
+            self._next = (await app.store()).now()
+        return False
+
+
+__all__ = [
+    "DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "parse_retention", "prune", "prune_batch",
+    "retention_groups", "retention_json", "stored_retentions",
+]

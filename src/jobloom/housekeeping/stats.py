@@ -1,0 +1,275 @@
+"""The projector: folds the outbox (``jobloom_events``) into the read model behind ``App.stats``.
+
+The read model holds, per binding and minute, how many jobs were enqueued, started, succeeded,
+failed, retried, cancelled and stalled, and a histogram of attempt run times (logarithmic buckets,
+about 5 % wide, so percentiles are estimates within that). It never decides anything: the
+projector failing or lagging changes no job, and ``App.stats`` reports how many events wait.
+
+Exactly once: one transaction locks the projector's cursor row, reads the oldest events in the
+outbox (by seq), adds them to the read model, deletes them from the outbox and records the last seq
+folded in the cursor. Every event left in the outbox is therefore one not counted yet, and a crash
+anywhere rolls all of that back, so the next pass (in any worker) finds the same events. On
+PostgreSQL transactions may commit out of seq order: an event committed late is simply found on a
+later pass, and nothing is skipped or counted twice. Two workers never project at once: SQLite's
+write lock serializes them; on PostgreSQL the cursor row is taken with ``SKIP LOCKED`` and the other
+worker simply does nothing this time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from jobloom.core.errors import InvalidOption
+
+if TYPE_CHECKING:
+    from jobloom.app.facade import App
+    from jobloom.store.base import Store, Tx
+
+CURSOR = "stats"
+BATCH = 1000
+COUNTERS = ("enqueued", "started", "succeeded", "failed", "retried", "cancelled", "stalled")
+# event kind -> counter; "scheduled" and "waiting" are enqueues of delayed jobs and flow nodes
+_COUNTER_OF = {"enqueued": "enqueued", "scheduled": "enqueued", "waiting": "enqueued", "started": "started",
+               "succeeded": "succeeded", "failed": "failed", "retried": "retried", "cancelled": "cancelled",
+               "stalled": "stalled"}
+_TIMED = frozenset({"succeeded", "failed", "retried"})  # attempts that ran and ended: their run time counts
+HIST_BASE = 0.00001  # bucket 0 holds run times up to 10 µs
+HIST_RATIO = 1.1  # bucket i holds (HIST_BASE * r**(i-1), HIST_BASE * r**i]
+
+
+def bucket_of(seconds: float) -> int:
+    """The histogram bucket of a run time."""
+    if seconds <= HIST_BASE:
+        return 0
+    return max(1, math.ceil(math.log(seconds / HIST_BASE) / math.log(HIST_RATIO) - 1e-9))
+
+
+def bucket_value(index: int) -> float:
+    """A representative run time of a bucket (the geometric middle of its bounds)."""
+    return HIST_BASE / 2 if index == 0 else HIST_BASE * HIST_RATIO ** (index - 0.5)
+
+
+def percentile(histogram: dict[int, int], q: float, top: float | None = None) -> float | None:
+    """The ``q`` quantile (0..1) of the run times in ``histogram``; never above ``top`` (the max seen)."""
+    total = sum(histogram.values())
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for index in sorted(histogram):
+        seen += histogram[index]
+        if seen >= rank:
+            value = bucket_value(index)
+            return min(value, top) if top is not None else value
+    return top  # pragma: no cover - the loop always reaches rank
+
+
+@dataclass(slots=True)
+class Tally:
+    """What happened in one (binding, minute), or in a merge of several."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    runs: int = 0
+    run_time: float = 0.0
+    run_max: float | None = None
+    histogram: dict[int, int] = field(default_factory=dict)
+
+    def add_event(self, kind: str, duration: float | None) -> None:
+        """Count one outbox event."""
+        counter = _COUNTER_OF.get(kind)
+        if counter is not None:
+            self.counts[counter] += 1
+        if kind in _TIMED and duration is not None and duration >= 0:
+            self.runs += 1
+            self.run_time += duration
+            self.run_max = duration if self.run_max is None else max(self.run_max, duration)
+            b = bucket_of(duration)
+            self.histogram[b] = self.histogram.get(b, 0) + 1
+
+    def merge(self, other: Tally) -> None:
+        """Add another tally to this one."""
+        for k, v in other.counts.items():
+            self.counts[k] += v
+        self.runs += other.runs
+        self.run_time += other.run_time
+        if other.run_max is not None:
+            self.run_max = other.run_max if self.run_max is None else max(self.run_max, other.run_max)
+        for b, n in other.histogram.items():
+            self.histogram[b] = self.histogram.get(b, 0) + n
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> Tally:
+        """From the columns after (binding, minute) of a ``jobloom_stats`` row."""
+        counts = dict(zip(COUNTERS, (int(v) for v in row[:7]), strict=True))
+        hist = {int(k): int(v) for k, v in json.loads(row[10] or "{}").items()}
+        return cls(counts, int(row[7]), float(row[8]), None if row[9] is None else float(row[9]), hist)
+
+    def params(self, binding: str, minute: int) -> dict[str, Any]:
+        """The parameters of ``upsert_stats``."""
+        return {"binding": binding, "minute": minute, **self.counts, "runs": self.runs, "run_time": self.run_time,
+                "run_max": self.run_max, "histogram": json.dumps(self.histogram, separators=(",", ":"))}
+
+    def figures(self) -> Figures:
+        """The public, read-only view."""
+        h, top = self.histogram, self.run_max
+        return Figures(
+            **self.counts, runs=self.runs, mean=self.run_time / self.runs if self.runs else None, max=top,
+            p50=percentile(h, 0.50, top), p90=percentile(h, 0.90, top), p99=percentile(h, 0.99, top),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """Counts and attempt run times (seconds; percentiles within about 5 %) over a window."""
+
+    enqueued: int = 0
+    started: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    cancelled: int = 0
+    stalled: int = 0
+    runs: int = 0
+    mean: float | None = None
+    max: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """``await app.stats(...)``: totals, per binding, and per minute (for charts), since ``since``.
+
+    ``pending_events`` counts outbox events not folded in yet: the read model's lag.
+    """
+
+    since: datetime
+    total: Figures
+    bindings: dict[str, Figures]
+    minutes: list[tuple[datetime, Figures]]
+    pending_events: int
+
+
+# -- folding ------------------------------------------------------------------------------------------
+
+
+def fold(events: Iterable[tuple[Any, ...]]) -> dict[tuple[str, int], Tally]:
+    """Tally ``project_events`` rows (seq, at, binding, kind, duration) per (binding, minute)."""
+    out: dict[tuple[str, int], Tally] = {}
+    for _seq, at, binding, kind, duration in events:
+        key = (binding, int(at // 60))
+        tally = out.get(key)
+        if tally is None:
+            tally = out[key] = Tally()
+        tally.add_event(kind, duration)
+    return out
+
+
+async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) -> int:
+    """Fold the oldest ``limit`` events of the outbox, and delete them, in one transaction; return how many."""
+
+    async def work(tx: Tx) -> int:
+        await tx.execute("init_projector", {"name": name, "now": store.now()})
+        cursor = await tx.fetchone("lock_projector", {"name": name})
+        if cursor is None:  # another worker is projecting (PostgreSQL): it will fold these events
+            return 0
+        events = await tx.fetch("project_events", {"limit": limit})
+        if not events:
+            return 0
+        tallies = fold(events)
+        minutes = [m for _, m in tallies]
+        bindings = sorted({b for b, _ in tallies})
+        for row in await tx.fetch("stats_rows_for", {"bindings": bindings, "lo": min(minutes), "hi": max(minutes)}):
+            key = (row[0], int(row[1]))
+            if key in tallies:
+                tallies[key].merge(Tally.from_row(row[2:]))
+        await tx.executemany("upsert_stats", [t.params(b, m) for (b, m), t in tallies.items()])
+        await tx.execute("prune_projected_events", {"seqs": [int(e[0]) for e in events]})
+        await tx.execute("save_projector", {"name": name, "last_seq": int(events[-1][0]), "now": store.now()})
+        return len(events)
+
+    return await store.transact(work)
+
+
+class Projector:
+    """The housekeeper that keeps the read model up to date.
+
+    It runs again at once while it finds full batches, after ``busy`` seconds when it found some
+    events, and after ``idle`` seconds when it found none.
+    """
+
+    name = "projector"
+
+    def __init__(self, *, batch: int = BATCH, busy: float = 1.0, idle: float = 5.0) -> None:
+        self.batch = batch
+        self.busy = busy
+        self.idle = idle
+        self._next = 0.0
+
+    async def next_due(self, app: App, now: float) -> float | None:
+        """When to fold next (kept in memory)."""
+        return self._next
+
+    async def run(self, app: App, now: float) -> bool:
+        """Fold one batch; the read model never makes jobs runnable, so this returns False."""
+        self._next = now + self.idle  # a failing run is not retried at once
+        n = await project_once(await app.store(), limit=self.batch)
+        self._next = now if n >= self.batch else now + (self.busy if n else self.idle)
+        return False
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+
+def _since(since: Any, now: float) -> float:
+    if since is None:
+        return now - 3600.0
+    if isinstance(since, datetime):
+        if since.tzinfo is None:
+            raise InvalidOption("since", since, "a timezone-aware datetime, a timedelta or epoch seconds")
+        return since.timestamp()
+    if isinstance(since, timedelta):
+        return now - since.total_seconds()
+    if isinstance(since, int | float) and not isinstance(since, bool):
+        return float(since)
+    raise InvalidOption("since", since, "a timezone-aware datetime, a timedelta (ago) or epoch seconds")
+
+
+async def read_stats(store: Store, *, binding: str | None = None, since: Any = None) -> Stats:
+    """The read model since ``since`` (default: the last hour), for one binding or all.
+
+    ``since`` is an aware datetime, a timedelta (that long ago) or epoch seconds; it is rounded down
+    to its minute, the read model's grain.
+    """
+    start = int(_since(since, store.now()) // 60)
+
+    async def work(tx: Tx) -> tuple[list[tuple[Any, ...]], int]:
+        rows = await tx.fetch("stats_since", {"minute": start, "binding": binding})
+        pending = await tx.fetchone("count_unprojected")
+        return rows, int(pending[0]) if pending else 0
+
+    rows, pending = await store.transact(work, exclusive=False)
+    total = Tally()
+    per_binding: dict[str, Tally] = {}
+    per_minute: dict[int, Tally] = {}
+    for row in rows:
+        tally = Tally.from_row(row[2:])
+        total.merge(tally)
+        per_binding.setdefault(row[0], Tally()).merge(tally)
+        per_minute.setdefault(int(row[1]), Tally()).merge(tally)
+    return Stats(
+        since=datetime.fromtimestamp(start * 60, UTC), total=total.figures(),
+        bindings={b: t.figures() for b, t in sorted(per_binding.items())},
+        minutes=[(datetime.fromtimestamp(m * 60, UTC), t.figures()) for m, t in sorted(per_minute.items())],
+        pending_events=pending,
+    )
+
+
+__all__ = ["BATCH", "COUNTERS", "Figures", "Projector", "Stats", "Tally", "bucket_of", "bucket_value", "fold",
+           "percentile", "project_once", "read_stats"]

@@ -1,0 +1,124 @@
+"""Wake-ups for the PostgreSQL store: one ``LISTEN`` connection per store, shared by its subscribers.
+
+A worker holds one subscription for its life and ``App.wait`` takes one per call; they all share
+the store's listening connection, so waiting on many jobs costs no extra connections. A lost
+connection is re-established with backoff, and every subscriber is then woken, since notifications
+sent meanwhile were missed (a spurious wake-up only costs a look at the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import TupleRow
+
+from jobloom.store.base import Wakeups, wait_event
+
+log = logging.getLogger("jobloom.store.postgres")
+HEALTH_CHECK = 30.0  # a connection quiet for this long is probed: it may be silently dead
+CONNECT_TIMEOUT = 10
+
+
+class Listener:
+    """The listening connection of one store and the subscribers it wakes."""
+
+    def __init__(self, conninfo: str, channel: str) -> None:
+        self.conninfo = conninfo
+        self.channel = channel
+        self.subscribers: set[asyncio.Event] = set()
+        self.conn: psycopg.AsyncConnection[TupleRow] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        """Listen now if the server answers (so no signal sent after this returns is missed)."""
+        try:
+            self.conn = await self._listen()
+        except (psycopg.OperationalError, OSError) as exc:
+            log.warning("jobloom LISTEN failed (%s); retrying in the background", exc)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def subscribe(self) -> Subscription:
+        """A new subscriber's handle."""
+        event = asyncio.Event()
+        self.subscribers.add(event)
+        return Subscription(self, event)
+
+    def _signal(self) -> None:
+        for event in self.subscribers:
+            event.set()
+
+    async def _listen(self) -> psycopg.AsyncConnection[TupleRow]:
+        conn = await psycopg.AsyncConnection.connect(
+            self.conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        )
+        try:
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _run(self) -> None:
+        delay = 0.05
+        while not self._closed:
+            if self.conn is None:
+                try:
+                    self.conn = await self._listen()
+                except Exception as exc:
+                    log.debug("jobloom LISTEN reconnect failed (%s); next try in %.2f s", exc, delay)
+                    await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                    delay = min(delay * 2, 5.0)
+                    continue
+                delay = 0.05
+                log.info("jobloom LISTEN connection re-established")
+                self._signal()  # notifications may have been missed while disconnected
+            conn = self.conn
+            try:
+                async for _ in conn.notifies(timeout=HEALTH_CHECK):
+                    self._signal()
+                await conn.execute("SELECT 1")
+            except Exception as exc:  # whatever broke, listen again: a dead listener would go unnoticed
+                if self._closed:
+                    return
+                log.warning("jobloom LISTEN connection lost (%s: %s); reconnecting", type(exc).__name__, exc)
+                self.conn = None
+                with contextlib.suppress(Exception):
+                    await conn.close()
+                self._signal()  # what was missed meanwhile is looked at now
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(delay * 2, 5.0)
+
+    async def stop(self) -> None:
+        """Stop listening and close the connection; subscribers are woken one last time."""
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                await self.conn.close()
+            self.conn = None
+        self._signal()
+
+
+class Subscription(Wakeups):
+    """One subscriber of a store's :class:`Listener`."""
+
+    def __init__(self, listener: Listener, event: asyncio.Event) -> None:
+        self.listener = listener
+        self._event = event
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait for a notification (True) or the timeout (False); notifications meanwhile are merged."""
+        return await wait_event(self._event, timeout)
+
+    async def close(self) -> None:
+        """Stop receiving wake-ups (the store's connection stays for its other subscribers)."""
+        self.listener.subscribers.discard(self._event)

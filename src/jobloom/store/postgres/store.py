@@ -1,0 +1,472 @@
+"""The PostgreSQL store: many workers on many machines share one database.
+
+Serialization is taken only where a limit needs it: a row lock on a limited binding,
+``FOR UPDATE SKIP LOCKED`` to claim, an advisory lock per unique key. Transactions run at READ
+COMMITTED on pooled connections (psycopg 3 + ``psycopg_pool``); a transient failure (serialization
+failure, deadlock, lost connection) rolls back and runs the transaction again with backoff. Idle
+workers are woken by ``LISTEN/NOTIFY`` on one channel per schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from jobloom.core.errors import CommitUnknown, StoreError
+from jobloom.store.base import Store, Tx, Wakeups, run_without_loop
+from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, _server_unavailable, is_transient
+from jobloom.store.postgres.listen import Listener
+from jobloom.store.postgres.tx import AsyncConn, PostgresTx, SyncConn, SyncPostgresTx, to_psycopg
+from jobloom.store.sql import load_migrations
+
+T = TypeVar("T")
+RECONNECT_GIVE_UP = 8.0
+log = logging.getLogger("jobloom.store.postgres")
+
+_RETRY_DEADLINE = 60.0
+CLOCK_RESYNC = 30.0
+_CONNECT_TIMEOUT = 10.0
+_MIGRATE_LOCK = "jobloom.migrate"
+
+
+def _channel(schema: str) -> str:
+    name = f"jobloom_{schema}"
+    if len(name.encode()) > 63:  # longer names are not valid channels
+        name = "jobloom_" + hashlib.sha1(schema.encode()).hexdigest()[:32]
+    return name
+
+
+class PostgresStore(Store):
+    """PostgreSQL driver: ``PostgresStore("postgresql://user@host/db", schema="jobs")``.
+
+    ``schema`` puts every jobloom table in that schema (created by :meth:`migrate`), so several
+    apps can share a database; without it the connection's ``search_path`` decides. ``pool_min`` and
+    ``pool_max`` size the connection pool; a transaction that keeps failing transiently is given up
+    after ``retry_deadline`` seconds.
+    """
+
+    dialect = "postgres"
+    streams_inserts = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        pool_min: int = 1,
+        pool_max: int = 10,
+        retry_deadline: float = _RETRY_DEADLINE,
+    ) -> None:
+        if schema is not None and (not isinstance(schema, str) or not schema or "\0" in schema):
+            raise StoreError(f"invalid schema name {schema!r}")
+        if not 0 <= pool_min <= pool_max or pool_max < 1:
+            raise StoreError(f"invalid pool size: pool_min={pool_min}, pool_max={pool_max}")
+        self.url = url
+        self.schema = schema
+        self.pool_min = pool_min
+        self.pool_max = pool_max
+        self.retry_deadline = retry_deadline
+        self.channel = _channel(schema or "default")
+        self._pool: AsyncConnectionPool[AsyncConn] | None = None
+        self._opening: asyncio.Lock | None = None
+        self._listener: Listener | None = None
+        self._listening: asyncio.Lock | None = None
+        self._notifier: asyncio.Task[None] | None = None
+        self._notify_wanted = False
+        self._notify_failing = False
+        self.clock_offset = 0.0
+        self.clock_error = 0.0
+        self._clock_synced = 0.0
+        self._clock_task: asyncio.Task[None] | None = None
+
+    # -- connections --------------------------------------------------------------------------------
+
+    async def _configure(self, conn: AsyncConn) -> None:
+        if self.schema is not None:
+            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    async def open(self) -> None:
+        """Check that the server answers, then open the pool.
+
+        A server that is down or starting is waited for, with backoff, up to ``retry_deadline``;
+        a refused login or a missing database fails at once, with the server's message.
+        """
+        if self._pool is not None:
+            return
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is not None:
+                return
+            await self._check_server()
+            pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
+                self.url, min_size=self.pool_min, max_size=self.pool_max, open=False,
+                kwargs={"autocommit": True}, configure=self._configure, name="jobloom",
+                # the pool's reconnect backoff doubles without a cap; giving up after a few seconds makes
+                # the next request start a fresh attempt, so a worker is back soon after a long outage
+                reconnect_timeout=RECONNECT_GIVE_UP,
+            )
+            await pool.open(wait=False)
+            self._pool = pool
+
+    async def _check_server(self) -> None:
+        deadline = time.monotonic() + self.retry_deadline
+        delay = 0.05
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT)
+                )
+            except psycopg.Error as exc:
+                if not _server_unavailable(exc) or time.monotonic() + delay > deadline:
+                    raise StoreError(f"cannot connect to PostgreSQL at {_safe_url(self.url)}: {exc}") from exc
+                log.warning("PostgreSQL is not reachable (%s); trying again in %.2f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            try:
+                await self._measure_clock(conn)
+            finally:
+                await conn.close()
+            return
+
+    async def _measure_clock(self, conn: AsyncConn) -> None:
+        """Read the server's clock a few times and keep the offset of the fastest round trip: the
+        server's time is within half that round trip of the midpoint of our two readings."""
+        best: tuple[float, float] | None = None
+        for _ in range(3):
+            t0 = time.time()
+            cur = await conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
+            row = await cur.fetchone()
+            t1 = time.time()
+            if row is None:
+                continue
+            sample = (t1 - t0, float(row[0]) - (t0 + t1) / 2)
+            if best is None or sample[0] < best[0]:
+                best = sample
+        if best is not None:
+            self.clock_offset = best[1]
+            self.clock_error = best[0] / 2
+        self._clock_synced = time.monotonic()
+
+    async def sync_clock(self) -> None:
+        """Measure the offset between this host's clock and the server's again (on a pooled connection)."""
+        pool = await self._ready()
+        async with pool.connection(timeout=5.0) as conn:
+            await self._measure_clock(conn)
+
+    def now(self) -> float:
+        """The server's clock, as estimated from this host's: every time that decides (leases, delays,
+        deadlines, schedules, retention) is read from it, so hosts whose clocks disagree still agree on
+        the order of things. The offset is measured at open and again every ``CLOCK_RESYNC`` seconds."""
+        if time.monotonic() - self._clock_synced > CLOCK_RESYNC and self._pool is not None and (
+            self._clock_task is None or self._clock_task.done()
+        ):
+            with contextlib.suppress(RuntimeError):  # no running loop: measured at the next use
+                self._clock_task = asyncio.get_running_loop().create_task(self._resync())
+        return time.time() + self.clock_offset
+
+    async def _resync(self) -> None:
+        try:
+            await self.sync_clock()
+        except Exception as exc:  # keep the last offset; try again at the next resync
+            self._clock_synced = time.monotonic()
+            log.warning("could not read the PostgreSQL server's clock (%s: %s)", type(exc).__name__, exc)
+
+    async def close(self) -> None:
+        """Close the pool and the listening connection (after sending a pending NOTIFY)."""
+        if self._notifier is not None and not self._notifier.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._notifier, 5.0)
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.stop()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def _ready(self) -> AsyncConnectionPool[AsyncConn]:
+        if self._pool is None:
+            await self.open()
+        assert self._pool is not None
+        return self._pool
+
+    # -- transactions -------------------------------------------------------------------------------
+
+    async def transact(self, fn: Callable[[Tx], Awaitable[T]], *, exclusive: bool = True) -> T:
+        """Run ``fn`` in one transaction on a pooled connection, again after a transient failure.
+
+        ``exclusive`` is accepted for the seam's sake: PostgreSQL serializes with row locks taken by
+        the queries themselves, not per transaction.
+        """
+
+        async def once(conn: AsyncConn, phase: _Phase) -> T:
+            tx = PostgresTx(conn, begun=False, channel=self.channel)
+            try:
+                result = await fn(tx)
+                phase.unsure = True  # from here on, the COMMIT may be applied without our hearing so
+                await tx.commit()
+            except BaseException:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.UNKNOWN:
+                    with contextlib.suppress(psycopg.Error):
+                        await tx.rollback()
+                raise
+            return result
+
+        return await self._retrying(once, "COMMIT")
+
+    async def autocommit(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``fn``'s one statement on its own, without ``BEGIN``/``COMMIT``: one round trip.
+
+        A statement is atomic by itself. A connection that the server has closed while it sat in the
+        pool (a restart) is noticed before the statement is sent and replaced; a connection lost
+        while the statement runs leaves its outcome unknown: :class:`CommitUnknown`.
+        """
+
+        async def once(conn: AsyncConn, phase: _Phase) -> T:
+            if _has_unread(conn):  # idle connections hear only of their end (a FATAL, or EOF)
+                await conn.close()
+                raise psycopg.OperationalError("the pooled connection was closed by the server")
+            phase.unsure = True  # the statement commits itself
+            tx = PostgresTx(conn, channel=self.channel, statements=1)
+            result = await fn(tx)
+            if tx.has_pending():
+                raise StoreError("a single-statement transaction left writes unsent")
+            return result
+
+        return await self._retrying(once, "a statement")
+
+    async def _retrying(self, once: Callable[[AsyncConn, _Phase], Awaitable[T]], unsure_step: str) -> T:
+        """Run ``once`` on a pooled connection until it succeeds, a failure is not transient, or
+        ``retry_deadline`` passes (exponential backoff). A connection lost after ``once`` marked its
+        phase unsure raises :class:`CommitUnknown`: running it again could apply it twice."""
+        pool = await self._ready()
+        deadline = time.monotonic() + self.retry_deadline
+        delay = 0.002  # a lock conflict clears in milliseconds; a lost server backs off to 2 s
+        while True:
+            phase = _Phase()
+            done = False
+            try:
+                async with pool.connection(timeout=max(0.05, deadline - time.monotonic())) as conn:
+                    result = await once(conn, phase)
+                    done = True
+                return result
+            except Exception as exc:
+                if done:  # applied; only handing the connection back failed
+                    return result
+                if phase.unsure and _connection_lost(exc):
+                    raise CommitUnknown(
+                        f"the connection failed during {unsure_step} ({type(exc).__name__}: {exc}); "
+                        "it may or may not have been applied"
+                    ) from exc
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                    raise
+                conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
+                log.log(logging.DEBUG if conflict else logging.WARNING,
+                        "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
+                await asyncio.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(delay * 2, 2.0)
+
+    async def transact_on(self, conn: AsyncConn, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``fn`` inside the caller's open transaction on ``conn``; the caller commits (or not).
+
+        Nothing jobloom writes is visible until that commit, and a rollback leaves no job. Workers
+        are notified at commit (``NOTIFY`` is transactional). ``fn`` runs under a savepoint: if it
+        fails, its writes are undone and the caller's transaction stays usable.
+        """
+        if not isinstance(conn, psycopg.AsyncConnection):
+            raise StoreError(
+                f"connection= on a PostgreSQL store takes a psycopg.AsyncConnection here, not {type(conn).__name__}"
+            )
+        if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            raise StoreError("transactional enqueue needs a connection inside a transaction")
+        cur = await conn.execute(self._enter_sql())
+        old_path = await _old_search_path(cur)
+        try:
+            tx = PostgresTx(conn, channel=self.channel)
+            result = await fn(tx)
+            await tx.connection()  # its deferred writes go out before the savepoint is released
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):  # the connection is gone: the caller's rollback
+                await conn.execute(self._exit_sql(old_path, ok=False))
+            raise
+        await conn.execute(self._exit_sql(old_path, ok=True))
+        return result
+
+    def transact_on_sync(self, conn: SyncConn, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        """:meth:`transact_on` for a synchronous ``psycopg.Connection``.
+
+        ``fn`` is the same kind of coroutine function as for :meth:`transact`, but it must await only
+        the Tx it is given: it runs to completion in the calling thread, without an event loop.
+        """
+        if not isinstance(conn, psycopg.Connection):
+            raise StoreError(
+                f"connection= on a PostgreSQL store takes a psycopg.Connection here, not {type(conn).__name__}"
+            )
+        if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            raise StoreError("transactional enqueue needs a connection inside a transaction")
+        cur = conn.execute(self._enter_sql())
+        old_path = None
+        if self.schema is not None:
+            cur.nextset()
+            row = cur.fetchone()
+            old_path = None if row is None else row[0]
+        try:
+            result = run_without_loop(fn(SyncPostgresTx(conn)))
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):  # the connection is gone: the caller's rollback
+                conn.execute(self._exit_sql(old_path, ok=False))
+            raise
+        conn.execute(self._exit_sql(old_path, ok=True))
+        return result
+
+    def _enter_sql(self) -> sql.Composed:
+        # One round trip: a savepoint, and (with a schema) this store's search_path for the
+        # transaction, reading the caller's first so that it can be put back.
+        parts: list[sql.Composable] = [sql.SQL("SAVEPOINT jobloom_enqueue")]
+        if self.schema is not None:
+            parts.append(sql.SQL("SELECT current_setting('search_path'), set_config('search_path', {}, true)")
+                         .format(sql.Literal(sql.Identifier(self.schema).as_string(None))))
+        return sql.SQL("; ").join(parts)
+
+    def _exit_sql(self, old_path: str | None, *, ok: bool) -> sql.Composed:
+        parts: list[sql.Composable] = []
+        if ok:
+            parts.append(sql.SQL("SELECT pg_notify({}, '')").format(sql.Literal(self.channel)))
+        else:
+            parts.append(sql.SQL("ROLLBACK TO SAVEPOINT jobloom_enqueue"))
+        if old_path is not None:
+            parts.append(sql.SQL("SELECT set_config('search_path', {}, true)").format(sql.Literal(old_path)))
+        parts.append(sql.SQL("RELEASE SAVEPOINT jobloom_enqueue"))
+        return sql.SQL("; ").join(parts)
+
+    # -- wake-ups -----------------------------------------------------------------------------------
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """A conflict, a lost or refused connection, a pool that had no connection in time."""
+        return isinstance(exc, StoreError | OSError) or is_transient(exc)
+
+    async def notify(self) -> None:
+        """``NOTIFY`` this schema's channel, in the background; never raises (a lost signal only delays
+        a worker). Calls made while a NOTIFY is on its way are folded into one more, so a caller
+        never waits for the round trip and a burst of commits sends two signals, not one per commit."""
+        self._notify_wanted = True
+        if self._notifier is None or self._notifier.done():
+            self._notifier = asyncio.get_running_loop().create_task(self._send_notifications())
+
+    async def _send_notifications(self) -> None:
+        while self._notify_wanted:
+            self._notify_wanted = False
+            try:
+                pool = await self._ready()
+                async with pool.connection(timeout=5.0) as conn:
+                    await conn.execute("SELECT pg_notify(%s, '')", [self.channel])
+                self._notify_failing = False
+            except Exception as exc:  # idle workers still wake at their next due moment
+                level = logging.DEBUG if self._notify_failing else logging.WARNING
+                self._notify_failing = True  # one warning per run of failures, not one per commit
+                log.log(level, "jobloom NOTIFY failed (%s: %s); idle workers will notice the change at their "
+                        "next due moment", type(exc).__name__, exc)
+
+    async def wakeups(self) -> Wakeups:
+        """Subscribe to this schema's channel (one ``LISTEN`` connection per store, shared)."""
+        if self._listening is None:
+            self._listening = asyncio.Lock()
+        async with self._listening:
+            if self._listener is None:
+                listener = Listener(self.url, self.channel)
+                await listener.start()
+                self._listener = listener
+        return self._listener.subscribe()
+
+    # -- migrations ---------------------------------------------------------------------------------
+
+    async def applied_migrations(self) -> list[str]:
+        """Migrations recorded in the schema (none if it or its table does not exist yet)."""
+
+        async def read(tx: Tx) -> list[str]:
+            conn = await _conn_of(tx)
+            cur = await conn.execute("SELECT to_regclass('jobloom_migrations') IS NOT NULL")
+            row = await cur.fetchone()
+            if not row or not row[0]:
+                return []
+            cur = await conn.execute("SELECT name FROM jobloom_migrations ORDER BY version")
+            return [r[0] for r in await cur.fetchall()]
+
+        return await self.transact(read, exclusive=False)
+
+    async def migrate(self) -> list[str]:
+        """Apply missing migrations, each in its own transaction, under an advisory lock per schema.
+
+        Two processes migrating at once apply each migration once: the second waits for the lock,
+        then finds the migration recorded.
+        """
+        applied_now: list[str] = []
+        for mig in load_migrations(self.dialect):
+
+            async def apply(tx: Tx, mig: Any = mig) -> bool:
+                conn = await _conn_of(tx)
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s), "
+                    "hashtext(coalesce(%s::text, current_schema()::text, '')))",
+                    [_MIGRATE_LOCK, self.schema],
+                )
+                if self.schema is not None:
+                    await conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+                    )
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS jobloom_migrations (version integer PRIMARY KEY, "
+                    "name text NOT NULL, applied_at double precision NOT NULL)"
+                )
+                cur = await conn.execute("SELECT 1 FROM jobloom_migrations WHERE version = %s", [mig.version])
+                if await cur.fetchone():
+                    return False
+                await conn.execute(mig.sql)  # no parameters: one script, many statements
+                await conn.execute(
+                    "INSERT INTO jobloom_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                    [mig.version, mig.name, time.time()],
+                )
+                return True
+
+            if await self.transact(apply):
+                applied_now.append(mig.name)
+        return applied_now
+
+
+async def _conn_of(tx: Tx) -> AsyncConn:
+    if not isinstance(tx, PostgresTx):
+        raise StoreError("expected a PostgreSQL transaction")
+    return await tx.connection()
+
+
+class _Phase:
+    """How far one attempt of a transaction got: ``unsure`` once a lost connection could hide that it
+    was applied."""
+
+    __slots__ = ("unsure",)
+
+    def __init__(self) -> None:
+        self.unsure = False
+
+
+async def _old_search_path(cur: psycopg.AsyncCursor[TupleRow]) -> str | None:
+    if not cur.nextset():
+        return None
+    row = await cur.fetchone()
+    return None if row is None else str(row[0])
+
+
+__all__ = ["PostgresStore", "PostgresTx", "SyncPostgresTx", "is_transient", "to_psycopg"]
