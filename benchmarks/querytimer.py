@@ -72,11 +72,11 @@ def _timed_transact(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> None:
     """Wrap the store classes that are importable here."""
-    from jobloom.store import sqlite
+    from jobloom.store.sqlite import store as sqlite
 
     classes: list[tuple[Any, Any]] = [(sqlite.SQLiteTx, sqlite.SQLiteStore)]
     try:
-        from jobloom.store import postgres
+        from jobloom.store.postgres import store as postgres
 
         classes.append((postgres.PostgresTx, postgres.PostgresStore))
     except ImportError:

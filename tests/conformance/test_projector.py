@@ -183,7 +183,7 @@ async def _seqs(store: Store, job_id: int) -> list[int]:
 async def test_sqlite_outbox_upgrade_keeps_unfolded_events(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file migrated before the outbox lost AUTOINCREMENT (0006) keeps its unfolded events and their
     seqs; each is counted once, and so are the events written after the upgrade."""
-    from jobloom.store import sqlite as sqlite_store
+    from jobloom.store.sqlite import store as sqlite_store
 
     every = sqlite_store.load_migrations("sqlite")
     assert every[5].name == "0006_outbox_rowid"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import jobloom
-from jobloom.store import wake
+from jobloom.store.sqlite import wake
 from jobloom.store.sqlite.store import wake_folder
 
 from .performers import Echo

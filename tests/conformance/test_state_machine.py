@@ -24,7 +24,8 @@ import pytest
 from jobloom.core import lifecycle
 from jobloom.core.options import Backoff
 from jobloom.core.states import ALL_STATES, ALLOWED, BY_NAME, TRANSITIONS, can_transition, transition
-from jobloom.store.base import Store, Tx, open_store
+from jobloom.store import open_store
+from jobloom.store.base import Store, Tx
 from jobloom.store.sql import load_queries
 from jobloom.store.sqlite.store import sqlite_path
 
