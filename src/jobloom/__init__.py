@@ -16,13 +16,12 @@ from jobloom.core.errors import (
     JobTimeout,
     MigrationsMissing,
     PayloadTooLarge,
-    Permanent,
-    Retry,
     StoreError,
     UnknownBinding,
     WaitTimeout,
 )
 from jobloom.core.options import Backoff, RateLimit
+from jobloom.core.signals import Permanent, Retry
 from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
 from jobloom.engine.enqueue import EnqueueOptions
 from jobloom.engine.performer import Performer

@@ -71,14 +71,14 @@ async def test_an_expired_lease_is_reaped_and_the_stale_report_is_recorded_not_a
     [c] = await claim(app, "Echo", "w1", now=now, lease=1.0)
 
     async def reap(t: Any) -> list[int]:
-        return await coordinator.reap(t, now + 1.0 + coordinator.LEASE_GRACE + 0.1)
+        return await coordinator.reap(t, now + 1.0 + coordinator.LEASE_GRACE + 0.1, hooks=app.hooks)
 
     assert await tx(app, reap) == [job.id]
     after = await app.get_job(job.id)
     assert after.state == "scheduled"  # at-least-once: a failed attempt, retried with backoff
     # the lost worker reports success late: fenced off, recorded in the history
     async def late(t: Any) -> ReportResult:
-        return await coordinator.report(t, [outcome(c, "w1")], time.time())
+        return await coordinator.report(t, [outcome(c, "w1")], time.time(), hooks=app.hooks)
 
     result = await tx(app, late)
     assert result.stale == [job.id] and result.applied == 0
@@ -99,8 +99,8 @@ async def test_a_cycle_that_reports_a_job_whose_lease_expired_applies_the_report
     async def cycle(t: Any) -> tuple[list[int], set[int]]:
         reads = await coordinator.read_cycle(t, later, reporting=[done.id], worker="w1", watching=True,
                                              bindings=["Echo"])
-        await coordinator.report(t, [outcome(claimed[done.id], "w1")], later, locked=reads.locked)
-        return await coordinator.reap(t, later, expired=reads.expired), set(reads.bindings)
+        await coordinator.report(t, [outcome(claimed[done.id], "w1")], later, locked=reads.locked, hooks=app.hooks)
+        return await coordinator.reap(t, later, expired=reads.expired, hooks=app.hooks), set(reads.bindings)
 
     reaped, bindings = await tx(app, cycle)
     assert reaped == [lost.id] and bindings == {"Echo"}
@@ -116,20 +116,21 @@ async def test_a_newer_attempt_is_never_overwritten_by_an_older_one(app: jobloom
 
     async def reap_and_promote(t: Any) -> None:
         later = t0 + 100
-        await coordinator.reap(t, later)
+        await coordinator.reap(t, later, hooks=app.hooks)
         await t.execute("promote_due", {"now": later + 7200, "limit": 10})
 
     await tx(app, reap_and_promote)
     [second] = await claim(app, "Echo", "w2", now=time.time())
     assert second.attempt == 2
     async def report_both(t: Any) -> ReportResult:
-        return await coordinator.report(t, [outcome(first, "w1", lifecycle.FAILED, error="old")], time.time())
+        return await coordinator.report(t, [outcome(first, "w1", lifecycle.FAILED, error="old")], time.time(),
+                                        hooks=app.hooks)
 
     assert (await tx(app, report_both)).stale == [job.id]
     assert (await app.get_job(job.id)).state == "running"
 
     async def report_new(t: Any) -> ReportResult:
-        return await coordinator.report(t, [outcome(second, "w2", result='"ok"')], time.time())
+        return await coordinator.report(t, [outcome(second, "w2", result='"ok"')], time.time(), hooks=app.hooks)
 
     assert (await tx(app, report_new)).applied == 1
     done = await app.get_job(job.id)
@@ -142,7 +143,7 @@ async def test_a_repeated_report_is_idempotent(app: jobloom.App) -> None:
     o = outcome(c, "w1", result='"r"')
 
     async def rep(t: Any) -> ReportResult:
-        return await coordinator.report(t, [o], time.time())
+        return await coordinator.report(t, [o], time.time(), hooks=app.hooks)
 
     assert (await tx(app, rep)).applied == 1
     again = await tx(app, rep)
@@ -157,7 +158,7 @@ async def test_at_most_once_lost_worker_gives_stalled(app: jobloom.App) -> None:
     await claim(app, "Once", "w1", now=now, lease=1.0)
 
     async def reap(t: Any) -> list[int]:
-        return await coordinator.reap(t, now + 10)
+        return await coordinator.reap(t, now + 10, hooks=app.hooks)
 
     await tx(app, reap)
     stalled = await app.get_job(job.id)
@@ -172,7 +173,8 @@ async def test_at_most_once_failure_is_not_retried(app: jobloom.App) -> None:
     [c] = await claim(app, "Once", "w1", now=time.time())
 
     async def rep(t: Any) -> ReportResult:
-        return await coordinator.report(t, [outcome(c, "w1", lifecycle.FAILED, error="x")], time.time())
+        return await coordinator.report(t, [outcome(c, "w1", lifecycle.FAILED, error="x")], time.time(),
+                                        hooks=app.hooks)
 
     await tx(app, rep)
     assert (await app.get_job(job.id)).state == "failed"
@@ -194,7 +196,7 @@ async def test_heartbeat_extends_only_the_owners_leases(app: jobloom.App) -> Non
     assert await beat("w1") == ({key}, set())
 
     async def reap(t: Any) -> list[int]:
-        return await coordinator.reap(t, now + 1.0 + coordinator.LEASE_GRACE + 0.2)
+        return await coordinator.reap(t, now + 1.0 + coordinator.LEASE_GRACE + 0.2, hooks=app.hooks)
 
     assert await tx(app, reap) == []  # the lease was extended to now + 1.5
     await app.cancel(job.id)
@@ -251,7 +253,7 @@ async def test_every_state_change_appends_an_event(app: jobloom.App) -> None:
     await claim(app, "Once", "w1", now=now, lease=1.0)
 
     async def reap(t: Any) -> list[int]:
-        return await coordinator.reap(t, now + 10)
+        return await coordinator.reap(t, now + 10, hooks=app.hooks)
 
     await tx(app, reap)
     assert await events_of(app, once.id) == ["enqueued", "started", "stalled"]

@@ -77,7 +77,7 @@ async def claim(app: jobloom.App, binding: str) -> Claimed:
 async def report(app: jobloom.App, c: Claimed, kind: str) -> None:
     store = await app.store()
     o = Outcome(c.id, c.attempt, kind, "w", c.started_at, time.time(), run_id=c.run_id)
-    await store.transact(lambda tx: coordinator.report(tx, [o], time.time()))
+    await store.transact(lambda tx: coordinator.report(tx, [o], time.time(), hooks=app.hooks))
 
 
 async def expire(app: jobloom.App) -> list[str]:

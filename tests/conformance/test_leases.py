@@ -67,7 +67,7 @@ async def test_an_attempt_whose_lease_could_not_be_renewed_is_stopped_before_any
             ostore = await other.store()
 
             async def reap(tx: Tx) -> list[int]:
-                return await coordinator.reap(tx, time.time())
+                return await coordinator.reap(tx, time.time(), hooks=other.hooks)
 
             async def reaped() -> bool:
                 return job.id in await ostore.transact(reap)

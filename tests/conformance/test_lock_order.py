@@ -64,7 +64,7 @@ async def _pg_deadlocks(url: str) -> int:
 
 
 async def _worker(app: jobloom.App, name: str, stop: asyncio.Event) -> int:
-    """A worker's cycle as :class:`jobloom.worker.Worker` runs it, with jobs that finish at once."""
+    """A worker's cycle as :class:`jobloom.engine.worker.Worker` runs it, with jobs that finish at once."""
     store = await app.store()
     held: list[Claimed] = []
     reported = 0
@@ -78,8 +78,8 @@ async def _worker(app: jobloom.App, name: str, stop: asyncio.Event) -> int:
             reads = await coordinator.read_cycle(tx, now, reporting=[o.job_id for o in outcomes], worker=name,
                                                  watching=False, bindings=["Node"], runs=[o.run_id for o in outcomes])
             if outcomes:
-                await coordinator.report(tx, outcomes, now, locked=reads.locked)
-            await coordinator.reap(tx, now, expired=reads.expired)
+                await coordinator.report(tx, outcomes, now, hooks=app.hooks, locked=reads.locked)
+            await coordinator.reap(tx, now, hooks=app.hooks, expired=reads.expired)
             got = await coordinator.dispatch(tx, "Node", capacity=rng.randint(2, 8), worker=name, now=now,
                                              lease=30.0, binding_rows=reads.bindings["Node"])
             return got.claimed

@@ -75,15 +75,15 @@ async def test_defaults_keep_successes_a_day_and_failures_a_week(app: jobloom.Ap
     ids = await finished_jobs(app)
     assert await attempt_rows(app, ids["succeeded"]) == 1
     now = time.time()
-    assert await prune(app, now + 0.5 * DAY) == (0, False)
-    deleted, more = await prune(app, now + 2 * DAY)
+    assert await prune(await app.store(), app.specs, now + 0.5 * DAY) == (0, False)
+    deleted, more = await prune(await app.store(), app.specs, now + 2 * DAY)
     assert (deleted, more) == (1, False)
     assert not await exists(app, ids["succeeded"]) and await attempt_rows(app, ids["succeeded"]) == 0
     assert await exists(app, ids["failed"]) and await exists(app, ids["cancelled"])
-    assert await prune(app, now + 8 * DAY) == (2, False)
+    assert await prune(await app.store(), app.specs, now + 8 * DAY) == (2, False)
     assert not await exists(app, ids["failed"]) and await attempt_rows(app, ids["failed"]) == 0
     assert not await exists(app, ids["cancelled"])
-    assert await prune(app, now + 1000 * DAY) == (0, False)
+    assert await prune(await app.store(), app.specs, now + 1000 * DAY) == (0, False)
     assert await exists(app, ids["waiting"])  # never an unfinished job
 
 
@@ -92,7 +92,7 @@ async def test_each_binding_uses_its_performer_retention(app: jobloom.App) -> No
     ok = await app.enqueue(Ok, {})
     await app.drain()
     await app.enqueue(Ok, {}, delay=DAY)
-    await prune(app, time.time() + 90)
+    await prune(await app.store(), app.specs, time.time() + 90)
     assert not await exists(app, brief.id) and await exists(app, ok.id)
 
 
@@ -100,7 +100,7 @@ async def test_bindings_the_app_does_not_know_get_the_defaults(app: jobloom.App,
     ids = await finished_jobs(app)
     bare = jobloom.App(store_url, auto_migrate=True)
     try:
-        assert await prune(bare, time.time() + 2 * DAY) == (1, False)
+        assert await prune(await bare.store(), bare.specs, time.time() + 2 * DAY) == (1, False)
         assert not await exists(app, ids["succeeded"]) and await exists(app, ids["failed"])
     finally:
         await bare.close()
@@ -137,14 +137,14 @@ async def test_an_app_prunes_another_apps_binding_by_the_retention_its_performer
         # pruner did not know of when it listed the stored retentions
         assert await prune_batch(await enqueuing.store(), state="succeeded", cutoff=now + 2 * DAY, bindings=["Mine"],
                                  others=True, limit=10) == 0
-        keeper = RetentionKeeper()
+        keeper = RetentionKeeper(enqueuing.specs)
 
-        await keeper.run(enqueuing, now + 90)  # its own binding by its own retention
+        await keeper.run(await enqueuing.store(), now + 90)  # its own binding by its own retention
         assert not await exists(enqueuing, mine.id) and await exists(enqueuing, report.id)
         for later in (2 * DAY, 29 * DAY):  # past the default day, within the stored 30 days: kept
-            await keeper.run(enqueuing, now + later)
+            await keeper.run(await enqueuing.store(), now + later)
             assert await exists(enqueuing, report.id), later
-        await keeper.run(enqueuing, now + 31 * DAY)
+        await keeper.run(await enqueuing.store(), now + 31 * DAY)
         assert not await exists(enqueuing, report.id) and await attempt_rows(enqueuing, report.id) == 0
         assert keeper.deleted == 2
     finally:
@@ -163,8 +163,9 @@ async def test_a_binding_with_no_stored_retention_gets_the_defaults(store_url: s
         await performers.enqueue(Ok, {}, delay=100 * DAY)  # unfinished, and the newest job
         assert await stored_retentions(await pruner.store()) == {}
         now = time.time()
-        assert await prune(pruner, now + 6 * DAY) == (0, False)
-        assert await prune(pruner, now + 8 * DAY) == (2, False)  # cancelled: 7 days by default
+        assert await prune(await pruner.store(), pruner.specs, now + 6 * DAY) == (0, False)
+        # cancelled: 7 days by default
+        assert await prune(await pruner.store(), pruner.specs, now + 8 * DAY) == (2, False)
         assert [await exists(pruner, j.id) for j in cancelled] == [False, False]
     finally:
         await performers.close()
@@ -179,8 +180,8 @@ async def test_pruning_goes_in_bounded_batches(app: jobloom.App) -> None:
     later = time.time() + 2 * DAY
     assert await prune_batch(store, state="succeeded", cutoff=later - DAY, bindings=["Ok"], others=False,
                              limit=3) == 3
-    assert await prune(app, later, batch=3, max_batches=2) == (6, True)
-    assert await prune(app, later, batch=3, max_batches=2) == (1, False)
+    assert await prune(await app.store(), app.specs, later, batch=3, max_batches=2) == (6, True)
+    assert await prune(await app.store(), app.specs, later, batch=3, max_batches=2) == (1, False)
     assert [await exists(app, j.id) for j in jobs] == [False] * 10
 
 
@@ -188,17 +189,17 @@ async def test_the_keeper_runs_again_at_once_only_while_work_is_left(app: jobloo
     await app.enqueue_many([(Ok, {}) for _ in range(5)])
     await app.drain()
     await app.enqueue(Ok, {}, delay=DAY)
-    keeper = RetentionKeeper(interval=60.0, batch=2, max_batches=1)
+    keeper = RetentionKeeper(app.specs, interval=60.0, batch=2, max_batches=1)
     now = time.time()
-    assert await keeper.next_due(app, now) <= now  # due at start
-    await keeper.run(app, now)  # nothing old yet
-    assert await keeper.next_due(app, now) == now + 60.0
+    assert await keeper.next_due(await app.store(), now) <= now  # due at start
+    await keeper.run(await app.store(), now)  # nothing old yet
+    assert await keeper.next_due(await app.store(), now) == now + 60.0
     later = now + 2 * DAY
-    await keeper.run(app, later)
-    assert (await keeper.next_due(app, later)) <= time.time() and keeper.deleted == 2
+    await keeper.run(await app.store(), later)
+    assert (await keeper.next_due(await app.store(), later)) <= time.time() and keeper.deleted == 2
     for _ in range(3):
-        await keeper.run(app, later)
-    assert keeper.deleted == 5 and await keeper.next_due(app, later) == later + 60.0
+        await keeper.run(await app.store(), later)
+    assert keeper.deleted == 5 and await keeper.next_due(await app.store(), later) == later + 60.0
 
 
 async def test_a_finished_run_goes_with_the_last_of_its_jobs(store_url: str) -> None:
@@ -214,13 +215,14 @@ async def test_a_finished_run_goes_with_the_last_of_its_jobs(store_url: str) -> 
         assert ((await app.get_run(ok.id)).state, (await app.get_run(failed.id)).state) == ("succeeded", "failed")
         now = time.time()
 
-        await prune(app, now + 2 * DAY)  # successes go after a day: the failed run keeps its failed node
+        # successes go after a day: the failed run keeps its failed node
+        await prune(await app.store(), app.specs, now + 2 * DAY)
         with pytest.raises(jobloom.RunNotFound):
             await app.get_run(ok.id)
         kept = await app.get_run(failed.id)
         assert {n: s.state for n, s in kept.nodes.items()} == {"thumbnail": "failed", "publish": "skipped"}
 
-        await prune(app, now + 8 * DAY)
+        await prune(await app.store(), app.specs, now + 8 * DAY)
         with pytest.raises(jobloom.RunNotFound):
             await app.get_run(failed.id)
         assert (await app.get_run(running.id)).state == "running"  # its jobs never finished
@@ -246,5 +248,5 @@ async def test_old_read_model_rows_are_pruned(app: jobloom.App) -> None:
     while await project_once(store):
         pass
     assert (await app.stats(since=now - 50 * DAY)).total.enqueued == 2
-    await prune(app, now)
+    await prune(await app.store(), app.specs, now)
     assert (await app.stats(since=now - 50 * DAY)).total.enqueued == 1

@@ -68,12 +68,14 @@ def base_time() -> float:
 async def test_racing_workers_make_exactly_one_job_per_tick(make_app: AppFactory) -> None:
     s = Schedule("race", every=1, performer=Tick, payload=at_payload, overlap="allow", catch_up="all")
     apps = [make_app(s) for _ in range(3)]
-    keepers = [SchedulerKeeper() for _ in apps]
+    keepers = [SchedulerKeeper(a) for a in apps]
+    stores = [await a.store() for a in apps]
     t0 = base_time()
-    await asyncio.gather(*(k.run(a, t0) for k, a in zip(keepers, apps, strict=True)))
+    await asyncio.gather(*(k.run(st, t0) for k, st in zip(keepers, stores, strict=True)))
     for step in range(1, 11):
         now = t0 + step
-        await asyncio.gather(*(k.run(a, now + 0.001 * i) for i, (k, a) in enumerate(zip(keepers, apps, strict=True))))
+        await asyncio.gather(*(k.run(st, now + 0.001 * i)
+                               for i, (k, st) in enumerate(zip(keepers, stores, strict=True))))
     jobs = await schedule_jobs(apps[0], "race")
     keys = [j.unique_key for j in jobs]
     assert len(keys) == len(set(keys)) == 10
@@ -98,18 +100,18 @@ async def test_the_worker_loop_fires_schedules_on_its_timer(make_app: AppFactory
 
 async def test_pause_stops_firing_and_resume_starts_from_the_next_tick(make_app: AppFactory) -> None:
     app = make_app(Schedule("p", every=1, performer=Tick, payload=at_payload))
-    keeper = SchedulerKeeper()
+    keeper = SchedulerKeeper(app)
     t0 = base_time()
-    await keeper.run(app, t0)
+    await keeper.run(await app.store(), t0)
     paused = await app.pause_schedule("p")
     assert paused.paused and paused.next_run is None
     for step in range(1, 6):
-        await keeper.run(app, t0 + step)
+        await keeper.run(await app.store(), t0 + step)
     assert await schedule_jobs(app, "p") == []
     resumed = await app.resume_schedule("p")
     assert not resumed.paused and resumed.next_run is not None
     resumed_at = time.time()
-    await keeper.run(app, t0 + 7)
+    await keeper.run(await app.store(), t0 + 7)
     jobs = await schedule_jobs(app, "p")
     assert len(jobs) == 1  # the ticks while paused are not made up
     assert jobs[0].unique_key == tick_key("p", t0 - 0.2 + 7) and t0 + 7 > resumed_at
@@ -136,39 +138,39 @@ async def test_unknown_schedules_are_refused(make_app: AppFactory) -> None:
 
 async def test_overlap_skip_waits_for_the_previous_job(make_app: AppFactory) -> None:
     app = make_app(Schedule("o", every=1, performer=Tick, payload=at_payload))
-    keeper = SchedulerKeeper()
+    keeper = SchedulerKeeper(app)
     t0 = base_time()
-    await keeper.run(app, t0)
-    await keeper.run(app, t0 + 1)
-    await keeper.run(app, t0 + 2)
-    await keeper.run(app, t0 + 3)
+    await keeper.run(await app.store(), t0)
+    await keeper.run(await app.store(), t0 + 1)
+    await keeper.run(await app.store(), t0 + 2)
+    await keeper.run(await app.store(), t0 + 3)
     assert len(await schedule_jobs(app, "o")) == 1
     assert (await info(app, "o")).skipped == 2
     await app.drain()
-    await keeper.run(app, t0 + 4)
+    await keeper.run(await app.store(), t0 + 4)
     jobs = await schedule_jobs(app, "o")
     assert [j.unique_key for j in jobs] == [tick_key("o", t0 - 0.2 + 1), tick_key("o", t0 - 0.2 + 4)]
 
 
 async def test_overlap_allow_does_not_wait(make_app: AppFactory) -> None:
     app = make_app(Schedule("a", every=1, performer=Tick, payload=at_payload, overlap="allow"))
-    keeper = SchedulerKeeper()
+    keeper = SchedulerKeeper(app)
     t0 = base_time()
     for step in range(4):
-        await keeper.run(app, t0 + step)
+        await keeper.run(await app.store(), t0 + step)
     assert len(await schedule_jobs(app, "a")) == 3
 
 
 @pytest.mark.parametrize(("catch_up", "expected"), [("latest", [10]), ("all", list(range(1, 11))), ("none", [])])
 async def test_catch_up_after_downtime(make_app: AppFactory, catch_up: str, expected: list[int]) -> None:
     app = make_app(Schedule("c", every=1, performer=Tick, payload=at_payload, overlap="allow", catch_up=catch_up))
-    keeper = SchedulerKeeper()
+    keeper = SchedulerKeeper(app)
     t0 = base_time()
-    await keeper.run(app, t0)
-    await keeper.run(app, t0 + 10)  # nothing ran for ten ticks
+    await keeper.run(await app.store(), t0)
+    await keeper.run(await app.store(), t0 + 10)  # nothing ran for ten ticks
     jobs = await schedule_jobs(app, "c")
     assert [j.unique_key for j in jobs] == [tick_key("c", t0 - 0.2 + n) for n in expected]
-    await keeper.run(app, t0 + 11)  # and on time again afterwards
+    await keeper.run(await app.store(), t0 + 11)  # and on time again afterwards
     assert (await schedule_jobs(app, "c"))[-1].unique_key == tick_key("c", t0 - 0.2 + 11)
 
 
@@ -182,25 +184,25 @@ async def test_a_failing_payload_function_is_recorded_and_the_schedule_goes_on(m
         return {"at": t.isoformat()}
 
     app = make_app(Schedule("e", every=1, performer=Tick, payload=payload))
-    keeper = SchedulerKeeper()
+    keeper = SchedulerKeeper(app)
     t0 = base_time()
-    await keeper.run(app, t0)
-    await keeper.run(app, t0 + 1)
+    await keeper.run(await app.store(), t0)
+    await keeper.run(await app.store(), t0 + 1)
     listed = await info(app, "e")
     assert "ValueError: no report for this day" in (listed.last_error or "")
     assert listed.last_error_at is not None and await schedule_jobs(app, "e") == []
-    await keeper.run(app, t0 + 2)
+    await keeper.run(await app.store(), t0 + 2)
     assert len(await schedule_jobs(app, "e")) == 1
 
 
 async def test_schedules_added_at_run_time_are_fired_by_every_worker_app(make_app: AppFactory) -> None:
     adder, worker_app = make_app(), make_app()
-    keeper = SchedulerKeeper()
+    keeper = SchedulerKeeper(worker_app)
     t0 = base_time()
-    await keeper.run(worker_app, t0)
+    await keeper.run(await worker_app.store(), t0)
     added = await adder.add_schedule(Schedule("rt", every=1, performer=Tick, payload={"at": "fixed"}))
     assert added.origin == "runtime" and added.timing == "every 1 s"
-    await keeper.run(worker_app, t0 + 2)
+    await keeper.run(await worker_app.store(), t0 + 2)
     jobs = await schedule_jobs(worker_app, "rt")
     assert len(jobs) == 1 and jobs[0].payload == {"at": "fixed"}
     with pytest.raises(jobloom.JobloomError, match="replace=True"):
@@ -234,10 +236,10 @@ async def test_listing_shows_next_and_last_runs(make_app: AppFactory) -> None:
     assert daily.origin == "code" and daily.timezone == "Europe/Berlin" and daily.target == "performer Tick"
     assert daily.next_run is not None and daily.next_run.astimezone(ZoneInfo("Europe/Berlin")).hour == 3
     assert daily.last_run is None and daily.fired == 0
-    keeper = SchedulerKeeper()
+    keeper = SchedulerKeeper(app)
     t0 = base_time()
-    await keeper.run(app, t0)
-    await keeper.run(app, t0 + 1)
+    await keeper.run(await app.store(), t0)
+    await keeper.run(await app.store(), t0 + 1)
     fast = await info(app, "fast")
     assert (fast.fired, fast.catch_up, fast.overlap) == (1, "all", "allow")
     assert fast.last_run is not None and fast.next_run is not None
@@ -246,7 +248,7 @@ async def test_listing_shows_next_and_last_runs(make_app: AppFactory) -> None:
 
 async def test_a_bare_app_lists_stored_schedules(make_app: AppFactory, store_url: str) -> None:
     app = make_app(Schedule("daily", cron="0 3 * * *", performer=Tick, payload={}))
-    await SchedulerKeeper().run(app, time.time())
+    await SchedulerKeeper(app).run(await app.store(), time.time())
     bare = jobloom.App(store_url, auto_migrate=True)
     try:
         [listed] = await bare.list_schedules()
@@ -263,10 +265,10 @@ async def test_a_schedule_can_start_a_flow(store_url: str) -> None:
     app = jobloom.App(store_url, performers=[Tick], flows=[flow],
                       schedules=[Schedule("f", every=1, flow=flow, input=at_payload)], auto_migrate=True)
     try:
-        keeper = SchedulerKeeper()
+        keeper = SchedulerKeeper(app)
         t0 = base_time()
-        await keeper.run(app, t0)
-        await keeper.run(app, t0 + 1)
+        await keeper.run(await app.store(), t0)
+        await keeper.run(await app.store(), t0 + 1)
         listed = await info(app, "f")
         assert listed.last_run_id == tick_key("f", t0 - 0.2 + 1) and listed.fired == 1
         run = await app.get_run(listed.last_run_id)

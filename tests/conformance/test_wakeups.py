@@ -109,8 +109,8 @@ def suspended(c: Claimed, wait: str) -> Outcome:
                    wait=wait, run_id=c.run_id)
 
 
-async def report(tx: Tx, outcome: Outcome) -> None:
-    await coordinator.report(tx, [outcome], time.time())
+async def report(app: jobloom.App, tx: Tx, outcome: Outcome) -> None:
+    await coordinator.report(tx, [outcome], time.time(), hooks=app.hooks)
 
 
 async def runnable(app: jobloom.App, job_id: int) -> bool:
@@ -149,7 +149,7 @@ async def waiting_job(app: jobloom.App) -> Claimed:
 
 async def test_an_event_sent_while_the_job_suspends_waits_for_it_and_wakes_it(app: jobloom.App) -> None:
     c = await waiting_job(app)
-    woken, waited = await first_holds_then_second(app, lambda tx: report(tx, suspended(c, "go")),
+    woken, waited = await first_holds_then_second(app, lambda tx: report(app, tx, suspended(c, "go")),
                                                   lambda: app.send_event(c.id, "go", {"ok": 1}))
     assert (await app.get_job(c.id)).state == "queued" and woken is True
     assert waited
@@ -162,7 +162,7 @@ async def test_a_job_suspending_while_an_event_is_sent_sees_the_event(app: joblo
     store = await app.store()
     _, waited = await first_holds_then_second(
         app, lambda tx: steps.send_event(tx, c.id, "go", json.dumps({"ok": 1}), time.time()),
-        lambda: store.transact(lambda tx: report(tx, suspended(c, "go"))))
+        lambda: store.transact(lambda tx: report(app, tx, suspended(c, "go"))))
     assert await runnable(app, c.id), await app.get_job(c.id)
     assert waited
 
@@ -190,8 +190,8 @@ def succeeded(c: Claimed) -> Outcome:
 async def test_a_sub_flow_ending_while_its_parent_suspends_wakes_the_parent(app: jobloom.App) -> None:
     node, leaf = await sub_flow(app)
     store = await app.store()
-    _, waited = await first_holds_then_second(app, lambda tx: report(tx, suspended(node, SUBFLOW_DONE)),
-                                              lambda: store.transact(lambda tx: report(tx, succeeded(leaf))))
+    _, waited = await first_holds_then_second(app, lambda tx: report(app, tx, suspended(node, SUBFLOW_DONE)),
+                                              lambda: store.transact(lambda tx: report(app, tx, succeeded(leaf))))
     assert (await app.get_run(f"{node.run_id}/sub")).state == "succeeded"
     assert (await app.get_job(node.id)).state == "queued", await app.get_job(node.id)
     assert waited
@@ -201,8 +201,8 @@ async def test_a_parent_suspending_while_its_sub_flow_ends_sees_the_end(app: job
     node, leaf = await sub_flow(app)
     store = await app.store()
     _, waited = await first_holds_then_second(
-        app, lambda tx: report(tx, succeeded(leaf)),
-        lambda: store.transact(lambda tx: report(tx, suspended(node, SUBFLOW_DONE))))
+        app, lambda tx: report(app, tx, succeeded(leaf)),
+        lambda: store.transact(lambda tx: report(app, tx, suspended(node, SUBFLOW_DONE))))
     assert (await app.get_run(f"{node.run_id}/sub")).state == "succeeded"
     assert await runnable(app, node.id), await app.get_job(node.id)
     assert waited

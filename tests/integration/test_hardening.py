@@ -95,7 +95,7 @@ async def test_sigterm_stops_a_worker_within_its_grace_while_sqlite_is_stuck(sql
         worker.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(worker.wait, 15)
         took = time.monotonic() - t0
-        assert took < 2.0 + jobloom.worker.ABANDON_MARGIN + 2.0, took
+        assert took < 2.0 + jobloom.engine.worker.ABANDON_MARGIN + 2.0, took
         assert code == 0
     finally:
         blocker.execute("ROLLBACK")

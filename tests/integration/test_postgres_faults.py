@@ -490,5 +490,5 @@ async def test_sigterm_stops_a_worker_within_its_grace_while_the_server_is_down(
     worker.send_signal(signal.SIGTERM)
     code = await asyncio.to_thread(worker.wait, 30)
     took = time.monotonic() - t0
-    assert took < 2.0 + jobloom.worker.ABANDON_MARGIN + 2.0, (took, pg_procs.tail(worker))
+    assert took < 2.0 + jobloom.engine.worker.ABANDON_MARGIN + 2.0, (took, pg_procs.tail(worker))
     assert code == 0, pg_procs.tail(worker)

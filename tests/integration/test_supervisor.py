@@ -98,7 +98,7 @@ class Supervisor:
 
     @classmethod
     def serve(cls, path: Path, env: dict[str, str], app_ref: str, **options: Any) -> Supervisor:
-        """``jobloom.supervisor.serve()`` of ``app_ref``, with real worker processes."""
+        """``jobloom.engine.supervisor.serve()`` of ``app_ref``, with real worker processes."""
         options = {"grace": 2.0, "kill_margin": 2.0, "log_level": "warning", **options}
         return cls(path, env, ["-c", SERVE, app_ref, json.dumps(options)])
 

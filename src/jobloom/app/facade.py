@@ -12,18 +12,30 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobloom.core.errors import JobloomError, JobNotFound, MigrationsMissing, StoreError, UnknownBinding, WaitTimeout
+from jobloom.core.errors import (
+    InvalidOption,
+    JobloomError,
+    JobNotFound,
+    MigrationsMissing,
+    StoreError,
+    UnknownBinding,
+    WaitTimeout,
+)
 from jobloom.core.records import attempt_from_row, backoff_json, job_from_row
-from jobloom.core.types import Attempt, Job, to_datetime
-from jobloom.engine import coordinator
+from jobloom.core.text import MAX_NAME_BYTES, check_name, plain_json
+from jobloom.core.types import Attempt, Job, Run, to_datetime
+from jobloom.engine import coordinator, steps
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, Enqueuer, build_job, insert_in
 from jobloom.engine.housekeeper import Housekeeper
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
-from jobloom.flows.api import FlowsAPI, flow_bindings, register_flows
+from jobloom.flows.api import FlowOps, register_flows
 from jobloom.flows.flow import Flow
-from jobloom.housekeeping.retention import retention_json
-from jobloom.schedules.api import SchedulingMixin
+from jobloom.flows.hooks import FlowHooks
+from jobloom.flows.stop import RunDeadlines
+from jobloom.housekeeping.retention import RetentionKeeper, retention_json
+from jobloom.housekeeping.stats import Projector, read_stats
+from jobloom.schedules.api import ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
 from jobloom.store import Store, open_store
 from jobloom.store.base import Tx
@@ -55,7 +67,7 @@ class _Core:
         self.checked = False
 
 
-class App(FlowsAPI, SchedulingMixin):
+class App:
     """A jobloom application: ``App("sqlite:///jobloom.db", performers=[...], env=...)``.
 
     ``lease`` is the lease length in seconds: a worker heartbeats to keep its jobs' leases alive,
@@ -87,15 +99,15 @@ class App(FlowsAPI, SchedulingMixin):
             spec = inspect_performer(cls)
             self.specs[spec.binding] = spec
         self.flows = register_flows(flows, set(self.specs))
-        self.internal_bindings = flow_bindings(self.flows)
+        self.hooks = FlowHooks(self)
+        self.internal_bindings = list(self.hooks.internal_bindings)
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
         self.startup_hooks: list[Hook] = []
-        self.housekeepers: list[Housekeeper] = []
-        if self.flows:
-            from jobloom.flows.runs import RunDeadlines
-
-            self.housekeepers.append(RunDeadlines())
-        self._init_scheduling(schedules)  # schedules, retention and the projector's housekeepers
+        self.schedules = check_schedules(self, schedules)
+        self._flow_ops = FlowOps(self)
+        self._schedule_ops = ScheduleOps(self)
+        self.housekeepers: list[Housekeeper] = [RunDeadlines()] if self.flows else []
+        self.housekeepers += [self._schedule_ops.keeper, RetentionKeeper(self.specs), Projector()]
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._bridge: _SyncBridge | None = None
         self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Core] | None = None
@@ -419,7 +431,7 @@ class App(FlowsAPI, SchedulingMixin):
         store = await self.store()
 
         async def work(tx: Tx) -> str:
-            return await coordinator.cancel(tx, job_id, store.now())
+            return await coordinator.cancel(tx, job_id, store.now(), hooks=self.hooks)
 
         await store.transact(work)
         await store.notify()
@@ -479,6 +491,86 @@ class App(FlowsAPI, SchedulingMixin):
             self._bridge.run(self.close())
             self._bridge.stop()
             self._bridge = None
+
+    # -- flows --------------------------------------------------------------------------------------
+
+    async def start(self, flow: Flow, input: Any, *, id: str | None = None, deadline: float | None = None) -> Run:
+        """Start a run of ``flow`` with ``input``; the same ``id`` again returns the same run.
+
+        ``deadline`` (seconds, a positive finite number; default: the flow's ``deadline``): past it, the
+        run is stopped and fails (see the README's flow section). An ``input`` function of a root node
+        that raises refuses the run (``FlowError``); one of a later node fails that node when it would run.
+        """
+        return await self._flow_ops.start(flow, input, id=id, deadline=deadline)
+
+    async def get_run(self, run_id: str) -> Run:
+        """A run, with each node's state, attempts and result."""
+        return await self._flow_ops.get_run(run_id)
+
+    async def list_runs(self, flow: str | None = None, state: str | None = None, limit: int = 100) -> list[Run]:
+        """Runs, newest first, optionally filtered by flow name and state."""
+        return await self._flow_ops.list_runs(flow, state, limit)
+
+    async def cancel_run(self, run_id: str) -> Run:
+        """Cancel a run and its sub-flow runs: nodes that have not started are cancelled, running ones
+        are asked to stop. The run is ``cancelling`` until none of its jobs runs, then ``cancelled``."""
+        return await self._flow_ops.cancel_run(run_id)
+
+    async def resume_run(self, run_id: str) -> Run:
+        """Run a failed or cancelled run again, keeping the nodes that succeeded; its deadline (if it
+        had one) is armed again: now plus the run's deadline length."""
+        return await self._flow_ops.resume_run(run_id)
+
+    async def send_event(self, job_id: int, name: str, data: Any = None) -> bool:
+        """Deliver ``data`` to the job's ``wait_for_event(name)``; returns whether a waiting job was woken."""
+        job_id = checked_id(job_id)
+        check_name("event name", name, MAX_NAME_BYTES)
+        try:
+            payload = None if data is None else plain_json(data)
+        except ValueError as exc:
+            raise InvalidOption("event data", data, f"JSON data: {exc}") from None
+        store = await self.store()
+
+        async def work(tx: Tx) -> bool:
+            return await steps.send_event(tx, job_id, name, payload, store.now())
+
+        woken = await store.transact(work)
+        await store.notify()
+        return woken
+
+    # -- schedules and stats --------------------------------------------------------------------------
+
+    async def add_schedule(self, schedule: Schedule, *, replace: bool = False) -> ScheduleInfo:
+        """Add a schedule at run time: stored, so every worker of the store fires it (within seconds).
+
+        Its payload must be data (a function cannot be stored), and its performer one of the app's.
+        A schedule of that name already stored is refused unless ``replace=True`` (its state is kept).
+        """
+        return await self._schedule_ops.add_schedule(schedule, replace=replace)
+
+    async def remove_schedule(self, name: str) -> None:
+        """Remove a schedule added at run time (one declared with the app is paused instead)."""
+        await self._schedule_ops.remove_schedule(name)
+
+    async def pause_schedule(self, name: str) -> ScheduleInfo:
+        """Stop firing a schedule (a job already made runs on) until :meth:`resume_schedule`."""
+        return await self._schedule_ops.pause_schedule(name)
+
+    async def resume_schedule(self, name: str) -> ScheduleInfo:
+        """Fire a paused schedule again from its next tick (ticks while paused are not made up)."""
+        return await self._schedule_ops.resume_schedule(name)
+
+    async def trigger_schedule(self, name: str) -> Any:
+        """Run a schedule now, paused or not, whatever its overlap policy: returns the job (or flow run)."""
+        return await self._schedule_ops.trigger_schedule(name)
+
+    async def list_schedules(self) -> list[ScheduleInfo]:
+        """Every schedule: the app's and the stored ones, with next run, last run and last error."""
+        return await self._schedule_ops.list_schedules()
+
+    async def stats(self, binding: str | None = None, since: Any = None) -> Any:
+        """Counts and run-time percentiles from the read model (see :func:`jobloom.housekeeping.stats.read_stats`)."""
+        return await read_stats(await self.store(), binding=binding, since=since)
 
     def __repr__(self) -> str:
         return f"App({self.url!r}, performers={sorted(self.specs)})"

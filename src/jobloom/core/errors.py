@@ -104,18 +104,3 @@ class WaitTimeout(JobloomError):
     """``App.wait`` gave up before the job finished."""
 
 
-class Retry(Exception):
-    """Raised by a performer to ask for another attempt after ``after`` seconds."""
-
-    def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
-        if after is not None:
-            from jobloom.core.options import MAX_DELAY, finite
-
-            after = finite("after", after, maximum=MAX_DELAY)
-        self.after = after
-        self.reason = reason
-        super().__init__(reason)
-
-
-class Permanent(Exception):
-    """Raised by a performer to fail the job at once, without further attempts."""

@@ -31,6 +31,7 @@ from jobloom.core.records import policy_from_row
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
 from jobloom.core.types import Candidate, Policy
+from jobloom.engine.hooks import EngineHooks
 from jobloom.engine.jobs import Claimed, CycleReads, Dispatched, NewJob, Outcome, ReportResult, emit, event
 from jobloom.store.base import Tx
 
@@ -192,7 +193,8 @@ async def _candidates(
 
 
 async def report(
-    tx: Tx, outcomes: Sequence[Outcome], now: float, *, locked: list[tuple[Any, ...]] | None = None
+    tx: Tx, outcomes: Sequence[Outcome], now: float, *, hooks: EngineHooks,
+    locked: list[tuple[Any, ...]] | None = None,
 ) -> ReportResult:
     """Apply attempt outcomes. A report for an attempt that is no longer running is never applied.
 
@@ -220,7 +222,7 @@ async def report(
     # an outcome without its run id (a caller that did not know it) has its run locked late, out of order
     for run_id in sorted({r[10] for r in rows if r[10] is not None} - set(held)):
         await tx.fetchone("lock_run", {"id": run_id})
-    spawned = await _spawned(tx, outcomes, current)
+    spawned = await _spawned(tx, outcomes, current, hooks)
     holds: list[dict[str, Any]] = []
     for o in outcomes:
         row = current.get(o.job_id)
@@ -228,7 +230,7 @@ async def report(
             await _stale(tx, o, now, result)
             continue
         _, binding, _, attempt, retries_from, max_attempts, delivery, cancel_requested, _, _, run_id, node = row
-        if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, run_id, node):
+        if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, run_id, node, hooks):
             o.retry_after = now
         if o.kind == lifecycle.SUCCEEDED and o.job_id in spawned:  # a flow node that spawned children
             active, spawn_error = spawned[o.job_id]
@@ -274,27 +276,21 @@ async def report(
     await emit(tx, events)
     result.applied += len(finishes) + len(holds)
     if in_runs:
-        from jobloom.flows.runs import on_finished
-
-        await on_finished(tx, in_runs, now)
+        await hooks.finished(tx, in_runs, now)
     return result
 
 
 async def _spawned(
-    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, tuple[Any, ...]]
+    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, tuple[Any, ...]], hooks: EngineHooks
 ) -> dict[int, tuple[bool, str | None]]:
     """For each succeeding flow job that spawned children (``<node>/<child>``, under its run's lock):
     whether one is still active, and the error if one did not succeed. One batch, on a small index."""
-    from jobloom.flows.runs import spawn_range, spawned_outcome
-
     asked = [(o.job_id, row[10], row[11]) for o in outcomes
              if o.kind == lifecycle.SUCCEEDED and (row := current.get(o.job_id)) is not None
              and row[2] == "running" and row[3] == o.attempt and row[10] is not None and row[11] is not None]
     if not asked:
         return {}
-    found = await tx.fetch_batch([("spawned_of", {"run_id": run_id, **spawn_range(node)})
-                                  for _, run_id, node in asked])
-    return {job_id: spawned_outcome(rows) for (job_id, _, _), rows in zip(asked, found, strict=True) if rows}
+    return await hooks.spawned(tx, asked)
 
 
 def _attempt_row(o: Outcome) -> dict[str, Any]:
@@ -305,13 +301,16 @@ def _attempt_row(o: Outcome) -> dict[str, Any]:
     }
 
 
-async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None) -> bool:
-    """Whether what a suspending job waits for has already happened (so it runs again at once)."""
+async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None, hooks: EngineHooks) -> bool:
+    """Whether what a suspending job waits for has already happened (so it runs again at once): its
+    run's wait (children, sub-run) as the hooks say, or else its event in ``jobloom_signals``."""
     if o.wait is None:
         return False
-    from jobloom.flows.runs import wait_satisfied
-
-    return await wait_satisfied(tx, o.job_id, o.wait, run_id, node)
+    if run_id is not None and node is not None:
+        over = await hooks.wait_over(tx, o.wait, run_id, node)
+        if over is not None:
+            return over
+    return await tx.fetchone("get_signal", {"job_id": o.job_id, "name": o.wait}) is not None
 
 
 async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
@@ -332,7 +331,8 @@ PROMOTE_LIMIT = 1000
 
 
 async def reap(
-    tx: Tx, now: float, *, limit: int = REAP_LIMIT, expired: list[tuple[Any, ...]] | None = None
+    tx: Tx, now: float, *, hooks: EngineHooks, limit: int = REAP_LIMIT,
+    expired: list[tuple[Any, ...]] | None = None,
 ) -> list[int]:
     """Expired leases: the worker is gone. Retry (at-least-once) or ``stalled`` (at-most-once).
 
@@ -358,7 +358,7 @@ async def reap(
                 finished_at=now, error="lease expired: the worker stopped heartbeating", run_id=r[10])
         for r in rows
     ]
-    await report(tx, outcomes, now, locked=rows)
+    await report(tx, outcomes, now, hooks=hooks, locked=rows)
     return [r[0] for r in rows]
 
 
@@ -418,7 +418,7 @@ async def heartbeat(
     return {(r[0], r[1]) for r in rows}, {(r[0], r[1]) for r in rows if r[2]}
 
 
-async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> str:
+async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, hooks: EngineHooks) -> str:
     """Cancel at once if not running; ask the worker if running. Returns the resulting state.
 
     A flow node's run is locked before the node's job (the lock order): its run id is read first."""
@@ -437,9 +437,7 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled") -> 
         await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
         await emit(tx, [event(now, job_id, row[3], "cancelled", row[2])])
         if row[4] is not None:
-            from jobloom.flows.runs import on_finished
-
-            await on_finished(tx, [(job_id, row[4], row[5], "cancelled")], now)
+            await hooks.finished(tx, [(job_id, row[4], row[5], "cancelled")], now)
         return "cancelled"
     if state == "running":
         await tx.execute("request_cancel", {"id": job_id})

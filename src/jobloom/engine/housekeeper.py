@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from jobloom.app.facade import App
+    from jobloom.store.base import Store
 
 
 @runtime_checkable
@@ -19,10 +19,10 @@ class Housekeeper(Protocol):
 
     name: str
 
-    async def next_due(self, app: App, now: float) -> float | None:
+    async def next_due(self, store: Store, now: float) -> float | None:
         """The epoch second at which :meth:`run` should next be called (None: nothing planned)."""
         ...
 
-    async def run(self, app: App, now: float) -> bool:
-        """Do the due work in the app's store (own transactions); return True if jobs became runnable."""
+    async def run(self, store: Store, now: float) -> bool:
+        """Do the due work in ``store`` (own transactions); return True if jobs became runnable."""
         ...

@@ -24,11 +24,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobloom.core import lifecycle
-from jobloom.core.errors import JobloomError, Permanent, Retry
+from jobloom.core.errors import JobloomError
+from jobloom.core.signals import Permanent, Retry
 from jobloom.core.types import JobContext
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer, resolve_class
 
@@ -261,7 +262,7 @@ class ChildRun(SyncRun):
 class SyncRunner:
     """Starts a worker's sync jobs: each in a free thread, or in a child process for ``isolation="process"``."""
 
-    def __init__(self, specs: dict[str, PerformerSpec]) -> None:
+    def __init__(self, specs: Mapping[str, PerformerSpec]) -> None:
         self._threads = _Threads()
         self._modules = sorted({s.cls.__module__ for s in specs.values() if s.isolation == "process"})
         self._mp: Any = None

@@ -29,21 +29,19 @@ import traceback
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jobloom.core import lifecycle
-from jobloom.core.errors import Permanent, Retry
+from jobloom.core.signals import Permanent, Retry
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.core.types import JobContext
 from jobloom.engine import coordinator, runners
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.steps import StepContext, Suspended
-from jobloom.flows import execute as flowexec
-from jobloom.flows.flow import MAP_BINDING
 from jobloom.store.base import Tx, Wakeups
 
 if TYPE_CHECKING:
-    from jobloom.app.facade import App
+    from jobloom.engine.host import Host
 
 log = logging.getLogger("jobloom.worker")
 IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was told
@@ -85,7 +83,7 @@ class Worker:
 
     def __init__(
         self,
-        app: App,
+        app: Host,
         *,
         concurrency: int = 16,
         bindings: Iterable[str] | None = None,
@@ -94,9 +92,9 @@ class Worker:
     ) -> None:
         self.app = app
         self.concurrency = concurrency
-        self.bindings = list(bindings) if bindings else [*app.specs, *app.internal_bindings]
+        self.bindings = list(bindings) if bindings else [*app.specs, *app.hooks.internal_bindings]
         for b in self.bindings:
-            if b not in app.internal_bindings:
+            if b not in app.hooks.internal_bindings:
                 app.spec(b)
         self.name = name or worker_name()
         self.grace = grace
@@ -112,7 +110,6 @@ class Worker:
         self._main: asyncio.Task[None] | None = None
         self._rotation = 0
         self._sync = runners.SyncRunner(app.specs)
-        self._contexts = flowexec.NodeContexts(app)
         self._unsure = False
 
     # -- running ----------------------------------------------------------------------------------
@@ -224,12 +221,12 @@ class Worker:
             if self._stopping:
                 return None
             try:
-                when = await keeper.next_due(self.app, self._now())
+                when = await keeper.next_due(store, self._now())
                 if when is not None and when <= self._now():
-                    if await keeper.run(self.app, self._now()):
+                    if await keeper.run(store, self._now()):
                         await store.notify()
                         self._kick.set()
-                    when = await keeper.next_due(self.app, self._now())
+                    when = await keeper.next_due(store, self._now())
             except Exception as exc:
                 log.warning("housekeeper %s failed (%s: %s)", keeper.name, type(exc).__name__, exc)
                 when = self._now() + 1.0
@@ -312,7 +309,7 @@ class Worker:
                   type(cause).__name__, cause, len(self.outcomes))
         for o in list(self.outcomes):
             try:
-                await store.transact(lambda tx, o=o: coordinator.report(tx, [o], self._now()))  # type: ignore[misc]
+                await store.transact(lambda tx, o=o: coordinator.report(tx, [o], self._now(), hooks=self.app.hooks))  # type: ignore[misc]
             except Exception as exc:
                 if self._transient(exc):
                     return False
@@ -322,7 +319,8 @@ class Worker:
                 fallback = Outcome(o.job_id, o.attempt, lifecycle.PERMANENT, o.worker, o.started_at, o.finished_at,
                                    error=why, run_id=o.run_id)
                 try:
-                    await store.transact(lambda tx, f=fallback: coordinator.report(tx, [f], self._now()))  # type: ignore[misc]
+                    await store.transact(lambda tx, f=fallback: coordinator.report(  # type: ignore[misc]
+                        tx, [f], self._now(), hooks=self.app.hooks))
                 except Exception as again:
                     if self._transient(again):
                         return False
@@ -363,8 +361,8 @@ class Worker:
                 bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
             )
             if outcomes:
-                await coordinator.report(tx, outcomes, now, locked=reads.locked)
-            reaped = await coordinator.reap(tx, now, expired=reads.expired)
+                await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
+            reaped = await coordinator.reap(tx, now, hooks=self.app.hooks, expired=reads.expired)
             promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
             res.notify = bool(reaped or promoted or (outcomes and free <= 0))
             res.cancels = reads.cancels
@@ -434,20 +432,20 @@ class Worker:
         try:
             rec.started = True
             self.attempts_run += 1
-            if c.binding in self.app.internal_bindings:
-                value = await self._flow_node(c)
+            if c.binding in self.app.hooks.internal_bindings:
+                value = await self.app.hooks.run_node(c)
                 result = None if value is None else json.dumps(value)
             else:
                 spec = self.app.specs.get(c.binding)
                 if spec is None:
                     raise Permanent(f"this worker has no performer for binding {c.binding!r}")
                 if c.node is not None and c.payload == "":
-                    payload_json = await flowexec.node_payload(self._contexts, c)
+                    payload_json = await self.app.hooks.node_payload(c)
                 payload = spec.load_payload(payload_json or c.payload)
                 performer = spec.cls()
                 performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
                                            c.run_id, c.node, self.app.spawn_child if c.run_id is None
-                                           else flowexec.run_spawner(self.app, c))
+                                           else self.app.hooks.spawner(c))
                 performer.env = self.app.env
                 performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
                 if spec.is_async:
@@ -492,11 +490,6 @@ class Worker:
                 c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000,
                 f" error={error!r}" if error else "",
             )
-
-    async def _flow_node(self, c: Claimed) -> Any:
-        if c.binding == MAP_BINDING:
-            return await flowexec.run_map(self._contexts, c)
-        return await flowexec.run_subflow(self._contexts, c)
 
     # -- leases -----------------------------------------------------------------------------------
 

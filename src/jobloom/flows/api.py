@@ -1,25 +1,22 @@
-"""The app's flow API: start runs, read them, cancel, resume, and deliver events to waiting jobs."""
+"""The flow operations of :class:`jobloom.App`: start runs, read them, cancel and resume them."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from jobloom.core.errors import InvalidOption
 from jobloom.core.options import MAX_DELAY, finite
-from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, plain_json
+from jobloom.core.text import MAX_KEY_BYTES, check_name, plain_json
 from jobloom.core.types import NodeState, Run, to_datetime
-from jobloom.engine import steps
-from jobloom.engine.enqueue import build_job
+from jobloom.engine.enqueue import EnqueueOptions, build_job
 from jobloom.engine.jobs import NewJob
 from jobloom.flows import runs as flowrun
 from jobloom.flows import stop as flowstop
-from jobloom.flows.execute import node_options
-from jobloom.flows.flow import MAP_BINDING, MAX_DEPTH, SUBFLOW_BINDING, Flow, FlowError
+from jobloom.flows.flow import MAP_BINDING, MAX_DEPTH, SUBFLOW_BINDING, Flow, FlowError, Node
 
 if TYPE_CHECKING:
-    from jobloom.app.facade import App
+    from jobloom.flows.host import FlowHost
     from jobloom.store.base import Tx
 
 
@@ -43,7 +40,7 @@ async def _read_run(tx: Tx, run_id: str) -> Run:
     return _run_from(row, await tx.fetch("run_jobs", {"run_id": run_id}))
 
 
-def _node_jobs(app: App, flow: Flow, inp: Any, run_id: str, now: float) -> list[NewJob]:
+def _node_jobs(app: FlowHost, flow: Flow, inp: Any, run_id: str, now: float) -> list[NewJob]:
     jobs = []
     for node in flow.nodes.values():
         root = not node.after
@@ -71,7 +68,7 @@ def _node_jobs(app: App, flow: Flow, inp: Any, run_id: str, now: float) -> list[
 
 
 async def start_run(
-    app: App, flow: Flow, inp: Any, *, run_id: str | None = None, deadline: float | None = None,
+    app: FlowHost, flow: Flow, inp: Any, *, run_id: str | None = None, deadline: float | None = None,
     parent_job_id: int | None = None, depth: int = 0, parent_run_id: str | None = None,
 ) -> Run:
     """Insert a run and its nodes in one transaction (or return the run that has that id).
@@ -111,10 +108,11 @@ async def start_run(
     return run
 
 
-class FlowsAPI:
-    """Flow methods of :class:`jobloom.App`."""
+class FlowOps:
+    """The flow operations of an app (``App.start``, ``App.get_run``, ...), on its store."""
 
-    flows: dict[str, Flow]
+    def __init__(self, host: FlowHost) -> None:
+        self.host = host
 
     async def start(self, flow: Flow, input: Any, *, id: str | None = None,
                     deadline: float | None = None) -> Run:
@@ -125,11 +123,11 @@ class FlowsAPI:
         function of a root node that raises refuses the run (``FlowError``); one of a later node
         fails that node with the error when it would run.
         """
-        return await start_run(cast("App", self), flow, input, run_id=id, deadline=deadline)
+        return await start_run(self.host, flow, input, run_id=id, deadline=deadline)
 
     async def get_run(self, run_id: str) -> Run:
         """A run, with each node's state, attempts and result."""
-        store = await cast("App", self).store()
+        store = await self.host.store()
 
         async def work(tx: Tx) -> Run:
             return await _read_run(tx, run_id)
@@ -138,7 +136,7 @@ class FlowsAPI:
 
     async def list_runs(self, flow: str | None = None, state: str | None = None, limit: int = 100) -> list[Run]:
         """Runs, newest first, optionally filtered by flow name and state."""
-        store = await cast("App", self).store()
+        store = await self.host.store()
 
         async def work(tx: Tx) -> list[Run]:
             rows = await tx.fetch("list_runs", {"flow": flow, "state": state, "limit": limit})
@@ -153,7 +151,7 @@ class FlowsAPI:
     async def cancel_run(self, run_id: str) -> Run:
         """Cancel a run and its sub-flow runs: nodes that have not started are cancelled, running ones
         are asked to stop. The run is ``cancelling`` until none of its jobs runs, then ``cancelled``."""
-        store = await cast("App", self).store()
+        store = await self.host.store()
 
         async def work(tx: Tx) -> Run:
             await flowstop.cancel_run(tx, run_id, store.now())
@@ -166,7 +164,7 @@ class FlowsAPI:
     async def resume_run(self, run_id: str) -> Run:
         """Run a failed or cancelled run again, keeping the nodes that succeeded; its deadline (if it
         had one) is armed again: now plus the run's deadline length."""
-        store = await cast("App", self).store()
+        store = await self.host.store()
 
         async def work(tx: Tx) -> Run:
             await flowrun.resume_run(tx, run_id, store.now())
@@ -175,25 +173,6 @@ class FlowsAPI:
         run = await store.transact(work)
         await store.notify()
         return run
-
-    async def send_event(self, job_id: int, name: str, data: Any = None) -> bool:
-        """Deliver ``data`` to the job's ``wait_for_event(name)``; returns whether a waiting job was woken."""
-        from jobloom.app.facade import checked_id
-
-        job_id = checked_id(job_id)
-        check_name("event name", name, MAX_NAME_BYTES)
-        try:
-            payload = None if data is None else plain_json(data)
-        except ValueError as exc:
-            raise InvalidOption("event data", data, f"JSON data: {exc}") from None
-        store = await cast("App", self).store()
-
-        async def work(tx: Tx) -> bool:
-            return await steps.send_event(tx, job_id, name, payload, store.now())
-
-        woken = await store.transact(work)
-        await store.notify()
-        return woken
 
 
 def flow_bindings(flows: dict[str, Flow]) -> list[str]:
@@ -225,3 +204,10 @@ def register_flows(flows: Any, bindings: set[str]) -> dict[str, Flow]:
         flow.validate(bindings)
         out[flow.name] = flow
     return out
+
+
+def node_options(node: Node) -> EnqueueOptions:
+    """The enqueue options a node declares."""
+    o = node.options
+    return EnqueueOptions(delay=o.get("delay"), priority=o.get("priority"), concurrency_key=o.get("concurrency_key"),
+                          max_attempts=o.get("max_attempts"), delivery=o.get("delivery"))

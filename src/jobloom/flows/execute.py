@@ -8,28 +8,23 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from jobloom.core.errors import InvalidOption, Permanent, shown
+from jobloom.core.errors import InvalidOption, shown
+from jobloom.core.signals import Permanent
 from jobloom.core.states import ACTIVE_STATES
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
 from jobloom.engine.steps import FOREVER, Suspended
+from jobloom.flows.api import node_options, start_run
 from jobloom.flows.flow import Flow, FlowError, Node, child_name_problem
 from jobloom.flows.runs import CHILDREN_DONE, SUBFLOW_DONE, insert_children, like_prefix, top_node
 
 if TYPE_CHECKING:
-    from jobloom.app.facade import App
     from jobloom.core.types import Job
     from jobloom.engine.jobs import Claimed
+    from jobloom.flows.host import FlowHost
     from jobloom.store.base import Tx
 
 NEVER = 1e18  # unique_until of a spawned child: its id is unique for good
-
-
-def node_options(node: Node) -> EnqueueOptions:
-    """The enqueue options a node declares."""
-    o = node.options
-    return EnqueueOptions(delay=o.get("delay"), priority=o.get("priority"), concurrency_key=o.get("concurrency_key"),
-                          max_attempts=o.get("max_attempts"), delivery=o.get("delivery"))
 
 
 class NodeContexts:
@@ -40,8 +35,8 @@ class NodeContexts:
     not kept between ticks, so nothing here relies on a run id never being started again.
     """
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, host: FlowHost) -> None:
+        self.host = host
         self._calls: Coalescer[Claimed, _Loaded | None] = Coalescer(self._load)
 
     async def load(self, c: Claimed) -> _Loaded | None:
@@ -49,7 +44,7 @@ class NodeContexts:
         return await self._calls.submit(c)
 
     async def _load(self, jobs: list[Claimed]) -> list[_Loaded | None]:
-        store = await self.app.store()
+        store = await self.host.store()
         return await store.transact(lambda tx: self._read(tx, jobs), exclusive=False)
 
     async def _read(self, tx: Tx, jobs: list[Claimed]) -> list[_Loaded | None]:
@@ -83,7 +78,7 @@ _Loaded = tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]
 
 
 async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any, dict[str, Any], int]:
-    app = contexts.app
+    app = contexts.host
     loaded = await contexts.load(c)
     if loaded is None:
         raise Permanent(f"run {c.run_id!r} of node {c.node!r} no longer exists")
@@ -117,7 +112,7 @@ def fanout_summary(children: list[tuple[str, str, str | None, str | None]]) -> d
 async def node_payload(contexts: NodeContexts, c: Claimed) -> str:
     """Build a node's payload with its ``input`` function; a function that raises fails the node."""
     _, node, inp, up, _ = await _context(contexts, c)
-    app = contexts.app
+    app = contexts.host
     try:
         value = node.input(inp, up)
     except Exception as exc:
@@ -128,7 +123,7 @@ async def node_payload(contexts: NodeContexts, c: Claimed) -> str:
 async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
     """A fan-out node: create its children once, then wait until all have finished."""
     _, node, inp, up, _ = await _context(contexts, c)
-    app = contexts.app
+    app = contexts.host
     try:
         items = list(node.over(inp, up)) if node.over else []
     except Exception as exc:
@@ -180,10 +175,8 @@ def _child_names(node: Node, items: list[Any]) -> list[str]:
 
 async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
     """A sub-flow node: start the child run once, then finish when it ends, with its nodes' results."""
-    from jobloom.flows.api import start_run
-
     _, node, inp, up, depth = await _context(contexts, c)
-    app = contexts.app
+    app = contexts.host
     assert node.subflow is not None
     child_id = f"{c.run_id}/{node.name}"
     try:
@@ -202,7 +195,7 @@ async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
     raise Suspended(FOREVER, wait=SUBFLOW_DONE)
 
 
-def run_spawner(app: App, c: Claimed) -> Callable[..., Awaitable[Job]]:
+def run_spawner(app: FlowHost, c: Claimed) -> Callable[..., Awaitable[Job]]:
     """``ctx.spawn`` of a job of a flow run: the child is a job of the same run, named
     ``<node>/<child id>`` (unique in the run: the same child id again returns the same job). Its node
     settles only once the children it spawned have finished (see ``flowrun.on_finished``)."""

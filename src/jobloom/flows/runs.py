@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobloom.core.errors import InvalidTransition, JobloomError
 from jobloom.core.states import ACTIVE_STATES
 from jobloom.engine.coordinator import enqueue as insert_jobs
 from jobloom.engine.jobs import NewJob, emit, event
 from jobloom.store.base import Tx
-
-if TYPE_CHECKING:
-    from jobloom.app.facade import App
 
 ACTIVE = ACTIVE_STATES
 CHILDREN_DONE = "jobloom.children"  # what a fan-out node waits for
@@ -282,14 +279,15 @@ async def _apply(tx: Tx, moves: list[Move], now: float) -> list[list[tuple[Any, 
     return results
 
 
-async def wait_satisfied(tx: Tx, job_id: int, wait: str, run_id: str | None, node: str | None) -> bool:
-    """Whether a suspending job's wait is already over: its event arrived, its children or sub-run ended."""
-    if wait == CHILDREN_DONE and run_id is not None and node is not None:  # its children exist: it made them
+async def wait_over(tx: Tx, wait: str, run_id: str, node: str) -> bool | None:
+    """Whether a suspending node's run-level wait is already over: its children or its sub-run ended
+    (None: ``wait`` names an event, which the engine looks up itself)."""
+    if wait == CHILDREN_DONE:  # its children exist: it made them
         return not await tx.fetch("child_active", {"run_id": run_id, **child_range(node)})
-    if wait == SUBFLOW_DONE and run_id is not None and node is not None:
+    if wait == SUBFLOW_DONE:
         child = await tx.fetchone("get_run", {"id": f"{run_id}/{node}"})
         return child is not None and child[2] in RUN_FINISHED
-    return await tx.fetchone("get_signal", {"job_id": job_id, "name": wait}) is not None
+    return None
 
 
 async def resume_run(tx: Tx, run_id: str, now: float) -> int:
@@ -330,39 +328,3 @@ class RunNotFound(JobloomError):
         self.run_id = run_id
 
 
-class RunDeadlines:
-    """A housekeeper that stops runs past their deadline (see :func:`jobloom.flowstop.fail_past_deadline`)."""
-
-    name = "run-deadlines"
-
-    def __init__(self, recheck: float = 5.0) -> None:
-        self.recheck = recheck
-        self._due: float | None = None
-        self._checked_at = 0.0
-
-    async def next_due(self, app: App, now: float) -> float | None:
-        """The earliest deadline of a running run (re-read at most every ``recheck`` seconds)."""
-        if self._checked_at == 0.0 or now - self._checked_at >= self.recheck:
-            store = await app.store()
-
-            async def read(tx: Tx) -> Any:
-                return await tx.fetchone("next_run_deadline")
-
-            row = await store.transact(read, exclusive=False)
-            self._checked_at = now
-            self._due = None if row is None or row[0] is None else float(row[0])
-        later = self._checked_at + self.recheck
-        return later if self._due is None else min(self._due, later)
-
-    async def run(self, app: App, now: float) -> bool:
-        """Fail the runs whose deadline passed."""
-        store = await app.store()
-
-        async def work(tx: Tx) -> list[str]:
-            from jobloom.flows.stop import fail_past_deadline
-
-            return await fail_past_deadline(tx, now)
-
-        failed = await store.transact(work)
-        self._checked_at = 0.0
-        return bool(failed)

@@ -12,12 +12,15 @@ The run and its sub-flow runs are locked in id order before any of their jobs (t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidTransition
 from jobloom.engine.jobs import emit, event
 from jobloom.flows.runs import RUN_RUNNING, STOPPING, Move, RunNotFound, _apply, _end
 from jobloom.store.base import Tx
+
+if TYPE_CHECKING:
+    from jobloom.store.base import Store
 
 CANCELLING = "cancelling"
 FAILING = "failing"
@@ -95,3 +98,37 @@ async def _stop(tx: Tx, roots: list[tuple[Any, ...]], state: str, error: str, no
         if moves:
             ended.add(run[0])
     return ended
+
+
+class RunDeadlines:
+    """A housekeeper that stops runs past their deadline (see :func:`jobloom.flowstop.fail_past_deadline`)."""
+
+    name = "run-deadlines"
+
+    def __init__(self, recheck: float = 5.0) -> None:
+        self.recheck = recheck
+        self._due: float | None = None
+        self._checked_at = 0.0
+
+    async def next_due(self, store: Store, now: float) -> float | None:
+        """The earliest deadline of a running run (re-read at most every ``recheck`` seconds)."""
+        if self._checked_at == 0.0 or now - self._checked_at >= self.recheck:
+
+            async def read(tx: Tx) -> Any:
+                return await tx.fetchone("next_run_deadline")
+
+            row = await store.transact(read, exclusive=False)
+            self._checked_at = now
+            self._due = None if row is None or row[0] is None else float(row[0])
+        later = self._checked_at + self.recheck
+        return later if self._due is None else min(self._due, later)
+
+    async def run(self, store: Store, now: float) -> bool:
+        """Fail the runs whose deadline passed."""
+
+        async def work(tx: Tx) -> list[str]:
+            return await fail_past_deadline(tx, now)
+
+        failed = await store.transact(work)
+        self._checked_at = 0.0
+        return bool(failed)

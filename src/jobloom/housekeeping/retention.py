@@ -25,7 +25,9 @@ from jobloom.engine.performer import _retention
 from jobloom.store.sql import load_queries
 
 if TYPE_CHECKING:
-    from jobloom.app.facade import App
+    from collections.abc import Mapping
+
+    from jobloom.engine.performer import PerformerSpec
     from jobloom.store.base import Store, Tx
 
 DEFAULTS: dict[str, float] = _retention(None, "")
@@ -60,11 +62,13 @@ async def stored_retentions(store: Store) -> dict[str, dict[str, float]]:
     return {str(b): parse_retention(text) for b, text in await store.transact(work, exclusive=False)}
 
 
-def retention_groups(app: App, stored: dict[str, dict[str, float]] | None = None) -> list[tuple[str, float, list[str]]]:
+def retention_groups(
+    specs: Mapping[str, PerformerSpec], stored: dict[str, dict[str, float]] | None = None
+) -> list[tuple[str, float, list[str]]]:
     """(state, seconds, bindings) grouped by equal retention: the app's own bindings by its specs, the
     others that have a ``stored`` retention by it."""
     retention = {binding: dict(r) for binding, r in (stored or {}).items()}
-    retention.update((binding, spec.retention) for binding, spec in app.specs.items())
+    retention.update((binding, spec.retention) for binding, spec in specs.items())
     groups: dict[tuple[str, float], list[str]] = defaultdict(list)
     for binding, by_state in sorted(retention.items()):
         for state, seconds in by_state.items():
@@ -105,12 +109,13 @@ async def prune_batch(
     return await store.transact(work)
 
 
-async def prune(app: App, now: float, *, batch: int = 500, max_batches: int = 20,
-                stats_retention: float = STATS_RETENTION) -> tuple[int, bool]:
-    """Prune what is past retention, at most ``max_batches`` full batches; return (jobs deleted, more left)."""
-    store = await app.store()
-    groups = retention_groups(app, await stored_retentions(store))
-    own = sorted(app.specs)
+async def prune(store: Store, specs: Mapping[str, PerformerSpec], now: float, *, batch: int = 500,
+                max_batches: int = 20, stats_retention: float = STATS_RETENTION) -> tuple[int, bool]:
+    """Prune what is past retention, at most ``max_batches`` full batches; return (jobs deleted, more left).
+
+    ``specs``: the app's own performers, whose retention is their spec's."""
+    groups = retention_groups(specs, await stored_retentions(store))
+    own = sorted(specs)
     plan: list[tuple[str, float, list[str], bool]] = [(s, secs, b, False) for s, secs, b in groups]
     plan += [(state, secs, own, True) for state, secs in DEFAULTS.items()]
     deleted = 0
@@ -139,24 +144,26 @@ class RetentionKeeper:
 
     name = "retention"
 
-    def __init__(self, *, interval: float = 60.0, batch: int = 500, max_batches: int = 20) -> None:
+    def __init__(self, specs: Mapping[str, PerformerSpec], *, interval: float = 60.0, batch: int = 500,
+                 max_batches: int = 20) -> None:
+        self.specs = specs
         self.interval = interval
         self.batch = batch
         self.max_batches = max_batches
         self._next = 0.0
         self.deleted = 0
 
-    async def next_due(self, app: App, now: float) -> float | None:
+    async def next_due(self, store: Store, now: float) -> float | None:
         """When to prune next (kept in memory)."""
         return self._next
 
-    async def run(self, app: App, now: float) -> bool:
+    async def run(self, store: Store, now: float) -> bool:
         """Prune one round; deleting jobs never makes any runnable, so this returns False."""
         self._next = now + self.interval
-        deleted, more = await prune(app, now, batch=self.batch, max_batches=self.max_batches)
+        deleted, more = await prune(store, self.specs, now, batch=self.batch, max_batches=self.max_batches)
         self.deleted += deleted
         if more:
-            self._next = (await app.store()).now()
+            self._next = store.now()
         return False
 
 

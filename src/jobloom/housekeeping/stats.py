@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from jobloom.core.errors import InvalidOption
 
 if TYPE_CHECKING:
-    from jobloom.app.facade import App
     from jobloom.store.base import Store, Tx
 
 CURSOR = "stats"
@@ -212,14 +211,14 @@ class Projector:
         self.idle = idle
         self._next = 0.0
 
-    async def next_due(self, app: App, now: float) -> float | None:
+    async def next_due(self, store: Store, now: float) -> float | None:
         """When to fold next (kept in memory)."""
         return self._next
 
-    async def run(self, app: App, now: float) -> bool:
+    async def run(self, store: Store, now: float) -> bool:
         """Fold one batch; the read model never makes jobs runnable, so this returns False."""
         self._next = now + self.idle  # a failing run is not retried at once
-        n = await project_once(await app.store(), limit=self.batch)
+        n = await project_once(store, limit=self.batch)
         self._next = now if n >= self.batch else now + (self.busy if n else self.idle)
         return False
 

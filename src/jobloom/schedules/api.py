@@ -4,7 +4,7 @@ schedules, reading and writing their rows in ``jobloom_schedules``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -16,15 +16,13 @@ from jobloom.schedules.keeper import SchedulerKeeper, ScheduleRow, _flow_of, rea
 from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 
 if TYPE_CHECKING:
-    from jobloom.core.types import Job
-    from jobloom.engine.housekeeper import Housekeeper
-    from jobloom.engine.performer import PerformerSpec
+    from jobloom.schedules.host import ScheduleHost
     from jobloom.store.base import Store, Tx
 
 
 @dataclass(frozen=True, slots=True)
 class ScheduleInfo:
-    """One schedule as :meth:`SchedulingMixin.list_schedules` shows it."""
+    """One schedule as :meth:`jobloom.App.list_schedules` shows it."""
 
     name: str
     origin: str  # "code" (declared with the app), "runtime" (added with add_schedule) or "stored"
@@ -77,48 +75,36 @@ def _info(name: str, schedule: Schedule | None, row: ScheduleRow | None, origin:
     )
 
 
-class SchedulingMixin:
-    """Schedule and stats methods of :class:`jobloom.App` (mixed in; see ``_init_scheduling``)."""
-
-    if TYPE_CHECKING:
-        specs: dict[str, PerformerSpec]
-        housekeepers: list[Housekeeper]
-
-        async def store(self) -> Store:
-            """The app's store (see App)."""
-
-        def spec(self, performer: Any) -> PerformerSpec:
-            """A performer's spec (see App)."""
-
-        async def get_job(self, job_id: int) -> Job:
-            """A job (see App)."""
-
-    schedules: dict[str, Schedule]
-    scheduler: SchedulerKeeper
-
-    def _init_scheduling(self, schedules: Iterable[Schedule] = ()) -> None:
-        """Check the declared schedules and register the housekeepers (called by ``App.__init__``)."""
-        from jobloom.housekeeping.retention import RetentionKeeper
-        from jobloom.housekeeping.stats import Projector
-
-        self.schedules = {}
-        for s in schedules:
-            if not isinstance(s, Schedule):
-                raise InvalidSchedule(str(s), "schedules", s, "expected jobloom.Schedule objects")
-            if s.name in self.schedules:
-                raise InvalidSchedule(s.name, "name", s.name, "two schedules have this name")
-            self._check_schedule(s)
-            self.schedules[s.name] = s
-        self.scheduler = SchedulerKeeper()
-        self.housekeepers.extend([self.scheduler, RetentionKeeper(), Projector()])
-
-    def _check_schedule(self, s: Schedule) -> None:
+def check_schedules(host: ScheduleHost, schedules: Iterable[Schedule]) -> dict[str, Schedule]:
+    """The schedules declared with an app, checked (names, performers, flows, payloads) and by name."""
+    out: dict[str, Schedule] = {}
+    for s in schedules:
+        if not isinstance(s, Schedule):
+            raise InvalidSchedule(str(s), "schedules", s, "expected jobloom.Schedule objects")
+        if s.name in out:
+            raise InvalidSchedule(s.name, "name", s.name, "two schedules have this name")
         if s.flow is not None:
-            _flow_of(self, s)  # type: ignore[arg-type]
+            _flow_of(host, s)
         else:
-            spec = self.spec(s.binding or "")
+            spec = host.spec(s.binding or "")
             if s.stored_arguments:
                 spec.dump_payload(s.payload)  # a bad payload is refused now, not at the first tick
+        out[s.name] = s
+    return out
+
+
+class ScheduleOps:
+    """The schedule operations of an app (``App.add_schedule``, ``App.list_schedules``, ...), and the
+    housekeeper that fires its schedules."""
+
+    def __init__(self, host: ScheduleHost) -> None:
+        self.host = host
+        self.keeper = SchedulerKeeper(host)
+
+    @property
+    def schedules(self) -> Mapping[str, Schedule]:
+        """The schedules declared with the app."""
+        return self.host.schedules
 
     async def add_schedule(self, schedule: Schedule, *, replace: bool = False) -> ScheduleInfo:
         """Add a schedule at run time: stored, so every worker of the store fires it (within seconds).
@@ -135,9 +121,9 @@ class SchedulingMixin:
                                   "a schedule added at run time is stored: its payload must be data, not a function")
         if schedule.name in self.schedules:
             raise InvalidSchedule(schedule.name, "name", schedule.name, "a schedule declared with the app has it")
-        spec = self.spec(schedule.binding or "")
+        spec = self.host.spec(schedule.binding or "")
         definition = schedule.definition_json(spec.dump_payload(schedule.payload))
-        store = await self.store()
+        store = await self.host.store()
         now = store.now()
 
         async def work(tx: Tx) -> None:
@@ -161,7 +147,7 @@ class SchedulingMixin:
         """Remove a schedule added at run time (one declared with the app is paused instead)."""
         if name in self.schedules:
             raise InvalidSchedule(name, "name", name, "declared with the app: remove it there, or pause it")
-        store = await self.store()
+        store = await self.host.store()
 
         async def work(tx: Tx) -> int:
             return await tx.execute("delete_schedule_row", {"name": name})
@@ -182,14 +168,14 @@ class SchedulingMixin:
 
     async def trigger_schedule(self, name: str) -> Any:
         """Run a schedule now, paused or not, whatever its overlap policy: returns the job (or flow run)."""
-        store = await self.store()
+        store = await self.host.store()
         now = store.now()
         row = await self._ensure_row(store, name, now)
         schedule = self.schedules.get(name) or _runtime_schedule(name, row)
         key = f"schedule:{name}:manual:{datetime.fromtimestamp(now, UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
         arguments = schedule.arguments(schedule.local(now))
         if schedule.flow is not None:
-            run = await self.start(_flow_of(self, schedule), arguments, id=key)  # type: ignore[attr-defined,arg-type]
+            run = await self.host.start(_flow_of(self.host, schedule), arguments, id=key)
 
             async def record_run(tx: Tx) -> None:
                 current = await tx.fetchone("lock_schedule_row", {"name": name})
@@ -200,7 +186,7 @@ class SchedulingMixin:
 
             await store.transact(record_run)
             return run
-        job = build_job(self.spec(schedule.binding or ""), arguments, EnqueueOptions(unique_key=key), now)
+        job = build_job(self.host.spec(schedule.binding or ""), arguments, EnqueueOptions(unique_key=key), now)
 
         async def work(tx: Tx) -> int:
             current = await tx.fetchone("lock_schedule_row", {"name": name})
@@ -213,11 +199,11 @@ class SchedulingMixin:
 
         job_id = await store.transact(work)
         await store.notify()
-        return await self.get_job(job_id)
+        return await self.host.get_job(job_id)
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule: the app's and the stored ones, with next run, last run and last error."""
-        store = await self.store()
+        store = await self.host.store()
         rows = await read_rows(store)
         now = store.now()
         out = []
@@ -230,12 +216,6 @@ class SchedulingMixin:
             out.append(_info(name, schedule, row, origin, now))
         return out
 
-    async def stats(self, binding: str | None = None, since: Any = None) -> Any:
-        """Counts and run-time percentiles from the read model (see :func:`jobloom.projector.read_stats`)."""
-        from jobloom.housekeeping.stats import read_stats
-
-        return await read_stats(await self.store(), binding=binding, since=since)
-
     # -- helpers ------------------------------------------------------------------------------------
 
     async def _schedule_info(self, name: str) -> ScheduleInfo:
@@ -245,7 +225,7 @@ class SchedulingMixin:
         raise UnknownSchedule(name, sorted(self.schedules))
 
     async def _schedules_changed(self, store: Store) -> None:
-        self.scheduler.invalidate()
+        self.keeper.invalidate()
         await store.notify()
 
     async def _ensure_row(self, store: Store, name: str, now: float) -> ScheduleRow:
@@ -265,7 +245,7 @@ class SchedulingMixin:
         return ScheduleRow.from_row(row)
 
     async def _set_paused(self, name: str, paused: bool) -> None:
-        store = await self.store()
+        store = await self.host.store()
         now = store.now()
         await self._ensure_row(store, name, now)
 

@@ -28,7 +28,7 @@ from jobloom.schedules.planner import TickPlan, plan_ticks, tick_key
 from jobloom.schedules.schedule import InvalidSchedule, Schedule
 
 if TYPE_CHECKING:
-    from jobloom.app.facade import App
+    from jobloom.schedules.host import ScheduleHost
     from jobloom.store.base import Store, Tx
 
 log = logging.getLogger("jobloom.schedules")
@@ -97,7 +97,8 @@ class SchedulerKeeper:
 
     name = "schedules"
 
-    def __init__(self, refresh: float = REFRESH) -> None:
+    def __init__(self, host: ScheduleHost, refresh: float = REFRESH) -> None:
+        self.host = host
         self.refresh = refresh
         self.synced = False
         self._due: dict[str, float] = {}
@@ -108,15 +109,15 @@ class SchedulerKeeper:
         """Re-read the schedules at the next pass (after a change made in this process)."""
         self._refresh_at = 0.0
 
-    async def next_due(self, app: App, now: float) -> float | None:
+    async def next_due(self, store: Store, now: float) -> float | None:
         """The earliest tick of an active schedule, or the next re-read (kept in memory)."""
         if not self.synced:
             return now
         return min([self._refresh_at, *self._due.values()])
 
-    async def run(self, app: App, now: float) -> bool:
+    async def run(self, store: Store, now: float) -> bool:
         """Fire the due ticks; return True if jobs were made."""
-        store = await app.store()
+        app = self.host
         if not self.synced:
             await sync_code_schedules(app, store, now)
             self.synced = True
@@ -133,7 +134,7 @@ class SchedulerKeeper:
             self._due[f.schedule.name] = f.plan.next_run
         return made
 
-    def _active(self, app: App, rows: dict[str, ScheduleRow]) -> dict[str, Schedule]:
+    def _active(self, app: ScheduleHost, rows: dict[str, ScheduleRow]) -> dict[str, Schedule]:
         """Unpaused schedules this app can fire: its own, and run-time ones for its performers."""
         out: dict[str, Schedule] = {}
         for name, row in rows.items():
@@ -156,7 +157,7 @@ class SchedulerKeeper:
                 out[name] = cached[1]
         return out
 
-    def _prepare(self, app: App, schedule: Schedule, row: ScheduleRow, now: float) -> _Firing:
+    def _prepare(self, app: ScheduleHost, schedule: Schedule, row: ScheduleRow, now: float) -> _Firing:
         plan = plan_ticks(schedule, row.last_tick if row.last_tick is not None else now, now)
         firing = _Firing(schedule, row, plan)
         for tick in plan.fire:
@@ -172,7 +173,7 @@ class SchedulerKeeper:
                 firing.jobs.append((tick, f"{type(exc).__name__}: {exc}"))
         return firing
 
-    async def _fire(self, app: App, store: Store, firings: list[_Firing], now: float) -> bool:
+    async def _fire(self, app: ScheduleHost, store: Store, firings: list[_Firing], now: float) -> bool:
         for f in firings:
             if f.runs:
                 await _start_runs(app, f, now)
@@ -226,7 +227,7 @@ async def _apply(tx: Tx, f: _Firing, row: ScheduleRow, now: float) -> bool:
     return made
 
 
-async def _start_runs(app: App, f: _Firing, now: float) -> None:
+async def _start_runs(app: ScheduleHost, f: _Firing, now: float) -> None:
     """Start the flow runs of the planned ticks (idempotent by run id), honouring ``overlap``."""
     last = f.row.last_run_id
     done: list[tuple[float, str | None]] = []
@@ -247,16 +248,16 @@ async def _start_runs(app: App, f: _Firing, now: float) -> None:
     f.runs = done
 
 
-def _flow_of(app: App, schedule: Schedule) -> Any:
+def _flow_of(app: ScheduleHost, schedule: Schedule) -> Any:
     flow = schedule.flow
     name = flow if isinstance(flow, str) else getattr(flow, "name", None)
-    flows: dict[str, Any] = getattr(app, "flows", {}) or {}
-    if name not in flows:
+    flows = app.flows
+    if not isinstance(name, str) or name not in flows:
         raise InvalidSchedule(schedule.name, "flow", flow, f"not one of the app's flows ({', '.join(sorted(flows))})")
     return flows[name]
 
 
-async def sync_code_schedules(app: App, store: Store, now: float) -> None:
+async def sync_code_schedules(app: ScheduleHost, store: Store, now: float) -> None:
     """Store a row for each schedule declared with the app (state kept; a changed definition replaced)."""
     rows = []
     for s in app.schedules.values():

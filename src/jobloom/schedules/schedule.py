@@ -206,13 +206,6 @@ class Schedule:
             if self.payload is not None:
                 raise InvalidSchedule(name, "payload", self.payload,
                                       "payload= goes with performer=; a flow takes input=")
-            from jobloom.app.facade import App
-
-            if not callable(getattr(App, "start", None)):
-                raise InvalidSchedule(
-                    name, "flow", self.flow,
-                    "this version of jobloom cannot start flows yet (App.start is missing); schedule a performer",
-                )
         if self.performer is not None and not isinstance(self.performer, str | type):
             raise InvalidSchedule(name, "performer", self.performer, "expected a Performer class or a binding name")
         if self.overlap not in OVERLAPS:

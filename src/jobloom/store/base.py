@@ -170,20 +170,3 @@ def run_without_loop(coro: Coroutine[Any, Any, T]) -> T:
         return result
     coro.close()
     raise StoreError("a synchronous transaction awaited something other than its Tx")
-
-
-def open_store(url: str, **options: Any) -> Store:
-    """Build the driver for ``url`` (``sqlite:///path.db`` or ``postgresql://...``); not yet connected."""
-    if url.startswith("sqlite:"):
-        from jobloom.store.sqlite.store import SQLiteStore
-
-        return SQLiteStore(url, **options)
-    if url.startswith(("postgresql:", "postgres:")):
-        try:
-            from jobloom.store.postgres.store import PostgresStore
-        except ImportError as exc:  # pragma: no cover - depends on the installation
-            raise StoreError(
-                f"the PostgreSQL store needs psycopg 3: pip install 'jobloom[postgres]' ({exc})"
-            ) from exc
-        return PostgresStore(url, **options)
-    raise StoreError(f"unsupported store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db")

@@ -1,0 +1,21 @@
+"""What a performer raises to steer its own job: :class:`Retry` (another attempt, after a delay) and
+:class:`Permanent` (fail now, no further attempts). They are not errors of jobloom's."""
+
+from __future__ import annotations
+
+from jobloom.core.options import MAX_DELAY, finite
+
+
+class Retry(Exception):
+    """Raised by a performer to ask for another attempt after ``after`` seconds."""
+
+    def __init__(self, after: float | None = None, reason: str = "retry requested") -> None:
+        if after is not None:
+            after = finite("after", after, maximum=MAX_DELAY)
+        self.after = after
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Permanent(Exception):
+    """Raised by a performer to fail the job at once, without further attempts."""
