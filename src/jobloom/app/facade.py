@@ -4,28 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from jobloom.app import jobs
+from jobloom.app.loops import _Core, _SyncBridge
 from jobloom.core.errors import (
     InvalidOption,
     JobloomError,
-    JobNotFound,
     MigrationsMissing,
-    StoreError,
     UnknownBinding,
     WaitTimeout,
 )
-from jobloom.core.records import attempt_from_row, backoff_json, job_from_row
-from jobloom.core.text import MAX_NAME_BYTES, check_name, plain_json
+from jobloom.core.records import backoff_json, check_limits
+from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
 from jobloom.core.types import Attempt, Job, Run, to_datetime
 from jobloom.engine import coordinator, steps
-from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, Enqueuer, build_job, insert_in
+from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
 from jobloom.engine.housekeeper import Housekeeper
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
@@ -42,29 +40,9 @@ from jobloom.store.base import Tx
 from jobloom.store.sql import load_migrations
 
 T = TypeVar("T")
-PerformerRef = type[Performer[Any, Any]] | str
 STREAM_CHUNK = 100
 """Jobs per statement of a large :meth:`App.enqueue_many`, validated while the store writes the last chunk."""
 Hook = Callable[[], Awaitable[None] | None]
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueRequest:
-    """One item of :meth:`App.enqueue_many`."""
-
-    performer: PerformerRef
-    payload: Any
-    options: EnqueueOptions = DEFAULT_OPTIONS
-
-
-class _Core:
-    """What an app holds per event loop: a connected store and its enqueue coalescer."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.enqueuer = Enqueuer(store)
-        self.ready = asyncio.Lock()
-        self.checked = False
 
 
 class App:
@@ -211,20 +189,7 @@ class App:
     async def set_limits(self, binding: str, **limits: Any) -> None:
         """Change a binding's limits at run time (``concurrency``, ``key_concurrency``, ``rate_limit``,
         ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit."""
-        from jobloom.core import options as opt
-        from jobloom.core.errors import InvalidOption
-        from jobloom.core.options import RateLimit
-        from jobloom.core.records import LIMIT_FIELDS
-
-        for name, value in limits.items():
-            if name not in LIMIT_FIELDS:
-                raise InvalidOption(name, value, f"one of {', '.join(LIMIT_FIELDS)}", binding)
-            if name in ("concurrency", "key_concurrency"):
-                opt.positive_int(name, value, binding, allow_none=name == "concurrency")
-            elif name == "rate_limit" and value is not None:
-                RateLimit.parse(value, binding)
-            elif name == "priority_aging":
-                opt.seconds(name, value, binding)
+        check_limits(binding, limits)
         store = await self.store()
 
         async def work(tx: Tx) -> None:
@@ -268,14 +233,10 @@ class App:
         core = await self._core()
         job = build_job(spec, payload, options, core.store.now())
         if connection is not None:
-            store: Any = core.store
-            if not hasattr(store, "transact_on"):
-                raise StoreError(f"the {store.dialect} store cannot enqueue in the caller's transaction")
-
             async def work(tx: Tx) -> list[Job]:
                 return await insert_in(tx, [job])
 
-            return (await store.transact_on(connection, work))[0]  # type: ignore[no-any-return]
+            return (await core.store.transact_on(connection, work))[0]
         return await core.enqueuer.submit(job)
 
     async def enqueue_many(self, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
@@ -336,14 +297,12 @@ class App:
             return self.run_sync(self.enqueue(performer, payload, **options))
         self.run_sync(self.store())  # migrations checked, as for every use
         job = build_job(self.spec(performer), payload, EnqueueOptions(**options), self.now())
-        store: Any = open_store(self.url, **self.store_options)
-        if not hasattr(store, "transact_on_sync"):
-            raise StoreError(f"the {store.dialect} store cannot enqueue in the caller's transaction")
+        store = open_store(self.url, **self.store_options)
 
         async def work(tx: Tx) -> list[Job]:
             return await insert_in(tx, [job])
 
-        return store.transact_on_sync(connection, work)[0]  # type: ignore[no-any-return]
+        return store.transact_on_sync(connection, work)[0]
 
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one of the app's coroutines from synchronous code, on the app's own loop thread."""
@@ -355,40 +314,13 @@ class App:
 
     async def get_job(self, job_id: int) -> Job:
         """The job with that id; ``JobNotFound`` if there is none."""
-        job_id = checked_id(job_id)
-        store = await self.store()
-
-        async def work(tx: Tx) -> Any:
-            return await tx.fetchone("get_job", {"id": job_id})
-
-        row = await store.transact(work, exclusive=False)
-        if row is None:
-            raise JobNotFound(job_id)
-        return job_from_row(row)
+        return await jobs.read_job(await self.store(), job_id)
 
     async def list_jobs(
         self, state: str | None = None, binding: str | None = None, limit: int = 100, before: int | None = None
     ) -> list[Job]:
         """Jobs, newest first, optionally filtered by state and binding (``before``: ids below it)."""
-        from jobloom.core.errors import InvalidOption
-        from jobloom.core.states import ALL_STATES
-
-        if state is not None and state not in ALL_STATES:
-            raise InvalidOption("state", state, f"one of {', '.join(ALL_STATES)}")
-        if binding is not None and not isinstance(binding, str):
-            raise InvalidOption("binding", binding, "a binding name")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ID:
-            raise InvalidOption("limit", limit, f"an integer from 1 to {MAX_ID}")
-        if before is not None:
-            before = checked_id(before, "before", clamp=True)
-        store = await self.store()
-
-        async def work(tx: Tx) -> list[tuple[Any, ...]]:
-            return await tx.fetch(
-                "list_jobs", {"state": state, "binding": binding, "limit": limit, "before": before}
-            )
-
-        return [job_from_row(r) for r in await store.transact(work, exclusive=False)]
+        return await jobs.list_jobs(await self.store(), state, binding, limit, before)
 
     async def counts(self, *, finished: bool = False) -> dict[str, dict[str, int]]:
         """Number of jobs per binding and state (states with no jobs are left out).
@@ -396,34 +328,11 @@ class App:
         By default succeeded and skipped jobs, most of the history, are not counted: the other states
         are each read from an index, so the cost follows the active and failed jobs, however long the
         history. ``finished=True`` counts succeeded and skipped jobs too, reading every job."""
-        store = await self.store()
-        query = "count_by_state" if finished else "count_by_state_indexed"
-
-        async def work(tx: Tx) -> list[tuple[Any, ...]]:
-            return await tx.fetch(query)
-
-        out: dict[str, dict[str, int]] = {}
-        for binding, state, n in await store.transact(work, exclusive=False):
-            out.setdefault(binding, {})[state] = n
-        return out
+        return await jobs.count_jobs(await self.store(), finished=finished)
 
     async def attempts(self, job_id: int) -> list[Attempt]:
         """Every attempt of a job, oldest first; a running attempt is shown with no outcome yet."""
-        job_id = checked_id(job_id)
-        store = await self.store()
-
-        async def work(tx: Tx) -> tuple[Any, list[tuple[Any, ...]]]:
-            return await tx.fetchone("get_job", {"id": job_id}), await tx.fetch("get_attempts", {"id": job_id})
-
-        job_row, rows = await store.transact(work, exclusive=False)
-        if job_row is None:
-            raise JobNotFound(job_id)
-        found = [attempt_from_row(r) for r in rows]
-        job = job_from_row(job_row)
-        if job.state == "running" and all(a.attempt != job.attempt for a in found):
-            found.append(Attempt(job_id, job.attempt, None, job.started_at or job.created_at,
-                                 None, None, None, None))
-        return found
+        return await jobs.read_attempts(await self.store(), job_id)
 
     async def cancel(self, job_id: int) -> Job:
         """Cancel a job: at once unless running; a running job's worker is told and cancels its task."""
@@ -576,43 +485,6 @@ class App:
         return f"App({self.url!r}, performers={sorted(self.specs)})"
 
 
-MAX_ID = 2**63 - 1
-"""Job ids are 64-bit integers."""
+__all__ = ["App", "EnqueueOptions", "EnqueueRequest", "to_datetime"]
 
 
-def checked_id(job_id: object, field: str = "job_id", *, clamp: bool = False) -> int:
-    """A job id as given by a caller: an integer; one outside the 64-bit range names no job (``JobNotFound``),
-    or with ``clamp`` (a bound such as ``before``) is brought into it."""
-    if isinstance(job_id, bool) or not isinstance(job_id, int):
-        from jobloom.core.errors import InvalidOption
-
-        raise InvalidOption(field, job_id, "an integer job id")
-    if not -MAX_ID <= job_id <= MAX_ID:
-        if clamp:
-            return max(-MAX_ID, min(MAX_ID, job_id))
-        raise JobNotFound(job_id)
-    return job_id
-
-
-def epoch(value: datetime | None) -> float | None:
-    """A datetime as epoch seconds (for callers building filters)."""
-    return None if value is None else value.timestamp()
-
-
-__all__ = ["App", "EnqueueOptions", "EnqueueRequest", "epoch", "to_datetime"]
-
-
-class _SyncBridge:
-    """A private event loop in a daemon thread that runs the app's coroutines for sync callers."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="jobloom-sync", daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)

@@ -6,7 +6,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from jobloom.core.options import Backoff, RateLimit
+from jobloom.core.errors import InvalidOption
+from jobloom.core.options import Backoff, RateLimit, positive_int, seconds
 from jobloom.core.types import Attempt, Bucket, Job, Policy, to_datetime
 
 
@@ -59,3 +60,16 @@ def policy_from_row(row: tuple[Any, ...] | None) -> tuple[Policy, Bucket | None,
 def backoff_json(backoff: Backoff) -> str:
     """A backoff policy as stored with its binding."""
     return json.dumps(asdict(backoff))
+
+
+def check_limits(binding: str, limits: dict[str, Any]) -> None:
+    """Check the run-time limits given to ``set_limits`` (names in ``LIMIT_FIELDS``, values by kind)."""
+    for name, value in limits.items():
+        if name not in LIMIT_FIELDS:
+            raise InvalidOption(name, value, f"one of {', '.join(LIMIT_FIELDS)}", binding)
+        if name in ("concurrency", "key_concurrency"):
+            positive_int(name, value, binding, allow_none=name == "concurrency")
+        elif name == "rate_limit" and value is not None:
+            RateLimit.parse(value, binding)
+        elif name == "priority_aging":
+            seconds(name, value, binding)

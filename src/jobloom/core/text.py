@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from jobloom.core.errors import InvalidOption
+from jobloom.core.errors import InvalidOption, JobNotFound
 
 MAX_NAME_BYTES = 128
 """Binding, flow, node, step and event names: UTF-8 bytes at most."""
@@ -194,3 +194,19 @@ def _encodable(text: str) -> bool:
 
 def _surrogate(text: str) -> str:
     return next((c for c in text if "\ud800" <= c <= "\udfff"), "")
+
+
+MAX_ID = 2**63 - 1
+"""Job ids are 64-bit integers."""
+
+
+def checked_id(job_id: object, field: str = "job_id", *, clamp: bool = False) -> int:
+    """A job id as given by a caller: an integer; one outside the 64-bit range names no job (``JobNotFound``),
+    or with ``clamp`` (a bound such as ``before``) is brought into it."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise InvalidOption(field, job_id, "an integer job id")
+    if not -MAX_ID <= job_id <= MAX_ID:
+        if clamp:
+            return max(-MAX_ID, min(MAX_ID, job_id))
+        raise JobNotFound(job_id)
+    return job_id

@@ -17,7 +17,7 @@ from jobloom.core.types import Job
 from jobloom.engine import coordinator
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.jobs import NewJob
-from jobloom.engine.performer import PerformerSpec
+from jobloom.engine.performer import Performer, PerformerSpec
 
 if TYPE_CHECKING:
     from jobloom.store.base import Store, Tx
@@ -166,3 +166,15 @@ async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
 async def insert_in(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
     """Insert jobs inside a transaction that the caller owns."""
     return await _insert(tx, jobs)
+
+
+PerformerRef = type[Performer[Any, Any]] | str
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueRequest:
+    """One item of :meth:`App.enqueue_many`."""
+
+    performer: PerformerRef
+    payload: Any
+    options: EnqueueOptions = DEFAULT_OPTIONS

@@ -123,6 +123,16 @@ class Store(abc.ABC):
         ``exclusive=False`` marks a read-only transaction.
         """
 
+    @abc.abstractmethod
+    async def transact_on(self, conn: Any, fn: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run ``fn`` inside the caller's own open transaction on ``conn`` (a connection of this store's
+        driver: an async or sync psycopg connection, or a ``sqlite3.Connection``), without committing:
+        what ``fn`` writes exists if and only if the caller commits. Wrong connections raise ``StoreError``."""
+
+    @abc.abstractmethod
+    def transact_on_sync(self, conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+        """:meth:`transact_on` for synchronous callers, on a synchronous connection of the driver."""
+
     async def autocommit(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         """Run ``fn``, which runs exactly one statement, as cheaply as the database allows while keeping
         it atomic: a single statement needs no ``BEGIN``/``COMMIT`` round trips on a server. By default

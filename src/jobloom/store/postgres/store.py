@@ -28,7 +28,7 @@ from jobloom.core.errors import CommitUnknown, StoreError
 from jobloom.store.base import Store, Tx, Wakeups, run_without_loop
 from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, _server_unavailable, is_transient
 from jobloom.store.postgres.listen import Listener
-from jobloom.store.postgres.tx import AsyncConn, PostgresTx, SyncConn, SyncPostgresTx, to_psycopg
+from jobloom.store.postgres.tx import AsyncConn, PostgresTx, SyncPostgresTx, to_psycopg
 from jobloom.store.sql import load_migrations
 
 T = TypeVar("T")
@@ -279,7 +279,7 @@ class PostgresStore(Store):
                 await asyncio.sleep(delay * (0.5 + random.random() / 2))
                 delay = min(delay * 2, 2.0)
 
-    async def transact_on(self, conn: AsyncConn, fn: Callable[[Tx], Awaitable[T]]) -> T:
+    async def transact_on(self, conn: Any, fn: Callable[[Tx], Awaitable[T]]) -> T:
         """Run ``fn`` inside the caller's open transaction on ``conn``; the caller commits (or not).
 
         Nothing jobloom writes is visible until that commit, and a rollback leaves no job. Workers
@@ -305,7 +305,7 @@ class PostgresStore(Store):
         await conn.execute(self._exit_sql(old_path, ok=True))
         return result
 
-    def transact_on_sync(self, conn: SyncConn, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+    def transact_on_sync(self, conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         """:meth:`transact_on` for a synchronous ``psycopg.Connection``.
 
         ``fn`` is the same kind of coroutine function as for :meth:`transact`, but it must await only

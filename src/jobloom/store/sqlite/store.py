@@ -278,7 +278,7 @@ class SQLiteStore(Store):
                         self.conn.execute("ROLLBACK")
                     raise
 
-    def transact_on_sync(self, conn: sqlite3.Connection, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
+    def transact_on_sync(self, conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         """Run ``fn`` on the caller's own sqlite3 connection, inside the caller's transaction (no commit).
 
         The caller's INSERT takes the write lock until it commits, so a worker woken now sees the job
@@ -293,7 +293,7 @@ class SQLiteStore(Store):
         self._waker.send()
         return result
 
-    async def transact_on(self, conn: sqlite3.Connection, fn: Callable[[Tx], Awaitable[T]]) -> T:
+    async def transact_on(self, conn: Any, fn: Callable[[Tx], Awaitable[T]]) -> T:
         """The same as :meth:`transact_on_sync`, for async callers (the caller's connection is sync)."""
         async def run(tx: Tx) -> T:
             return await fn(tx)
