@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import lifecycle
-from .decide import decide
+from .decide import decide, dispatch_time
 from .errors import InvalidTransition, JobNotFound
 from .records import policy_from_row
 from .states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
@@ -160,6 +160,8 @@ async def dispatch(
 ) -> Dispatched:
     """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
 
+    The jobs start at ``now`` (for a rate-limited binding: at :func:`~jobloom.decide.dispatch_time`),
+    the moment their rate tokens are spent at.
     ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction."""
     if capacity <= 0:
         return Dispatched([])
@@ -178,6 +180,8 @@ async def dispatch(
         locked = True
         if count_rows:
             running = count_rows[0][0][0] if count_rows[0] else 0
+        if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
+            now = dispatch_time(now, bucket)
     if policy.concurrency is not None and running is None:
         running = (await tx.fetchone("count_running", key) or (0,))[0]
     running = running or 0
