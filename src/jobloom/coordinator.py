@@ -9,7 +9,7 @@ by the attempt number so that a stale worker can never overwrite a newer truth.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,12 +156,14 @@ class Dispatched:
 
 async def dispatch(
     tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
-    binding_rows: list[tuple[Any, ...]] | None = None,
+    binding_rows: list[tuple[Any, ...]] | None = None, clock: Callable[[], float] | None = None,
 ) -> Dispatched:
     """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
 
-    The jobs start at ``now`` (for a rate-limited binding: at :func:`~jobloom.decide.dispatch_time`),
-    the moment their rate tokens are spent at.
+    The jobs start at ``now``. A rate-limited binding's jobs start when its lock is held: at ``clock()``
+    read then (a dispatch that waited for the lock does not record its starts as before the wait), and
+    never before the bucket's last update (:func:`~jobloom.decide.dispatch_time`); the bucket spends
+    their tokens at that moment.
     ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction."""
     if capacity <= 0:
         return Dispatched([])
@@ -181,7 +183,7 @@ async def dispatch(
         if count_rows:
             running = count_rows[0][0][0] if count_rows[0] else 0
         if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
-            now = dispatch_time(now, bucket)
+            now = dispatch_time(clock() if clock is not None else now, bucket)
     if policy.concurrency is not None and running is None:
         running = (await tx.fetchone("count_running", key) or (0,))[0]
     running = running or 0

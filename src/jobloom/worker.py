@@ -373,7 +373,7 @@ class Worker:
                     break
                 got = await coordinator.dispatch(
                     tx, binding, capacity=room, worker=self.name, now=now, lease=self.lease,
-                    binding_rows=reads.bindings[binding],
+                    binding_rows=reads.bindings[binding], clock=self._now,
                 )
                 res.claimed.extend(got.claimed)
                 room -= len(got.claimed)
