@@ -17,8 +17,10 @@ from .performers import (
     Echo,
     FailTwice,
     Forever,
+    Held,
     Huge,
     Limited,
+    Lost,
     Nap,
     Perm,
     RetryLater,
@@ -28,7 +30,7 @@ from .performers import (
     counter,
 )
 
-ALL = [Echo, FailTwice, Perm, RetryLater, Slow, Forever, Huge, Limited, Tenant, Throttled, Nap]
+ALL = [Echo, FailTwice, Perm, RetryLater, Slow, Forever, Huge, Limited, Tenant, Throttled, Nap, Held, Lost]
 
 
 @pytest.fixture
@@ -258,6 +260,39 @@ async def test_set_limits_takes_effect_at_the_next_dispatch(app: jobloom.App) ->
     assert counter.peak("Limited") == 1
     with pytest.raises(jobloom.InvalidOption, match="rate_limit on Limited: 'soon'"):
         await app.set_limits("Limited", rate_limit="soon")
+
+
+async def test_concurrency_zero_holds_every_job_until_raised(app: jobloom.App) -> None:
+    held = [await app.enqueue(Held, {"n": i}) for i in range(3)]
+    echo = await app.enqueue(Echo, {"n": 0})
+    worker, task = await run_worker(app, concurrency=10)
+    try:
+        # the cycle that dispatched Echo's job considered Held's too, and left them queued
+        await eventually(lambda: _state(app, echo.id, "succeeded"), what="the other binding's job done")
+        assert [(await app.get_job(j.id)).state for j in held] == ["queued"] * 3
+        await app.set_limits("Held", concurrency=None)
+        # the workers are woken (well before an idle worker's own re-check)
+        await eventually(lambda: _all_done(app, "Held"), timeout=3, what="held jobs done once raised")
+    finally:
+        await stop(worker, task)
+
+
+async def test_concurrency_set_to_zero_and_back_at_run_time(app: jobloom.App) -> None:
+    long = await app.enqueue(Nap, {"n": "long", "seconds": 0.6})
+    worker, task = await run_worker(app, concurrency=10)
+    try:
+        await eventually(lambda: _state(app, long.id, "running"), what="the long job running")
+        await app.set_limits("Nap", concurrency=0)
+        waiting = [await app.enqueue(Nap, {"n": i}) for i in range(3)]
+        # the running job finishes; the transaction that reports it also dispatches, and holds the rest
+        await eventually(lambda: _state(app, long.id, "succeeded"), what="the running job finished")
+        assert [(await app.get_job(j.id)).state for j in waiting] == ["queued"] * 3
+        await app.set_limits("Nap", concurrency=1)
+        await eventually(lambda: _all_done(app, "Nap"), timeout=3, what="dispatch resumed once raised")
+    finally:
+        await stop(worker, task)
+    with pytest.raises(jobloom.InvalidOption, match=r"concurrency on Nap: -1; expected an integer from 0 to"):
+        await app.set_limits("Nap", concurrency=-1)
 
 
 async def test_heartbeats_keep_a_long_job_alive(app: jobloom.App) -> None:
