@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import jobloom
+from jobloom import coordinator
 from tests.helpers import eventually
 from tests.rate_windows import DATETIME_RESOLUTION, window_violations
 
@@ -250,6 +251,55 @@ async def test_strict_priority_without_aging(app: jobloom.App) -> None:
     a, b = await app.get_job(old.id), await app.get_job(new.id)
     assert a.started_at is not None and b.started_at is not None
     assert b.started_at < a.started_at
+
+
+async def _due(app: jobloom.App, job: jobloom.Job) -> bool:
+    assert job.run_at is not None
+    return (await app.store()).now() >= job.run_at.timestamp()
+
+
+async def test_a_delayed_job_is_ordered_by_when_it_became_runnable(app: jobloom.App) -> None:
+    # equal priority: the newer job was runnable first, so it goes first (not the one created first)
+    old = await app.enqueue(Nap, {"n": "old"}, delay=0.3)
+    new = await app.enqueue(Nap, {"n": "new"})
+    await eventually(lambda: _due(app, old), what="the delayed job due")
+    await app.drain(concurrency=1)
+    a, b = await app.get_job(old.id), await app.get_job(new.id)
+    assert a.started_at is not None and b.started_at is not None
+    assert b.started_at < a.started_at
+
+
+async def test_a_delayed_job_ages_only_from_when_it_became_runnable(app: jobloom.App) -> None:
+    await app.set_limits("Nap", priority_aging=0.25)
+    # created 1 s before the other: aged from its creation it would count 0 + 4 > 2, but it was not
+    # runnable then, so it counts 0 + (time since run_at) and the priority-2 job goes first
+    old = await app.enqueue(Nap, {"n": "old"}, priority=0, delay=1.0)
+    await eventually(lambda: _due(app, old), what="the delayed job due")
+    new = await app.enqueue(Nap, {"n": "new"}, priority=2)
+    await app.drain(concurrency=1)
+    a, b = await app.get_job(old.id), await app.get_job(new.id)
+    assert a.started_at is not None and b.started_at is not None
+    assert b.started_at < a.started_at
+
+
+async def test_a_lost_attempt_is_retried_after_its_backoff_not_at_once(app: jobloom.App) -> None:
+    job = await app.enqueue(Lost, {})
+    store = await app.store()
+    # a worker claims the job and vanishes: no heartbeat, no report
+    got = await store.transact(lambda tx: coordinator.dispatch(
+        tx, "Lost", capacity=1, worker="vanished", now=store.now(), lease=0.2))
+    assert [c.id for c in got.claimed] == [job.id]
+    worker, task = await run_worker(app, concurrency=10)
+    try:
+        await eventually(lambda: _state(app, job.id, "succeeded"), timeout=10, what="the lost job retried")
+    finally:
+        await stop(worker, task)
+    first, second = await app.attempts(job.id)
+    assert (first.outcome, first.worker, second.outcome) == ("lost", "vanished", "succeeded")
+    assert first.finished_at is not None
+    # Lost's backoff is a fixed 1.5 s: the retry starts that long after the loss was found, not at once
+    waited = (second.started_at - first.finished_at).total_seconds()
+    assert waited >= 1.5 - DATETIME_RESOLUTION, waited
 
 
 async def test_set_limits_takes_effect_at_the_next_dispatch(app: jobloom.App) -> None:
