@@ -198,7 +198,8 @@ class App(FlowsAPI, SchedulingMixin):
 
     async def set_limits(self, binding: str, **limits: Any) -> None:
         """Change a binding's limits at run time (``concurrency``, ``key_concurrency``, ``rate_limit``,
-        ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit."""
+        ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit; ``concurrency=0`` holds
+        the binding's jobs queued (running ones finish) until it is raised, which wakes the workers."""
         from . import options as opt
         from .errors import InvalidOption
         from .options import RateLimit
@@ -207,8 +208,10 @@ class App(FlowsAPI, SchedulingMixin):
         for name, value in limits.items():
             if name not in LIMIT_FIELDS:
                 raise InvalidOption(name, value, f"one of {', '.join(LIMIT_FIELDS)}", binding)
-            if name in ("concurrency", "key_concurrency"):
-                opt.positive_int(name, value, binding, allow_none=name == "concurrency")
+            if name == "concurrency":
+                opt.concurrency(value, binding)
+            elif name == "key_concurrency":
+                opt.positive_int(name, value, binding, allow_none=False)
             elif name == "rate_limit" and value is not None:
                 RateLimit.parse(value, binding)
             elif name == "priority_aging":

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobloom.worker")
 IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was told
+TIMER_LEAD = 0.001
+"""Seconds before a due moment that the timer fires: the event loop's timers wake up to a
+millisecond late (the poll's resolution), and a rate token lost to lateness is not made up."""
 ABANDON_MARGIN = 2.0  # seconds after the grace period at which a stuck shutdown is abandoned
 Key = tuple[int, int]
 """A running attempt: (job id, attempt number)."""
@@ -164,9 +167,9 @@ class Worker:
                         if self.outcomes or (result.claimed and self._free() > 0):
                             continue
                     due = result.next_due
-                    if due is not None and due <= self._now():
+                    if due is not None and due <= self._now() + TIMER_LEAD:
                         continue
-                    await self._sleep_until(due)
+                    await self._sleep_until(None if due is None else due - TIMER_LEAD)
             finally:
                 await self._shutdown()
         except asyncio.CancelledError:
@@ -373,7 +376,7 @@ class Worker:
                     break
                 got = await coordinator.dispatch(
                     tx, binding, capacity=room, worker=self.name, now=now, lease=self.lease,
-                    binding_rows=reads.bindings[binding],
+                    binding_rows=reads.bindings[binding], clock=self._now,
                 )
                 res.claimed.extend(got.claimed)
                 room -= len(got.claimed)
