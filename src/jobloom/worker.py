@@ -479,6 +479,8 @@ class Worker:
             kind, error, tb = lifecycle.PERMANENT, f"Permanent: {exc}", traceback.format_exc()
         except Exception as exc:
             kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt... from a job: the job fails, not the worker
+            kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
         if rec.timer is not None:
             rec.timer.cancel()
         finished = self._now()
