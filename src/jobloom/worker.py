@@ -36,7 +36,7 @@ from .coordinator import Claimed, Outcome
 from .errors import Permanent, Retry
 from .flow import MAP_BINDING
 from .steps import StepContext, Suspended
-from .store.base import Tx, Wakeups
+from .store.base import Store, Tx, Wakeups
 from .text import MAX_ERROR_BYTES, storable_text
 from .types import JobContext
 
@@ -62,10 +62,10 @@ class _Running:
     stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
     timer: asyncio.TimerHandle | None = None
     sync: runners.SyncRun | None = None  # a sync perform under way: stopped through it, not by cancelling
+    key: Key = field(init=False)
 
-    @property
-    def key(self) -> Key:
-        return (self.claimed.id, self.claimed.attempt)
+    def __post_init__(self) -> None:
+        self.key = (self.claimed.id, self.claimed.attempt)
 
 
 @dataclass(slots=True)
@@ -115,6 +115,7 @@ class Worker:
         self._sync = runners.SyncRunner(app.specs)
         self._contexts = flowexec.NodeContexts(app)
         self._unsure = False
+        self._store: Store | None = None  # the store of the loop it runs on, once it runs
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -149,6 +150,7 @@ class Worker:
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish or release running jobs within the grace period."""
         self._main = asyncio.current_task()
+        self._store = await self.app.store()
         if self._stopping:  # stopped before it started
             asyncio.get_running_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
         store = await self.app.store()
@@ -187,7 +189,7 @@ class Worker:
 
     async def drain(self) -> int:
         """Run every due job in-process until nothing is runnable or running; return attempts run."""
-        await self.app.store()
+        self._store = await self.app.store()
         await self.app.register_bindings(self.bindings)
         while True:
             result = await self._cycle(claim=True)
@@ -242,7 +244,7 @@ class Worker:
 
     def _now(self) -> float:
         """The store's clock (every time this worker stores or compares with stored times)."""
-        store = self.app.store_if_open()
+        store = self._store or self.app.store_if_open()
         return time.time() if store is None else store.now()
 
     def _free(self) -> int:
