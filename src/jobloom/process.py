@@ -19,6 +19,7 @@ from jobloom.app.loading import load_app
 from jobloom.engine.worker import Worker
 
 log = logging.getLogger("jobloom.worker")
+CLOSE_TIMEOUT = 1.0  # seconds a stopping worker process waits for its store to close
 
 
 async def run_startup_hooks(
@@ -72,7 +73,10 @@ async def serve_process(app: App, *, concurrency: int, bindings: list[str] | Non
         await running
     finally:
         log.info("worker_stopped worker=%s", worker.name)
-        await app.close()
+        try:  # a store that does not answer must not hold the exit beyond the grace period
+            await asyncio.wait_for(app.close(), CLOSE_TIMEOUT)
+        except (TimeoutError, Exception) as exc:
+            log.warning("the store did not close cleanly (%s: %s)", type(exc).__name__, exc)
 
 
 def configure_logging(level: str) -> None:

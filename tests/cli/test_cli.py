@@ -388,8 +388,12 @@ def test_limits_set_and_list(cli: Env) -> None:
     assert "no worker has registered 'Later' yet" in bare.stderr
     nothing = cli.run("limits", "set", "SendMail", "--url", cli.url, rc=1)
     assert "nothing to set" in nothing.stderr
-    bad = cli.run("limits", "set", "SendMail", "--concurrency", "0", "--url", cli.url, rc=1)
-    assert "invalid concurrency" in bad.stderr
+    held = cli.run("limits", "set", "SendMail", "--concurrency", "0", "--url", cli.url).stdout
+    assert "0 *" in held
+    assert next(r for r in cli.json("limits", "list", "--url", cli.url) if r["binding"] == "SendMail")[
+        "concurrency"] == 0
+    bad = cli.run("limits", "set", "SendMail", "--concurrency", "-1", "--url", cli.url, rc=1)
+    assert "invalid concurrency" in bad.stderr and "from 0 to" in bad.stderr
 
 
 # -- the bench slot ---------------------------------------------------------------------------------

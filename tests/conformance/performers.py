@@ -119,6 +119,24 @@ class Throttled(jobloom.Performer[dict[str, Any], None]):
         return None
 
 
+class Held(jobloom.Performer[dict[str, Any], None]):
+    """``concurrency = 0``: its jobs wait queued until the limit is raised."""
+
+    concurrency = 0
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+class Lost(jobloom.Performer[dict[str, Any], int]):
+    """Retried 1.5 s after a lost attempt (fixed backoff, no jitter)."""
+
+    backoff = jobloom.Backoff.fixed(1.5)
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        return 1
+
+
 class Nap(jobloom.Performer[dict[str, Any], None]):
     async def perform(self, payload: dict[str, Any]) -> None:
         await asyncio.sleep(float(payload.get("seconds", 0)))

@@ -68,3 +68,10 @@ class ChildEnv(jobloom.Performer[dict[str, Any], str]):
 
     def perform(self, payload: dict[str, Any]) -> str:
         return str(self.env["greeting"])
+
+
+class AsyncExits(jobloom.Performer[dict[str, Any], None]):
+    """Raises SystemExit from an async perform, on the worker's event loop."""
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        raise SystemExit(4)

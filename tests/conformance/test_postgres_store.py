@@ -609,3 +609,30 @@ async def test_a_store_opened_while_the_server_is_down_waits_for_it(private_serv
     finally:
         opening.cancel()
         await store.close()
+
+
+async def test_a_failing_notify_is_a_warning_once_per_run_of_failures(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A NOTIFY that fails (idle workers then notice the change at their next due moment) is said as a
+    warning, once, not once per commit; a success starts over."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="jobloom.store.postgres")
+    store = PostgresStore(postgres_url)
+    await store.open()
+    try:
+        broken = store.channel
+        store.channel = "x" * 100  # longer than any channel name: the server refuses the NOTIFY
+        for _ in range(3):
+            await store.notify()
+            assert store._notifier is not None
+            await store._notifier
+        store.channel = broken
+        warnings = [r for r in caplog.records if "NOTIFY failed" in r.getMessage()]
+        assert [r.levelno for r in warnings] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+        await store.notify()
+        await store._notifier
+        assert not store._notify_failing
+    finally:
+        await store.close()

@@ -11,9 +11,9 @@ import pytest
 
 import jobloom
 
-from .sync_performers import ChildEnv, ChildFails, ChildRetries, Exits, InChild, Point
+from .sync_performers import AsyncExits, ChildEnv, ChildFails, ChildRetries, Exits, InChild, Point
 
-ALL = [Exits, InChild, ChildRetries, ChildFails, ChildEnv]
+ALL = [Exits, InChild, ChildRetries, ChildFails, ChildEnv, AsyncExits]
 
 
 @pytest.fixture
@@ -34,8 +34,23 @@ async def test_system_exit_from_a_sync_job_fails_the_attempt(app: jobloom.App) -
         [attempt] = await app.attempts(job.id)
         assert attempt.outcome == "failed" and attempt.traceback is not None
         assert "raise SystemExit(3)" in attempt.traceback
-        assert job.id not in worker.running, "its running entry would be heartbeated for ever"
+        assert all(key[0] != job.id for key in worker.running), "its running entry would be heartbeated for ever"
         assert (await app.wait(after.id, timeout=20)).state == "succeeded", "the worker's one slot was freed"
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)
+
+
+async def test_system_exit_from_an_async_job_fails_the_attempt_not_the_worker(app: jobloom.App) -> None:
+    job = await app.enqueue(AsyncExits, {}, max_attempts=1)
+    after = await app.enqueue(InChild, Point(1, 2))
+    worker = jobloom.Worker(app, concurrency=1, grace=2.0)
+    task = asyncio.create_task(worker.run())
+    try:
+        done = await app.wait(job.id, timeout=20)
+        assert done.state == "failed" and done.error == "SystemExit: 4"
+        assert (await app.wait(after.id, timeout=20)).state == "succeeded", "the worker went on"
+        assert not task.done()
     finally:
         worker.stop()
         await asyncio.wait_for(task, 15)

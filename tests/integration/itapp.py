@@ -67,10 +67,12 @@ class CrashyOnce(jobloom.Performer[dict[str, Any], str]):
 
 
 class Rated(jobloom.Performer[dict[str, Any], None]):
-    rate_limit = "20/s"
+    """``20/s burst 5``; appends ``job_id time pid`` to ``rated`` as it starts."""
+
+    rate_limit = "20/s burst 5"
 
     async def perform(self, payload: dict[str, Any]) -> None:
-        append("rated", repr(time.time()))
+        append("rated", f"{self.ctx.job_id} {time.time()!r} {os.getpid()}")
 
 
 class CpuBound(jobloom.Performer[dict[str, Any], int]):

@@ -47,7 +47,7 @@ def goes_first(a: Candidate, b: Candidate, now: float, aging: float | None) -> b
 
 def tokens_now(bucket: Bucket | None, policy: Policy, now: float) -> Fraction | None:
     """Tokens at ``now``: a new bucket is full (``burst``); an old one gains ``rate``/s, never above
-    ``burst`` plus half a token of lateness allowance (a late dispatch keeps the time it lost)."""
+    ``burst`` (no allowance for late dispatches: the window rule below admits none)."""
     if policy.rate is None:
         return None
     burst = Fraction(policy.rate.burst)
@@ -56,7 +56,46 @@ def tokens_now(bucket: Bucket | None, policy: Policy, now: float) -> Fraction | 
     elapsed = Fraction(now) - Fraction(bucket.updated_at)
     if elapsed < 0:
         elapsed = Fraction(0)
-    return min(burst + Fraction(1, 2), Fraction(bucket.tokens) + elapsed * Fraction(policy.rate.rate))
+    return min(burst, Fraction(bucket.tokens) + elapsed * Fraction(policy.rate.rate))
+
+
+def most_starts_in_a_window(starts: Sequence[float], length: Fraction) -> int:
+    """The most starts that any window ``[a, a + length]`` holds, over every real ``a``.
+
+    Sliding a window right until its left edge meets the first start inside it loses no start, so
+    the windows that begin at a start are the only ones to count (brute force, no cleverness)."""
+    times = [Fraction(t) for t in starts]
+    return max((sum(1 for u in times if t <= u <= t + length) for t in times), default=0)
+
+
+def allowed_in_a_window(policy: Policy, length: Fraction) -> Fraction:
+    """The rate limit's promise: at most ``burst + rate * length`` starts in any window of that length."""
+    assert policy.rate is not None
+    return Fraction(policy.rate.burst) + Fraction(policy.rate.rate) * length
+
+
+def model_history(policy: Policy, attempts: Sequence[tuple[float, int, int | None]]) -> list[float]:
+    """Start times of a series of dispatches ``(now, candidates, capacity)`` on one rate-limited binding,
+    serialized as its row lock serializes them. A dispatch whose clock reads earlier than the previous
+    dispatch's time is taken to happen at that time (time never goes back for the bucket)."""
+    assert policy.rate is not None
+    tokens: Fraction | None = None
+    last: Fraction | None = None
+    starts: list[float] = []
+    for now, waiting, capacity in attempts:
+        at = Fraction(now) if last is None else max(Fraction(now), last)
+        if tokens is None:
+            tokens = Fraction(policy.rate.burst)
+        else:
+            assert last is not None
+            tokens = min(Fraction(policy.rate.burst), tokens + (at - last) * Fraction(policy.rate.rate))
+        last = at
+        n = 0
+        while n < waiting and (capacity is None or n < capacity) and tokens >= 1:
+            tokens -= 1
+            n += 1
+        starts += [float(at)] * n
+    return starts
 
 
 def model_decide(

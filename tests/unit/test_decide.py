@@ -6,16 +6,24 @@ import math
 import random
 from collections import Counter
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobloom.core.decide import decide, effective_priority, order, refill
+from jobloom.core.decide import decide, dispatch_time, effective_priority, order, refill
 from jobloom.core.options import RateLimit
 from jobloom.core.types import Bucket, Candidate, Decision, Policy
 
-from .reference_model import ModelDecision, model_decide, tokens_now
+from .reference_model import (
+    ModelDecision,
+    allowed_in_a_window,
+    model_decide,
+    model_history,
+    most_starts_in_a_window,
+    tokens_now,
+)
 
 NOW = 10_000.0
 STRICT = Policy(priority_aging=None)
@@ -142,21 +150,55 @@ def test_tokens_refill_at_rate_since_the_bucket_was_saved() -> None:
     assert d.bucket == Bucket(tokens=0.0, updated_at=NOW)
 
 
-def test_refill_is_capped_at_burst_plus_the_lateness_slack() -> None:
+def test_refill_is_capped_at_burst() -> None:
     policy = Policy(rate=RateLimit(rate=10.0, burst=4.0), priority_aging=None)
     d = decide(NOW, cands(*[(i, 0) for i in range(1, 10)]), policy, Bucket(tokens=1.0, updated_at=NOW - 100))
     assert d.selected == (1, 2, 3, 4)  # never more than burst at one instant
-    assert d.bucket == Bucket(tokens=0.5, updated_at=NOW)
+    assert d.bucket == Bucket(tokens=0.0, updated_at=NOW)
     idle = refill(Bucket(tokens=1.0, updated_at=NOW - 100), policy, NOW)
-    assert idle == Bucket(tokens=4.5, updated_at=NOW)
+    assert idle == Bucket(tokens=4.0, updated_at=NOW)
 
 
-def test_a_late_dispatch_catches_up_on_the_next_token() -> None:
+def test_a_burst_after_idling_is_followed_by_the_rate_not_by_one_more() -> None:
+    # "4/4s burst 4": after an idle period 4 start at once, and the fifth waits a whole token (1 s)
+    policy = Policy(rate=RateLimit.parse("4/4s burst 4"), priority_aging=None)
+    first = decide(NOW, cands(*[(i, 0) for i in range(1, 9)]), policy, Bucket(tokens=0.0, updated_at=NOW - 60))
+    assert first.selected == (1, 2, 3, 4)
+    assert first.next_token_at == pytest.approx(NOW + 1.0)
+    early = decide(NOW + 0.65, cands(*[(i, 0) for i in range(5, 9)]), policy, first.bucket)
+    assert early.selected == ()
+    assert early.next_token_at == pytest.approx(NOW + 1.0)
+    due = decide(NOW + 1.0, cands(*[(i, 0) for i in range(5, 9)]), policy, early.bucket)
+    assert due.selected == (5,)
+
+
+def test_a_late_dispatch_loses_the_time_it_was_late_by() -> None:
     policy = Policy(rate=RateLimit(rate=20.0, burst=1.0), priority_aging=None)
-    # the token was due at NOW - 0.02 (the bucket was full since): the next one comes 0.03 s after NOW
+    # the token was due at NOW - 0.02 (the bucket was full since): the next one is a whole period away
     d = decide(NOW, cands((1, 0), (2, 0)), policy, Bucket(tokens=0.0, updated_at=NOW - 0.07))
     assert d.selected == (1,)
-    assert d.next_token_at == pytest.approx(NOW + 0.03)
+    assert d.next_token_at == pytest.approx(NOW + 0.05)
+
+
+def test_dispatching_at_each_next_token_at_delivers_the_full_rate() -> None:
+    policy = Policy(rate=RateLimit(rate=50.0, burst=1.0), priority_aging=None)
+    bucket, at, starts, wakeups = None, NOW, 0, 0
+    while at <= NOW + 5.0 + 1e-6:  # (1e-6: the float sum of 250 periods)
+        d = decide(at, cands(*[(i, 0) for i in range(1, 4)]), policy, bucket)
+        starts += len(d.selected)
+        wakeups += 1
+        bucket = d.bucket
+        assert d.next_token_at is not None and d.next_token_at > at
+        at = d.next_token_at
+    assert starts == 1 + 250  # the first token, then 50 per second for 5 s
+    assert wakeups == starts  # a dispatch at next_token_at always finds its token
+
+
+def test_dispatch_time_never_goes_back_before_the_bucket() -> None:
+    assert dispatch_time(NOW, None) == NOW
+    assert dispatch_time(NOW, Bucket(tokens=0.0, updated_at=NOW - 1)) == NOW
+    # a worker whose clock estimate runs a little behind the last dispatch's records its starts at that
+    assert dispatch_time(NOW, Bucket(tokens=0.0, updated_at=NOW + 0.003)) == NOW + 0.003
 
 
 def test_a_bucket_above_a_lowered_burst_is_cut_down_to_it() -> None:
@@ -361,7 +403,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         )
     )
     policy = Policy(
-        concurrency=draw(st.one_of(st.none(), st.integers(1, 5))),
+        concurrency=draw(st.one_of(st.none(), st.integers(0, 5))),
         key_concurrency=draw(st.integers(1, 3)),
         rate=rate,
         priority_aging=draw(st.sampled_from(AGINGS)),
@@ -446,3 +488,69 @@ def test_decide_matches_the_reference_model_and_keeps_every_limit(s: Scenario) -
     check_matches_the_model(s, got, want)
     check_no_limit_exceeded(s, got)
     check_jobs_left_behind_without_a_stop_had_a_full_key(s, got)
+
+
+# ---------------------------------------------------------------- the rate limit over time
+
+TICK = 1 / 64  # times are multiples of it: exact in binary, so the float bucket is exact too
+
+
+@dataclass(frozen=True)
+class History:
+    policy: Policy
+    attempts: list[tuple[float, int, int | None]]  # (the dispatching clock's now, candidates, capacity)
+    windows: list[tuple[float, float]]  # (start, length): arbitrary windows to count directly
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> History:
+    rate = RateLimit(rate=draw(st.sampled_from(RATES)), burst=float(draw(st.integers(1, 6))))
+    policy = Policy(rate=rate, priority_aging=None)
+    at, attempts = NOW, []
+    for _ in range(draw(st.integers(1, 40))):
+        at += draw(st.sampled_from((0, 0, 1, 3, 16, 64, 640))) * TICK * draw(st.integers(0, 3))
+        lag = draw(st.sampled_from((0, 0, 0, 1, 5))) * TICK  # this worker's clock runs a little behind
+        attempts.append((at - lag, draw(st.integers(0, 8)), draw(st.one_of(st.none(), st.integers(0, 8)))))
+    span = max(1.0, at - NOW)
+    windows = [
+        (NOW - 1 + draw(st.floats(0, 1)) * (span + 2), draw(st.floats(0, 1)) * span)
+        for _ in range(draw(st.integers(0, 8)))
+    ]
+    return History(policy, attempts, windows)
+
+
+def run_history(h: History) -> list[float]:
+    """Dispatch each attempt in turn as the coordinator does: at ``dispatch_time``, the bucket carried on."""
+    bucket: Bucket | None = None
+    starts: list[float] = []
+    next_id = 1
+    for now, waiting, capacity in h.attempts:
+        at = dispatch_time(now, bucket)
+        waiting_cands = [Candidate(id=next_id + i, priority=0, ready_at=at) for i in range(waiting)]
+        d = decide(at, waiting_cands, h.policy, bucket, capacity=capacity)
+        next_id += waiting
+        starts += [at] * len(d.selected)
+        bucket = d.bucket
+        assert d.bucket is not None and d.bucket.updated_at == at
+    return starts
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_every_window_holds_at_most_burst_plus_rate_times_its_length(h: History) -> None:
+    starts = run_history(h)
+    assert starts == model_history(h.policy, h.attempts)
+    assert starts == sorted(starts)  # each dispatch is at or after the one before it
+    # Every window: the tightest window around the starts i..j is [starts[i], starts[j]], so checking
+    # each pair covers windows that begin and end anywhere.
+    for i in range(len(starts)):
+        for j in range(i, len(starts)):
+            length = Fraction(starts[j]) - Fraction(starts[i])
+            inside = sum(1 for t in starts if starts[i] <= t <= starts[j])
+            assert inside <= allowed_in_a_window(h.policy, length), (i, j, starts)
+    # the same rule counted directly on windows that begin at arbitrary moments
+    for begin, length in h.windows:
+        inside = sum(1 for t in starts if begin <= t <= begin + length)
+        assert inside <= allowed_in_a_window(h.policy, Fraction(length)), (begin, length, starts)
+    for length in {Fraction(0), Fraction(1), Fraction(starts[-1]) - Fraction(starts[0]) if starts else Fraction(0)}:
+        assert most_starts_in_a_window(starts, length) <= allowed_in_a_window(h.policy, length)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobloom.core.errors import InvalidOption, JobloomError
-from jobloom.core.options import DELIVERIES, Backoff, RateLimit, delivery, positive_int, seconds
+from jobloom.core.options import DELIVERIES, Backoff, RateLimit, concurrency, delivery, positive_int, seconds
 
 
 class FixedRandom(random.Random):
@@ -256,6 +256,18 @@ def test_positive_int() -> None:
         positive_int("max_attempts", None, allow_none=False)
     with pytest.raises(InvalidOption, match=r"max_attempts: 2147483648; expected an integer from 1 to 2147483647"):
         positive_int("max_attempts", 2**31)
+
+
+def test_concurrency_takes_zero_and_none() -> None:
+    assert concurrency(0) == 0
+    assert concurrency(5) == 5
+    assert concurrency(None) is None
+    for bad in (-1, True, 1.5, "0"):
+        with pytest.raises(InvalidOption) as info:
+            concurrency(bad, "reports.build")
+        assert str(info.value) == (
+            f"invalid concurrency on reports.build: {bad!r}; expected an integer from 0 to 2147483647 or None"
+        )
 
 
 def test_seconds() -> None:

@@ -188,7 +188,8 @@ class App:
 
     async def set_limits(self, binding: str, **limits: Any) -> None:
         """Change a binding's limits at run time (``concurrency``, ``key_concurrency``, ``rate_limit``,
-        ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit."""
+        ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit; ``concurrency=0`` holds
+        the binding's jobs queued (running ones finish) until it is raised, which wakes the workers."""
         check_limits(binding, limits)
         store = await self.store()
 

@@ -136,7 +136,7 @@ def parse_limits(
                 limits["concurrency"] = int(concurrency)
             except ValueError:
                 raise UsageProblem(
-                    f"--concurrency must be an integer >= 1 or 'none'; got {concurrency!r}"
+                    f"--concurrency must be an integer >= 0 or 'none'; got {concurrency!r}"
                 ) from None
     if key_concurrency is not None:
         limits["key_concurrency"] = key_concurrency
@@ -164,7 +164,8 @@ def set_command(
     ctx: typer.Context,
     binding: Annotated[str, typer.Argument(help="The binding (performer name).")],
     concurrency: Annotated[
-        str | None, typer.Option(help="At most N running at once, across all workers ('none' lifts it).")
+        str | None,
+        typer.Option(help="At most N running at once, across all workers (0 holds every job; 'none' lifts it)."),
     ] = None,
     key_concurrency: Annotated[
         int | None, typer.Option(help="At most N running at once per concurrency key.")

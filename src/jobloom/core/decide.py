@@ -16,23 +16,29 @@ def effective_priority(candidate: Candidate, now: float, aging: float | None) ->
     return candidate.priority + (int(waited // aging) if waited > 0 else 0)
 
 
-#: Tokens a bucket may hold beyond ``burst``. A dispatch that comes a little late (the worker was
-#: busy, the binding's lock was held) keeps the time it lost and catches up on the next token, so
-#: the long-run rate is the configured one; since a dispatch needs a whole token, no more than
-#: ``burst`` jobs ever start at one instant, and any window of W seconds sees at most
-#: ``rate * W + burst + 0.5`` starts.
-LATENESS_SLACK = 0.5
-
-
 def refill(bucket: Bucket | None, policy: Policy, now: float) -> Bucket | None:
-    """The bucket at ``now``: tokens accrue at ``rate`` per second up to ``burst + LATENESS_SLACK``."""
+    """The bucket at ``now``: tokens accrue at ``rate`` per second up to ``burst``, never more.
+
+    With a bucket capped at ``burst`` and one token spent per start, every window of W seconds sees
+    at most ``burst + rate * W`` starts, whatever the window: a dispatch that comes late loses the
+    time it was late by (when the bucket was full) rather than making it up later. The worker's timer
+    aims at the moment the next token is due (:attr:`Decision.next_token_at`) so that little is lost.
+    """
     if policy.rate is None:
         return None
     if bucket is None:
         return Bucket(tokens=policy.rate.burst, updated_at=now)
     elapsed = max(0.0, now - bucket.updated_at)
-    tokens = min(policy.rate.burst + LATENESS_SLACK, bucket.tokens + elapsed * policy.rate.rate)
+    tokens = min(policy.rate.burst, bucket.tokens + elapsed * policy.rate.rate)
     return Bucket(tokens=tokens, updated_at=max(now, bucket.updated_at))
+
+
+def dispatch_time(now: float, bucket: Bucket | None) -> float:
+    """The moment a dispatch's starts are recorded at: ``now``, never earlier than the bucket's last
+    update. Dispatches of a rate-limited binding are serialized (its row lock), and each one's time is
+    at least the previous one's, even when their clocks differ a little (each PostgreSQL client
+    estimates the server's clock): the bucket then accounts every start at the time it is recorded at."""
+    return now if bucket is None else max(now, bucket.updated_at)
 
 
 def order(candidates: Iterable[Candidate], now: float, aging: float | None) -> list[Candidate]:

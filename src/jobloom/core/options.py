@@ -106,14 +106,21 @@ class RateLimit:
         return cls(rate=count / period, burst=burst)
 
 
-def positive_int(name: str, value: object, binding: str | None = None, *, allow_none: bool = True) -> int | None:
-    """Check an option that must be a positive integer (or None where allowed)."""
+def positive_int(name: str, value: object, binding: str | None = None, *, allow_none: bool = True,
+                 minimum: int = 1) -> int | None:
+    """Check an option that must be an integer from ``minimum`` (1 unless told) up, or None where allowed."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT:
-        raise InvalidOption(name, value, f"an integer from 1 to {MAX_INT}" + (" or None" if allow_none else ""),
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_INT:
+        raise InvalidOption(name, value, f"an integer from {minimum} to {MAX_INT}" + (" or None" if allow_none else ""),
                             binding)
     return value
+
+
+def concurrency(value: object, binding: str | None = None) -> int | None:
+    """Check a binding's ``concurrency``: None (unlimited), or at most N running at once; 0 holds every
+    job of the binding queued (as a pause does) until the limit is raised."""
+    return positive_int("concurrency", value, binding, minimum=0)
 
 
 def integer(name: str, value: object, binding: str | None = None) -> int:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from jobloom.core.errors import InvalidOption
-from jobloom.core.options import Backoff, RateLimit, positive_int, seconds
+from jobloom.core.options import Backoff, RateLimit, concurrency, positive_int, seconds
 from jobloom.core.types import Attempt, Bucket, Job, Policy, to_datetime
 
 
@@ -67,8 +67,10 @@ def check_limits(binding: str, limits: dict[str, Any]) -> None:
     for name, value in limits.items():
         if name not in LIMIT_FIELDS:
             raise InvalidOption(name, value, f"one of {', '.join(LIMIT_FIELDS)}", binding)
-        if name in ("concurrency", "key_concurrency"):
-            positive_int(name, value, binding, allow_none=name == "concurrency")
+        if name == "concurrency":
+            concurrency(value, binding)
+        elif name == "key_concurrency":
+            positive_int(name, value, binding, allow_none=False)
         elif name == "rate_limit" and value is not None:
             RateLimit.parse(value, binding)
         elif name == "priority_aging":

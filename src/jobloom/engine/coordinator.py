@@ -21,11 +21,11 @@ child from a flow node, locks the parent run before inserting.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from jobloom.core import lifecycle
-from jobloom.core.decide import decide
+from jobloom.core.decide import decide, dispatch_time
 from jobloom.core.errors import InvalidTransition, JobNotFound
 from jobloom.core.records import policy_from_row
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
@@ -87,10 +87,14 @@ def _with_event(job: NewJob) -> dict[str, Any]:
 
 async def dispatch(
     tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
-    binding_rows: list[tuple[Any, ...]] | None = None,
+    binding_rows: list[tuple[Any, ...]] | None = None, clock: Callable[[], float] | None = None,
 ) -> Dispatched:
     """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
 
+    The jobs start at ``now``. A rate-limited binding's jobs start when its lock is held: at ``clock()``
+    read then (a dispatch that waited for the lock does not record its starts as before the wait), and
+    never before the bucket's last update (:func:`~jobloom.decide.dispatch_time`); the bucket spends
+    their tokens at that moment.
     ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction."""
     if capacity <= 0:
         return Dispatched([])
@@ -109,6 +113,8 @@ async def dispatch(
         locked = True
         if count_rows:
             running = count_rows[0][0][0] if count_rows[0] else 0
+        if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
+            now = dispatch_time(clock() if clock is not None else now, bucket)
     if policy.concurrency is not None and running is None:
         running = (await tx.fetchone("count_running", key) or (0,))[0]
     running = running or 0
@@ -123,8 +129,13 @@ async def dispatch(
             break
         # under the binding's lock, the running count per key comes along (cheap, and no round trip of
         # its own); it is only used if a candidate has a key
-        cands, key_rows = await _candidates(tx, binding, policy, sorted(full), want + 16,
-                                            with_keys=locked and by_key is None)
+        cands, key_rows, fresh = await _candidates(tx, binding, policy, sorted(full), want + 16,
+                                                   with_keys=locked and by_key is None, with_policy=not locked)
+        if fresh is not None and policy_from_row(fresh[0] if fresh else None)[0] != policy:
+            # the limits changed since they were read (set_limits committed in between; the candidates
+            # may include jobs enqueued after it): decide again by the limits in force, under the lock
+            return await dispatch(tx, binding, capacity=capacity, worker=worker, now=now, lease=lease,
+                                  binding_rows=fresh, clock=clock)
         if not cands:
             break
         if by_key is None and any(c.key is not None for c in cands):
@@ -173,23 +184,28 @@ async def dispatch(
 
 
 async def _candidates(
-    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool
-) -> tuple[list[Candidate], list[tuple[Any, ...]] | None]:
+    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool, with_policy: bool
+) -> tuple[list[Candidate], list[tuple[Any, ...]] | None, list[tuple[Any, ...]] | None]:
     """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
-    aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too."""
+    aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
+    with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
+    was committed when it began: limits set before any candidate was enqueued are seen)."""
     params = {"binding": binding, "full_keys": full_keys, "limit": limit}
     queries: list[tuple[str, dict[str, Any] | None]] = [("candidates_by_priority", params)]
     if policy.priority_aging:
         queries.append(("candidates_by_age", params))
     if with_keys:
         queries.append(("running_by_key", {"binding": binding}))
+    if with_policy:
+        queries.append(("get_binding", {"binding": binding}))
     results = await tx.fetch_batch(queries)
     rows = results[0]
     if policy.priority_aging:
         seen = {r[0] for r in rows}
         rows += [r for r in results[1] if r[0] not in seen]
-    key_rows = results[-1] if with_keys else None
-    return [Candidate(r[0], r[1], r[2], r[3]) for r in rows], key_rows
+    key_rows = results[1 + bool(policy.priority_aging)] if with_keys else None
+    fresh = results[-1] if with_policy else None
+    return [Candidate(r[0], r[1], r[2], r[3]) for r in rows], key_rows, fresh
 
 
 async def report(

@@ -230,7 +230,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     if key_fn is not None and not callable(key_fn):
         raise InvalidOption("concurrency_key", key_fn, "a function payload -> str | None", binding)
     policy = Policy(
-        concurrency=opt.positive_int("concurrency", cls.concurrency, binding),
+        concurrency=opt.concurrency(cls.concurrency, binding),
         key_concurrency=opt.positive_int("key_concurrency", cls.key_concurrency, binding, allow_none=False) or 1,
         rate=rate,
         priority_aging=opt.seconds("priority_aging", cls.priority_aging, binding) or None,

@@ -38,13 +38,16 @@ from jobloom.core.types import JobContext
 from jobloom.engine import coordinator, runners
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.steps import StepContext, Suspended
-from jobloom.store.base import Tx, Wakeups
+from jobloom.store.base import Store, Tx, Wakeups
 
 if TYPE_CHECKING:
     from jobloom.engine.host import Host
 
 log = logging.getLogger("jobloom.worker")
 IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was told
+TIMER_LEAD = 0.001
+"""Seconds before a due moment that the timer fires: the event loop's timers wake up to a
+millisecond late (the poll's resolution), and a rate token lost to lateness is not made up."""
 ABANDON_MARGIN = 2.0  # seconds after the grace period at which a stuck shutdown is abandoned
 Key = tuple[int, int]
 """A running attempt: (job id, attempt number)."""
@@ -59,10 +62,10 @@ class _Running:
     stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
     timer: asyncio.TimerHandle | None = None
     sync: runners.SyncRun | None = None  # a sync perform under way: stopped through it, not by cancelling
+    key: Key = field(init=False)
 
-    @property
-    def key(self) -> Key:
-        return (self.claimed.id, self.claimed.attempt)
+    def __post_init__(self) -> None:
+        self.key = (self.claimed.id, self.claimed.attempt)
 
 
 @dataclass(slots=True)
@@ -111,6 +114,7 @@ class Worker:
         self._rotation = 0
         self._sync = runners.SyncRunner(app.specs)
         self._unsure = False
+        self._store: Store | None = None  # the store of the loop it runs on, once it runs
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -145,6 +149,7 @@ class Worker:
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish or release running jobs within the grace period."""
         self._main = asyncio.current_task()
+        self._store = await self.app.store()
         if self._stopping:  # stopped before it started
             asyncio.get_running_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
         store = await self.app.store()
@@ -163,9 +168,9 @@ class Worker:
                         if self.outcomes or (result.claimed and self._free() > 0):
                             continue
                     due = result.next_due
-                    if due is not None and due <= self._now():
+                    if due is not None and due <= self._now() + TIMER_LEAD:
                         continue
-                    await self._sleep_until(due)
+                    await self._sleep_until(None if due is None else due - TIMER_LEAD)
             finally:
                 await self._shutdown()
         except asyncio.CancelledError:
@@ -183,7 +188,7 @@ class Worker:
 
     async def drain(self) -> int:
         """Run every due job in-process until nothing is runnable or running; return attempts run."""
-        await self.app.store()
+        self._store = await self.app.store()
         await self.app.register_bindings(self.bindings)
         while True:
             result = await self._cycle(claim=True)
@@ -238,7 +243,7 @@ class Worker:
 
     def _now(self) -> float:
         """The store's clock (every time this worker stores or compares with stored times)."""
-        store = self.app.store_if_open()
+        store = self._store or self.app.store_if_open()
         return time.time() if store is None else store.now()
 
     def _free(self) -> int:
@@ -373,7 +378,7 @@ class Worker:
                     break
                 got = await coordinator.dispatch(
                     tx, binding, capacity=room, worker=self.name, now=now, lease=self.lease,
-                    binding_rows=reads.bindings[binding],
+                    binding_rows=reads.bindings[binding], clock=self._now,
                 )
                 res.claimed.extend(got.claimed)
                 room -= len(got.claimed)
@@ -475,6 +480,8 @@ class Worker:
         except Permanent as exc:
             kind, error, tb = lifecycle.PERMANENT, f"Permanent: {exc}", traceback.format_exc()
         except Exception as exc:
+            kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt... from a job: the job fails, not the worker
             kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
         if rec.timer is not None:
             rec.timer.cancel()

@@ -91,8 +91,8 @@ class Listener:
                 with contextlib.suppress(Exception):
                     await conn.close()
                 self._signal()  # what was missed meanwhile is looked at now
-                await asyncio.sleep(delay * (0.5 + random.random() / 2))
-                delay = min(delay * 2, 5.0)
+                if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | OSError):
+                    await asyncio.sleep(1.0)  # not a lost connection: do not spin if it happens again
 
     async def stop(self) -> None:
         """Stop listening and close the connection; subscribers are woken one last time."""
