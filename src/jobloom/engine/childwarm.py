@@ -1,6 +1,6 @@
 """Imported last by the fork server of process-isolated jobs: builds their performers' specs once.
 
-The fork server imports ``jobloom.runners`` and the modules of the process-isolated performers, then
+The fork server imports ``jobloom.engine.runners`` and the modules of the process-isolated performers, then
 this module, which checks each such performer once (pydantic builds its payload and result
 validators on first use, which takes tens of milliseconds). Every child is a fork of the warmed
 server, so a job's child starts without that cost.

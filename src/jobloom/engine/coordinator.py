@@ -2,20 +2,14 @@
 
 One function per transition (enqueue, dispatch, report, reap, promote, heartbeat, cancel, retry,
 release). Each takes an open :class:`~jobloom.store.Tx`, decides with the pure functions of
-:mod:`jobloom.decide` and :mod:`jobloom.lifecycle`, and applies the result with named SQL, fenced
+:mod:`jobloom.core.decide` and :mod:`jobloom.core.lifecycle`, and applies the result with named SQL, fenced
 by the attempt number so that a stale worker can never overwrite a newer truth.
 
-Lock order. Every transaction that takes row locks takes them in this order, so that on PostgreSQL
-no two of them can wait for each other: a schedule's row, then run rows (in id order: a run and its
-sub-flow runs ``<id>/<node>`` sort together), then job rows (in id order), then binding rows, then
-the projector's cursor. A lock taken out of that order is taken with ``SKIP LOCKED`` (it never waits):
-the reaper skips an expired job whose run or row another transaction holds, and takes it later.
-One exception is safe: when a sub-flow's run ends, the job of its parent node is locked last (it
-belongs to another run); a transaction holding that job never waits for the sub-flow's rows.
-So reporting locks the runs of the reported jobs (:attr:`Outcome.run_id`) before the jobs, and
-cancelling a flow node reads its run id, then locks the run, then the job. Stopping a run (cancel,
-deadline) locks it and then its sub-flow runs in id order; starting a sub-flow run, or spawning a
-child from a flow node, locks the parent run before inserting.
+Lock order. Every transaction that takes row locks takes them in one order (a schedule's row, runs
+in id order, jobs in id order, bindings, the projector's cursor) so that on PostgreSQL no two can
+wait for each other; a lock needed out of that order is taken with ``SKIP LOCKED``. The order, its
+one safe exception and what follows from it are set out in docs/architecture.md ("Lock order");
+``tests/conformance/test_lock_order.py`` exercises it.
 """
 
 from __future__ import annotations
@@ -93,7 +87,7 @@ async def dispatch(
 
     The jobs start at ``now``. A rate-limited binding's jobs start when its lock is held: at ``clock()``
     read then (a dispatch that waited for the lock does not record its starts as before the wait), and
-    never before the bucket's last update (:func:`~jobloom.decide.dispatch_time`); the bucket spends
+    never before the bucket's last update (:func:`~jobloom.core.decide.dispatch_time`); the bucket spends
     their tokens at that moment.
     ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction."""
     if capacity <= 0:

@@ -22,22 +22,18 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-import socket
 import time
-import traceback
-import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from jobloom.core import lifecycle
-from jobloom.core.signals import Permanent, Retry
-from jobloom.core.text import MAX_ERROR_BYTES, storable_text
+from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
-from jobloom.engine import coordinator, runners
+from jobloom.engine import coordinator, reporting, runners
+from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
-from jobloom.engine.steps import StepContext, Suspended
+from jobloom.engine.running import CycleResult, Key, Running, worker_name
+from jobloom.engine.steps import StepContext
 from jobloom.store.base import Store, Tx, Wakeups
 
 if TYPE_CHECKING:
@@ -49,36 +45,6 @@ TIMER_LEAD = 0.001
 """Seconds before a due moment that the timer fires: the event loop's timers wake up to a
 millisecond late (the poll's resolution), and a rate token lost to lateness is not made up."""
 ABANDON_MARGIN = 2.0  # seconds after the grace period at which a stuck shutdown is abandoned
-Key = tuple[int, int]
-"""A running attempt: (job id, attempt number)."""
-
-
-@dataclass(slots=True)
-class _Running:
-    claimed: Claimed
-    lease_until: float  # monotonic: the lease has surely expired by then unless renewed
-    task: asyncio.Task[None] | None = None
-    started: bool = False
-    stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
-    timer: asyncio.TimerHandle | None = None
-    sync: runners.SyncRun | None = None  # a sync perform under way: stopped through it, not by cancelling
-    key: Key = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.key = (self.claimed.id, self.claimed.attempt)
-
-
-@dataclass(slots=True)
-class _CycleResult:
-    claimed: list[Claimed] = field(default_factory=list)
-    cancels: set[Key] = field(default_factory=set)
-    next_due: float | None = None
-    notify: bool = False
-
-
-def worker_name() -> str:
-    """A unique, readable worker id: host, pid and a random suffix."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 class Worker:
@@ -102,7 +68,7 @@ class Worker:
         self.name = name or worker_name()
         self.grace = grace
         self.lease = app.lease
-        self.running: dict[Key, _Running] = {}
+        self.running: dict[Key, Running] = {}
         self.outcomes: list[Outcome] = []
         self.attempts_run = 0
         self._kick = asyncio.Event()
@@ -216,28 +182,9 @@ class Worker:
             self._house_kick.clear()
 
     async def _housekeeping(self) -> float | None:
-        """Run the housekeepers that are due; return the earliest next due moment of all.
-
-        ``next_due`` is asked on every pass, so it must be cheap (kept in memory, refreshed on runs).
-        """
-        store = await self.app.store()
-        due: float | None = None
-        for keeper in self.app.housekeepers:
-            if self._stopping:
-                return None
-            try:
-                when = await keeper.next_due(store, self._now())
-                if when is not None and when <= self._now():
-                    if await keeper.run(store, self._now()):
-                        await store.notify()
-                        self._kick.set()
-                    when = await keeper.next_due(store, self._now())
-            except Exception as exc:
-                log.warning("housekeeper %s failed (%s: %s)", keeper.name, type(exc).__name__, exc)
-                when = self._now() + 1.0
-            if when is not None:
-                due = when if due is None else min(due, when)
-        return due
+        """Run the housekeepers that are due; return the earliest next due moment of all."""
+        return await run_due(self.app.housekeepers, await self.app.store(), now=self._now,
+                             stopping=lambda: self._stopping, made_runnable=self._kick.set)
 
     # -- the cycle --------------------------------------------------------------------------------
 
@@ -274,7 +221,7 @@ class Worker:
     def _past_deadline(self) -> bool:
         return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
 
-    async def _cycle_with_retry(self, *, claim: bool) -> _CycleResult | None:
+    async def _cycle_with_retry(self, *, claim: bool) -> CycleResult | None:
         delay = 0.05
         while True:
             try:
@@ -303,53 +250,17 @@ class Worker:
         await asyncio.sleep(seconds)
 
     async def _isolate_outcomes(self, cause: BaseException) -> bool:
-        """After a cycle failed for a reason that is not transient, report each pending outcome on its own.
-
-        An outcome that cannot be applied ends its job as failed, with an error that says why (its
-        result, traceback and payload are dropped); if even that cannot be stored, the attempt is
-        failed by the narrowest statement there is. Returns False if the store failed transiently
-        meanwhile (the caller backs off and tries the whole cycle again)."""
-        store = await self.app.store()
-        log.error("jobloom cycle failed (%s: %s): reporting its %d outcome(s) one by one",
-                  type(cause).__name__, cause, len(self.outcomes))
-        for o in list(self.outcomes):
-            try:
-                await store.transact(lambda tx, o=o: coordinator.report(tx, [o], self._now(), hooks=self.app.hooks))  # type: ignore[misc]
-            except Exception as exc:
-                if self._transient(exc):
-                    return False
-                why = storable_text(f"jobloom could not store the outcome of this attempt ({o.kind}): "
-                                    f"{type(exc).__name__}: {exc}", MAX_ERROR_BYTES) or ""
-                log.error("job %d attempt %d: %s", o.job_id, o.attempt, why)
-                fallback = Outcome(o.job_id, o.attempt, lifecycle.PERMANENT, o.worker, o.started_at, o.finished_at,
-                                   error=why, run_id=o.run_id)
-                try:
-                    await store.transact(lambda tx, f=fallback: coordinator.report(  # type: ignore[misc]
-                        tx, [f], self._now(), hooks=self.app.hooks))
-                except Exception as again:
-                    if self._transient(again):
-                        return False
-                    await store.transact(lambda tx, f=fallback: coordinator.quarantine(tx, f, self._now()))  # type: ignore[misc]
-            self.outcomes[:] = [x for x in self.outcomes if x is not o]
-        return True
+        """Report each pending outcome on its own (see :func:`~jobloom.engine.reporting.report_one_by_one`)."""
+        return await reporting.report_one_by_one(await self.app.store(), self.outcomes, cause, now=self._now,
+                                                 hooks=self.app.hooks, transient=self._transient)
 
     async def _release_orphans(self) -> None:
         """After a failed cycle, give back jobs claimed for this worker that it never received."""
-        store = await self.app.store()
         known = set(self.running) | {(o.job_id, o.attempt) for o in self.outcomes}  # finished, report pending
-
-        async def work(tx: Tx) -> int:
-            rows = await tx.fetch("running_of_worker", {"worker": self.name})
-            orphans = [(r[0], r[1], r[2]) for r in rows if (r[0], r[1]) not in known]
-            return await coordinator.release(tx, self.name, orphans, self._now()) if orphans else 0
-
-        released = await store.transact(work)
+        await reporting.release_orphans(await self.app.store(), self.name, known, now=self._now)
         self._unsure = False
-        if released:
-            log.warning("released %d job(s) claimed during a failed cycle", released)
-            await store.notify()
 
-    async def _cycle(self, *, claim: bool) -> _CycleResult:
+    async def _cycle(self, *, claim: bool) -> CycleResult:
         store = await self.app.store()
         outcomes = list(self.outcomes)
         free = self._free() if claim and not self._stopping else 0
@@ -358,9 +269,9 @@ class Worker:
         watching = bool(self.running)
         began = time.monotonic()  # the leases of jobs claimed now expire no earlier than began + lease
 
-        async def work(tx: Tx) -> _CycleResult:
+        async def work(tx: Tx) -> CycleResult:
             now = self._now()
-            res = _CycleResult()
+            res = CycleResult()
             reads = await coordinator.read_cycle(
                 tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
                 bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
@@ -404,7 +315,7 @@ class Worker:
     # -- jobs -------------------------------------------------------------------------------------
 
     def _start(self, claimed: Claimed, lease_until: float) -> None:
-        rec = _Running(claimed, lease_until)
+        rec = Running(claimed, lease_until)
         self.running[rec.key] = rec
         loop = asyncio.get_running_loop()
         rec.task = loop.create_task(self._execute(rec))
@@ -412,7 +323,7 @@ class Worker:
         if claimed.timeout is not None and (spec is None or spec.is_async):  # a sync job's clock starts with it
             rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, rec.key, "timeout")
 
-    def _arm(self, rec: _Running) -> None:
+    def _arm(self, rec: Running) -> None:
         """(Re)start a sync job's timeout clock: its thread, or its child process, has started."""
         if rec.timer is not None:
             rec.timer.cancel()
@@ -429,7 +340,7 @@ class Worker:
             else:
                 rec.task.cancel()
 
-    async def _execute(self, rec: _Running) -> None:
+    async def _execute(self, rec: Running) -> None:
         c = rec.claimed
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
         payload_json: str | None = None
@@ -460,29 +371,8 @@ class Worker:
                                                 lambda: self._arm(rec))
                     value = await rec.sync.result()
                 result = spec.dump_result(value)
-        except Suspended as s:
-            kind, retry_after, wait = lifecycle.SUSPENDED, s.wake_at, s.wait
-        except asyncio.CancelledError as exc:
-            if rec.stop_reason == "cancel":
-                kind, error = lifecycle.CANCELLED, "cancelled while running"
-            elif rec.stop_reason == "timeout":
-                kind, error = lifecycle.TIMEOUT, f"timed out after {c.timeout:g} s"
-            elif rec.stop_reason == "lease_lost":
-                kind, error = lifecycle.LOST, "lease lost: the worker could not renew it in time, and stopped the job"
-            else:
-                kind, error = lifecycle.LOST, f"interrupted ({rec.stop_reason or 'task cancelled'})"
-            if isinstance(exc, runners.Stopped):  # a sync job, ended only now: how it ended
-                error, tb = f"{error}; {exc.detail}", exc.tb
-        except runners.JobError as exc:  # from a child process, or a BaseException from a sync thread
-            kind, error, tb = exc.kind, exc.error, exc.tb
-        except Retry as exc:
-            kind, error, retry_after = lifecycle.RETRY, exc.reason, exc.after
-        except Permanent as exc:
-            kind, error, tb = lifecycle.PERMANENT, f"Permanent: {exc}", traceback.format_exc()
-        except Exception as exc:
-            kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
-        except BaseException as exc:  # SystemExit, KeyboardInterrupt... from a job: the job fails, not the worker
-            kind, error, tb = lifecycle.FAILED, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        except BaseException as exc:  # how it ended; a SystemExit from a job fails the job, not the worker
+            kind, error, tb, retry_after, wait = reporting.ending_of(exc, rec.stop_reason, c.timeout)
         if rec.timer is not None:
             rec.timer.cancel()
         finished = self._now()

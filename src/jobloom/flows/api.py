@@ -11,8 +11,7 @@ from jobloom.core.text import MAX_KEY_BYTES, check_name, plain_json
 from jobloom.core.types import NodeState, Run, to_datetime
 from jobloom.engine.enqueue import EnqueueOptions, build_job
 from jobloom.engine.jobs import NewJob
-from jobloom.flows import runs as flowrun
-from jobloom.flows import stop as flowstop
+from jobloom.flows import runs, stop
 from jobloom.flows.flow import MAP_BINDING, MAX_DEPTH, SUBFLOW_BINDING, Flow, FlowError, Node
 
 if TYPE_CHECKING:
@@ -36,7 +35,7 @@ def _run_from(row: tuple[Any, ...], jobs: list[tuple[Any, ...]]) -> Run:
 async def _read_run(tx: Tx, run_id: str) -> Run:
     row = await tx.fetchone("get_run", {"id": run_id})
     if row is None:
-        raise flowrun.RunNotFound(run_id)
+        raise runs.RunNotFound(run_id)
     return _run_from(row, await tx.fetch("run_jobs", {"run_id": run_id}))
 
 
@@ -93,13 +92,13 @@ async def start_run(
     store = await app.store()
 
     async def work(tx: Tx) -> Run:
-        await flowrun.start_run(
+        await runs.start_run(
             tx, run_id=run_id, flow=flow.name, input_json=input_json, graph=flow.graph(), deadline=deadline,
             parent_job_id=parent_job_id, depth=depth, jobs=jobs, now=now, parent_run_id=parent_run_id,
         )
         try:
             return await _read_run(tx, run_id)
-        except flowrun.RunNotFound:
+        except runs.RunNotFound:
             raise FlowError(f"run {parent_run_id!r} is no longer running: its sub-flow run {run_id!r} "
                             "is not started") from None
 
@@ -154,7 +153,7 @@ class FlowOps:
         store = await self.host.store()
 
         async def work(tx: Tx) -> Run:
-            await flowstop.cancel_run(tx, run_id, store.now())
+            await stop.cancel_run(tx, run_id, store.now())
             return await _read_run(tx, run_id)
 
         run = await store.transact(work)
@@ -167,7 +166,7 @@ class FlowOps:
         store = await self.host.store()
 
         async def work(tx: Tx) -> Run:
-            await flowrun.resume_run(tx, run_id, store.now())
+            await runs.resume_run(tx, run_id, store.now())
             return await _read_run(tx, run_id)
 
         run = await store.transact(work)

@@ -198,7 +198,7 @@ async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
 def run_spawner(app: FlowHost, c: Claimed) -> Callable[..., Awaitable[Job]]:
     """``ctx.spawn`` of a job of a flow run: the child is a job of the same run, named
     ``<node>/<child id>`` (unique in the run: the same child id again returns the same job). Its node
-    settles only once the children it spawned have finished (see ``flowrun.on_finished``)."""
+    settles only once the children it spawned have finished (see ``jobloom.flows.runs.on_finished``)."""
 
     async def spawn(parent_id: int, child_id: str, performer: Any, payload: Any, **options: Any) -> Job:
         problem = child_name_problem(child_id)

@@ -4,7 +4,7 @@ Written once against :class:`~jobloom.store.Tx` and free of user code: the run's
 with the run, and node payloads are built by the worker that runs the node. Every change to a run
 first locks the run's row, so when the last two upstream nodes finish at the same moment on two
 workers, the downstream node is queued exactly once. Locks follow the order that
-:mod:`jobloom.coordinator` documents: runs (in id order), then their jobs (in id order).
+:mod:`jobloom.engine.coordinator` documents: runs (in id order), then their jobs (in id order).
 
 The work per finished node does not grow with the size of its run: it reads the states of the
 run's top-level nodes and whether a fan-out sibling is still active (an index of active run jobs),

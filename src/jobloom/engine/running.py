@@ -1,0 +1,48 @@
+"""A worker's bookkeeping: one attempt it runs (its lease, its task, why it was stopped), what one
+cycle did, and the worker's name."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+
+from jobloom.engine import runners
+from jobloom.engine.jobs import Claimed
+
+Key = tuple[int, int]
+"""A running attempt: (job id, attempt number)."""
+
+
+@dataclass(slots=True)
+class Running:
+    """One attempt this worker runs."""
+
+    claimed: Claimed
+    lease_until: float  # monotonic: the lease has surely expired by then unless renewed
+    task: asyncio.Task[None] | None = None
+    started: bool = False
+    stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
+    timer: asyncio.TimerHandle | None = None
+    sync: runners.SyncRun | None = None  # a sync perform under way: stopped through it, not by cancelling
+    key: Key = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.key = (self.claimed.id, self.claimed.attempt)
+
+
+@dataclass(slots=True)
+class CycleResult:
+    """What one cycle did: jobs claimed, cancels asked, the next due moment, whether to wake others."""
+
+    claimed: list[Claimed] = field(default_factory=list)
+    cancels: set[Key] = field(default_factory=set)
+    next_due: float | None = None
+    notify: bool = False
+
+
+def worker_name() -> str:
+    """A unique, readable worker id: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
