@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, 
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobloom.app import jobs
+from jobloom.app import reads
 from jobloom.app.loops import _Core, _SyncBridge
 from jobloom.core.errors import (
     InvalidOption,
@@ -315,13 +315,13 @@ class App:
 
     async def get_job(self, job_id: int) -> Job:
         """The job with that id; ``JobNotFound`` if there is none."""
-        return await jobs.read_job(await self.store(), job_id)
+        return await reads.read_job(await self.store(), job_id)
 
     async def list_jobs(
         self, state: str | None = None, binding: str | None = None, limit: int = 100, before: int | None = None
     ) -> list[Job]:
         """Jobs, newest first, optionally filtered by state and binding (``before``: ids below it)."""
-        return await jobs.list_jobs(await self.store(), state, binding, limit, before)
+        return await reads.list_jobs(await self.store(), state, binding, limit, before)
 
     async def counts(self, *, finished: bool = False) -> dict[str, dict[str, int]]:
         """Number of jobs per binding and state (states with no jobs are left out).
@@ -329,11 +329,11 @@ class App:
         By default succeeded and skipped jobs, most of the history, are not counted: the other states
         are each read from an index, so the cost follows the active and failed jobs, however long the
         history. ``finished=True`` counts succeeded and skipped jobs too, reading every job."""
-        return await jobs.count_jobs(await self.store(), finished=finished)
+        return await reads.count_jobs(await self.store(), finished=finished)
 
     async def attempts(self, job_id: int) -> list[Attempt]:
         """Every attempt of a job, oldest first; a running attempt is shown with no outcome yet."""
-        return await jobs.read_attempts(await self.store(), job_id)
+        return await reads.read_attempts(await self.store(), job_id)
 
     async def cancel(self, job_id: int) -> Job:
         """Cancel a job: at once unless running; a running job's worker is told and cancels its task."""
