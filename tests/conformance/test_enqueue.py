@@ -245,12 +245,12 @@ def test_invalid_performer_options_are_refused_at_app_creation(store_url: str) -
         jobloom.App(store_url, performers=[Fast])
 
     class Zero(jobloom.Performer[dict, None]):  # type: ignore[type-arg]
-        concurrency = 0
+        concurrency = -1
 
         async def perform(self, payload: dict) -> None:  # type: ignore[type-arg]
             return None
 
-    with pytest.raises(jobloom.InvalidOption, match="concurrency on Zero: 0"):
+    with pytest.raises(jobloom.InvalidOption, match="concurrency on Zero: -1"):
         jobloom.App(store_url, performers=[Zero])
 
 
