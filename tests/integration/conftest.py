@@ -20,6 +20,9 @@ HERE = Path(__file__).parent
 class Processes:
     """Starts worker processes of ``itapp`` and kills whatever is left at the end of the test."""
 
+    APP = "itapp:app"
+    """The app the worker processes run."""
+
     def __init__(self, url: str, state_dir: Path) -> None:
         self.url = url
         self.state_dir = state_dir
@@ -32,7 +35,7 @@ class Processes:
                env: dict[str, str] | None = None, prefix: list[str] | None = None) -> subprocess.Popen[bytes]:
         env = {**self.env, "JOBLOOM_IT_LEASE": str(lease), **(env or {})}
         proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "jobloom.process", "itapp:app", "--concurrency", str(concurrency),
+            [*(prefix or []), sys.executable, "-m", "jobloom.process", self.APP, "--concurrency", str(concurrency),
              "--grace", str(grace), "--log-level", "warning"],
             env=env, cwd=self.state_dir,
         )

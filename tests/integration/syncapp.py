@@ -6,37 +6,13 @@ how many are inside ``perform`` at once (with its peak), and start/end lines.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from typing import Any
 
+from itapp import _path, append, gauge  # type: ignore[import-not-found]  # copied beside this file
+
 import jobloom
-
-STATE = os.environ.get("JOBLOOM_IT_DIR", ".")
-
-
-def _path(name: str) -> str:
-    return os.path.join(STATE, name)
-
-
-def gauge(delta: int) -> None:
-    """A cross-process counter of jobs inside perform, with its peak, kept in a locked file."""
-    with open(_path("gauge"), "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        f.seek(0)
-        now, peak = (int(x) for x in (f.read().split() or ["0", "0"]))
-        now += delta
-        peak = max(peak, now)
-        f.seek(0)
-        f.truncate()
-        f.write(f"{now} {peak}")
-
-
-def append(name: str, line: str) -> None:
-    """Append one line to a state file (one write: lines from several processes do not mix)."""
-    with open(_path(name), "a") as f:
-        f.write(line + "\n")
 
 
 class SyncGate(jobloom.Performer[dict[str, Any], int]):

@@ -7,7 +7,6 @@ import importlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -26,18 +25,11 @@ pytestmark = pytest.mark.slow
 class SyncProcesses(Processes):
     """Worker processes of ``syncapp``."""
 
+    APP = "syncapp:app"
+
     def __init__(self, url: str, state_dir: Path) -> None:
         super().__init__(url, state_dir)
         shutil.copy(HERE / "syncapp.py", state_dir / "syncapp.py")
-
-    def worker(self, *, concurrency: int = 16, grace: float = 5.0, lease: float = 1.0) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jobloom.process", "syncapp:app", "--concurrency", str(concurrency),
-             "--grace", str(grace), "--log-level", "warning"],
-            env={**self.env, "JOBLOOM_IT_LEASE": str(lease)}, cwd=self.state_dir,
-        )
-        self.procs.append(proc)
-        return proc
 
 
 @pytest.fixture
