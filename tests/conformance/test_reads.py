@@ -94,6 +94,28 @@ async def test_counts_read_indexes_not_the_table(app: jobloom.App, store_url: st
         assert "jobloom_jobs_queued" in plan, plan  # either of the two indexes of queued jobs
 
 
+@pytest.mark.parametrize("query", ["child_active", "run_child_active"])
+async def test_flow_sibling_checks_read_the_index_of_active_run_jobs(app: jobloom.App, store_url: str,
+                                                                     query: str) -> None:
+    """A finishing node asks whether a sibling is still active through the partial index of active run
+    jobs, whose predicate the query must repeat exactly for the planner to use it."""
+    params = {"run_id": "r", "lo": "a:", "hi": "a;"}
+    if store_url.startswith("sqlite:"):
+        sql = load_queries("sqlite")[query]
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as conn:
+            plan = " ".join(row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    else:
+        import psycopg
+
+        from jobloom.store.postgres.tx import to_psycopg
+
+        sql = to_psycopg(load_queries("postgres")[query])
+        with psycopg.connect(store_url, autocommit=True) as pg:
+            pg.execute("SET enable_seqscan = off")
+            plan = "\n".join(str(r[0]) for r in pg.execute("EXPLAIN " + sql, params).fetchall())
+    assert "jobloom_jobs_run_active" in plan, plan
+
+
 class _Recording:
     """A transaction that notes the name of every statement it runs (and runs it)."""
 

@@ -42,7 +42,7 @@ UNION ALL
 SELECT binding, 'running', count(*) FROM jobloom_jobs WHERE state = 'running' GROUP BY binding
 UNION ALL
 SELECT binding, state, count(*) FROM jobloom_jobs
-WHERE state IN ('waiting', 'failed', 'stalled', 'cancelled') GROUP BY binding, state
+WHERE (state = 'waiting' OR state = 'failed' OR state = 'stalled' OR state = 'cancelled') GROUP BY binding, state
 
 -- name: get_attempts
 SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceback, reported_outcome, reported_at

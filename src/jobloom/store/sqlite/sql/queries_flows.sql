@@ -39,12 +39,12 @@ WHERE run_id = :run_id
 
 -- name: child_active
 SELECT node FROM jobloom_jobs
-WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND node > :lo AND node < :hi
+WHERE run_id = :run_id AND (state = 'waiting' OR state = 'scheduled' OR state = 'queued' OR state = 'running') AND node > :lo AND node < :hi
 ORDER BY node DESC LIMIT 1
 
 -- name: run_child_active
 SELECT node FROM jobloom_jobs
-WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running') AND (instr(node, ':') > 0 OR instr(node, '/') > 0)
+WHERE run_id = :run_id AND (state = 'waiting' OR state = 'scheduled' OR state = 'queued' OR state = 'running') AND (instr(node, ':') > 0 OR instr(node, '/') > 0)
 LIMIT 1
 
 -- name: insert_children
