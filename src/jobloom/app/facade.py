@@ -19,6 +19,7 @@ from jobloom.core.errors import (
     UnknownBinding,
     WaitTimeout,
 )
+from jobloom.core.queries import Q
 from jobloom.core.records import backoff_json, check_limits
 from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
 from jobloom.core.types import Attempt, Job, Run, to_datetime
@@ -194,8 +195,8 @@ class App:
         store = await self.store()
 
         async def work(tx: Tx) -> None:
-            row = await tx.fetchone("get_binding", {"binding": binding})
-            current = json.loads(row[6]) if row and row[6] else {}
+            row = await tx.fetchone(Q.get_binding, {"binding": binding})
+            current = json.loads(row.overrides) if row and row.overrides else {}
             current.update(limits)
             await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current),
                                                "now": store.now()})

@@ -170,10 +170,10 @@ class PostgresTx(Tx):
             cur = await self.conn.execute(query, params or {})
         return cur
 
-    async def fetch_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
+    async def fetch_rows_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
         """Run independent named queries in one pipeline: one round trip for all of them."""
         if self._left is not None:
-            return await super().fetch_batch(queries)
+            return await super().fetch_rows_batch(queries)
         async with self.conn.pipeline():
             await self._send_pending()
             cursors = [await self.conn.execute(self._locks.query(name, params), params or {})
@@ -205,7 +205,7 @@ class PostgresTx(Tx):
         if self._begun:
             await self.conn.execute("ROLLBACK")
 
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+    async def fetch_rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
         cur = await self._run(name, params)
         return await cur.fetchall() if cur.description is not None else []
@@ -269,7 +269,7 @@ class SyncPostgresTx(Tx):
     def _run(self, name: str, params: Params | None) -> psycopg.Cursor[TupleRow]:
         return self.conn.execute(self._locks.query(name, params), params or {})
 
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+    async def fetch_rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
         cur = self._run(name, params)
         return cur.fetchall() if cur.description is not None else []

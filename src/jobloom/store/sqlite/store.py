@@ -157,7 +157,7 @@ class SQLiteTx(Tx):
             values = [_json_lists(v) for v in values]
         return self.conn.executemany(sql, values)
 
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+    async def fetch_rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
         return self._one(name, params).fetchall()
 
