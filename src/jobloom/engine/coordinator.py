@@ -230,10 +230,11 @@ async def report(
     for run_id in sorted({r.run_id for r in rows if r.run_id is not None} - set(held)):
         await tx.fetchone(Q.lock_run, {"id": run_id})
     spawned = await _spawned(tx, outcomes, current, hooks)
+    moved: set[int] = set()  # jobs an earlier outcome of this report moved: no longer running
     holds: list[dict[str, Any]] = []
     for o in outcomes:
         row = current.get(o.job_id)
-        if row is None or row.state != "running" or row.attempt != o.attempt:
+        if row is None or row.state != "running" or row.attempt != o.attempt or o.job_id in moved:
             await _stale(tx, o, now, result)
             continue
         binding, run_id, node = row.binding, row.run_id, row.node
@@ -245,7 +246,7 @@ async def report(
                 holds.append({"id": o.job_id, "attempt": o.attempt, "result": o.result, "payload": o.payload})
                 attempts.append(_attempt_row(o))
                 events.append(event(now, o.job_id, binding, "waiting", o.attempt, o.finished_at - o.started_at))
-                current[o.job_id] = row._replace(state="waiting")
+                moved.add(o.job_id)
                 continue
             if spawn_error is not None:
                 o.error = spawn_error
@@ -275,7 +276,7 @@ async def report(
             result.finished.append(o.job_id)
             if run_id is not None:
                 in_runs.append((o.job_id, run_id, node, nxt.state))
-        current[o.job_id] = row._replace(state=nxt.state)
+        moved.add(o.job_id)
     await tx.executemany("finish_attempt", finishes)
     if holds:
         await tx.executemany("hold_node", holds)

@@ -12,7 +12,7 @@ from jobloom.core.errors import InvalidOption, shown
 from jobloom.core.queries import Q, Query
 from jobloom.core.rows import ChildRow, NodeResultRow, RunRow
 from jobloom.core.signals import Permanent
-from jobloom.core.states import ACTIVE_STATES
+from jobloom.core.states import ACTIVE_STATES, RUN_RESUMABLE_STATES
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
 from jobloom.engine.steps import FOREVER, Suspended
@@ -194,7 +194,7 @@ async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
         raise Permanent(str(exc)) from exc
     if run.state == "succeeded":
         return {name: n.result for name, n in run.nodes.items()}
-    if run.state in ("failed", "cancelled"):
+    if run.state in RUN_RESUMABLE_STATES:
         raise Permanent(f"sub-flow run {child_id!r} {run.state}: {run.error}")
     raise Suspended(FOREVER, wait=SUBFLOW_DONE)
 

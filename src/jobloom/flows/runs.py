@@ -20,21 +20,21 @@ from typing import Any
 from jobloom.core.errors import InvalidTransition, JobloomError
 from jobloom.core.queries import Q, Query
 from jobloom.core.rows import NodeStateRow, RunRow
-from jobloom.core.states import ACTIVE_STATES
+from jobloom.core.states import (
+    ACTIVE_STATES,
+    RUN_FINISHED_STATES,
+    RUN_RESUMABLE_STATES,
+    RUN_RUNNING,
+    RUN_STOPPING,
+)
 from jobloom.engine.coordinator import enqueue as insert_jobs
 from jobloom.engine.jobs import NewJob, emit, event
 from jobloom.store.base import Tx
 
-ACTIVE = ACTIVE_STATES
 CHILDREN_DONE = "jobloom.children"  # what a fan-out node waits for
 SUBFLOW_DONE = "jobloom.subflow"  # what a sub-flow node waits for
 
 
-RUN_RUNNING = "running"
-STOPPING = {"cancelling": "cancelled", "failing": "failed"}
-"""A run being stopped (cancelled, or failed at its deadline) and the state it ends in once nothing of
-it runs any more."""
-RUN_FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 
 
 def top_node(node: str | None) -> str | None:
@@ -60,8 +60,8 @@ def spawn_range(node: str) -> dict[str, str]:
 def spawned_outcome(rows: Sequence[NodeStateRow]) -> tuple[bool, str | None]:
     """From ``spawned_of`` records: whether a spawned child is still active, and the error of a node one
     of whose spawned children did not succeed (None: all that finished succeeded)."""
-    active = any(r.state in ACTIVE for r in rows)
-    failed = [r.node for r in rows if r.state not in ACTIVE and r.state != "succeeded"]
+    active = any(r.state in ACTIVE_STATES for r in rows)
+    failed = [r.node for r in rows if r.state not in ACTIVE_STATES and r.state != "succeeded"]
     return active, (f"spawned child {failed[0]!r} did not succeed" if failed else None)
 
 
@@ -182,7 +182,7 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
     ending: list[tuple[RunRow, dict[str | None, str]]] = []
     for run, states in runs:
         moves += _moves(run, by_run[run.id], states, done, now)
-        if not any(s in ACTIVE for s in states.values()):
+        if not any(s in ACTIVE_STATES for s in states.values()):
             ending.append((run, states))
     if ending:
         active = await tx.fetch_batch([(Q.run_child_active, {"run_id": run.id}) for run, _ in ending])
@@ -252,7 +252,7 @@ def _end(run: RunRow, states: dict[str | None, str], now: float, *, wake: bool =
     """Ending ``run`` once none of its jobs is active (``states``: at least its top-level nodes'), and
     waking the job that waits for it (unless ``wake`` is False: the caller settles that job)."""
     run_id, state, parent_job_id = run.id, run.state, run.parent_job_id
-    if any(s in ACTIVE for s in states.values()):
+    if any(s in ACTIVE_STATES for s in states.values()):
         return []
     moves: list[Move] = []
     if state == RUN_RUNNING:
@@ -262,8 +262,8 @@ def _end(run: RunRow, states: dict[str | None, str], now: float, *, wake: bool =
         error = None if ok else f"nodes did not succeed: {', '.join(failed)}"
         moves.append(("set_run_state", {"id": run_id, "state": "succeeded" if ok else "failed", "error": error,
                                         "finished_at": now}, None))
-    elif state in STOPPING:
-        moves.append(("set_run_state", {"id": run_id, "state": STOPPING[state], "error": run.error,
+    elif state in RUN_STOPPING:
+        moves.append(("set_run_state", {"id": run_id, "state": RUN_STOPPING[state], "error": run.error,
                                         "finished_at": now}, None))
     else:
         return []
@@ -290,7 +290,7 @@ async def wait_over(tx: Tx, wait: str, run_id: str, node: str) -> bool | None:
         return not await tx.fetch(Q.child_active, {"run_id": run_id, **child_range(node)})
     if wait == SUBFLOW_DONE:
         child = await tx.fetchone(Q.get_run, {"id": f"{run_id}/{node}"})
-        return child is not None and child.state in RUN_FINISHED
+        return child is not None and child.state in RUN_FINISHED_STATES
     return None
 
 
@@ -300,10 +300,10 @@ async def resume_run(tx: Tx, run_id: str, now: float) -> int:
     run = await tx.fetchone(Q.lock_run, {"id": run_id})
     if run is None:
         raise RunNotFound(run_id)
-    if run.state not in ("failed", "cancelled"):
+    if run.state not in RUN_RESUMABLE_STATES:
         raise InvalidTransition(0, run.state, f"resume run {run_id!r}")
     jobs = await tx.fetch(Q.run_jobs, {"run_id": run_id})
-    if any(r.state in ACTIVE for r in jobs):
+    if any(r.state in ACTIVE_STATES for r in jobs):
         raise InvalidTransition(0, "still stopping", f"resume run {run_id!r}")
     graph: dict[str, list[str]] = json.loads(run.graph)
     states = {r.node: r.state for r in jobs}

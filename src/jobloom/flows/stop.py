@@ -6,8 +6,8 @@ its running nodes are asked to stop as a cancelled job is, and every run of its 
 until none of its jobs and none of its sub-flow runs is active any more; then it is ``cancelled``
 (or ``failed``). A sub-flow node that waits for its child run stays until that run has ended.
 
-The run and its sub-flow runs are locked in id order before any of their jobs (the lock order of
-:mod:`jobloom.coordinator`).
+The run and its sub-flow runs are locked in id order before any of their jobs (the lock order, set
+out in docs/architecture.md, "Lock order").
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING
 from jobloom.core.errors import InvalidTransition
 from jobloom.core.queries import Q
 from jobloom.core.rows import MomentRow, RunRow
+from jobloom.core.states import RUN_CANCELLING, RUN_FAILING, RUN_RUNNING, RUN_STOPPING
 from jobloom.engine.jobs import emit, event
-from jobloom.flows.runs import RUN_RUNNING, STOPPING, Move, RunNotFound, _apply, _end
+from jobloom.flows.runs import Move, RunNotFound, _apply, _end
 from jobloom.store.base import Tx
 
 if TYPE_CHECKING:
     from jobloom.store.base import Store
 
-CANCELLING = "cancelling"
-FAILING = "failing"
 
 
 async def cancel_run(tx: Tx, run_id: str, now: float) -> str:
@@ -34,12 +33,12 @@ async def cancel_run(tx: Tx, run_id: str, now: float) -> str:
     run = await tx.fetchone(Q.lock_run, {"id": run_id})
     if run is None:
         raise RunNotFound(run_id)
-    if run.state == CANCELLING:
-        return CANCELLING
+    if run.state == RUN_CANCELLING:
+        return RUN_CANCELLING
     if run.state != RUN_RUNNING:
         raise InvalidTransition(0, run.state, f"cancel run {run_id!r}")
-    ended = await _stop(tx, [run], CANCELLING, "cancelled", now)
-    return STOPPING[CANCELLING] if run_id in ended else CANCELLING
+    ended = await _stop(tx, [run], RUN_CANCELLING, "cancelled", now)
+    return RUN_STOPPING[RUN_CANCELLING] if run_id in ended else RUN_CANCELLING
 
 
 async def fail_past_deadline(tx: Tx, now: float, limit: int = 50) -> list[str]:
@@ -51,7 +50,7 @@ async def fail_past_deadline(tx: Tx, now: float, limit: int = 50) -> list[str]:
     # a due run that is a sub-flow run of another due run is stopped as that run's descendant
     roots = [r for r in runs if not any(r.id.startswith(o.id + "/") for o in runs)]
     if roots:
-        await _stop(tx, roots, FAILING, "deadline passed", now)
+        await _stop(tx, roots, RUN_FAILING, "deadline passed", now)
     return [r.id for r in roots]
 
 
@@ -73,13 +72,13 @@ async def _stop(tx: Tx, roots: list[RunRow], state: str, error: str, now: float)
     """Stop the (locked) ``roots`` and their sub-flow runs; the ids of the runs that ended at once."""
     below = await _lock_descendants(tx, [r.id for r in roots])
     stopping = [(r, state, error) for r in roots]
-    why = "parent run cancelled" if state == CANCELLING else "parent run deadline passed"
-    stopping += [(r, CANCELLING, why) for r in below if r.state == RUN_RUNNING]
+    why = "parent run cancelled" if state == RUN_CANCELLING else "parent run deadline passed"
+    stopping += [(r, RUN_CANCELLING, why) for r in below if r.state == RUN_RUNNING]
     stopping.sort(key=lambda s: str(s[0].id))
     for run, st, err in stopping:
-        statement = Q.fail_unstarted if st == FAILING else Q.cancel_unstarted
+        statement = Q.fail_unstarted if st == RUN_FAILING else Q.cancel_unstarted
         rows = await tx.fetch(statement, {"run_id": run.id, "now": now, "reason": f"run {err}"})
-        await emit(tx, [event(now, r.id, r.binding, STOPPING[st], r.attempt) for r in rows])
+        await emit(tx, [event(now, r.id, r.binding, RUN_STOPPING[st], r.attempt) for r in rows])
         await tx.execute("cancel_running_of_run", {"run_id": run.id})
         await tx.execute("set_run_state", {"id": run.id, "state": st, "error": err, "finished_at": None})
     # the deepest runs first: a sub-flow run that ends at once ends its (suspended) node in the parent

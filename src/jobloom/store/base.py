@@ -75,9 +75,15 @@ class Tx(abc.ABC):
     async def executemany(self, name: str, rows: Sequence[Params]) -> None:
         """Run a named statement once per parameter set."""
 
-    @abc.abstractmethod
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
-        """Run a named INSERT once per row; return the new ids in row order."""
+        """Run a named ``INSERT ... RETURNING id`` once per row (in one batch: :meth:`fetch_rows_batch`);
+        return the new ids in row order. A driver whose INSERT returns no row gives its own."""
+        ids: list[int] = []
+        for answer in await self.fetch_rows_batch([(name, row) for row in rows]):
+            if not answer:
+                raise StoreError(f"query {name!r} returned no id")
+            ids.append(answer[0][0])
+        return ids
 
     async def insert_jobs(self, rows: Sequence[Params], at: float) -> list[int]:
         """Insert new jobs (``insert_job`` rows, each with the ``event`` kind to record at ``at``) and

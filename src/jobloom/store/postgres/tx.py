@@ -225,20 +225,6 @@ class PostgresTx(Tx):
         else:
             self._pending.append((_query(name), rows, True))
 
-    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
-        """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
-        if not rows:
-            return []
-        conn = await self.connection()
-        ids: list[int] = []
-        async with conn.cursor() as cur:
-            await cur.executemany(_query(name), rows, returning=True)
-            async for result in cur.results():
-                row = await result.fetchone()
-                if row is None:
-                    raise StoreError(f"query {name!r} returned no id")
-                ids.append(row[0])
-        return ids
 
 
 def _json_rows(rows: Sequence[Params]) -> str:
@@ -284,19 +270,11 @@ class SyncPostgresTx(Tx):
             with self.conn.cursor() as cur:
                 cur.executemany(_query(name), rows)
 
-    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
-        """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
-        if not rows:
-            return []
-        ids: list[int] = []
-        with self.conn.cursor() as cur:
-            cur.executemany(_query(name), rows, returning=True)
-            for result in cur.results():
-                row = result.fetchone()
-                if row is None:
-                    raise StoreError(f"query {name!r} returned no id")
-                ids.append(row[0])
-        return ids
+    async def fetch_rows_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
+        """Run independent named queries in one pipeline: one round trip for all of them."""
+        with self.conn.pipeline():
+            cursors = [self._run(name, params) for name, params in queries]
+        return [cur.fetchall() if cur.description is not None else [] for cur in cursors]
 
 
 __all__ = ["AsyncConn", "PostgresTx", "SyncConn", "SyncPostgresTx", "to_psycopg"]
