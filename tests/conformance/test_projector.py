@@ -223,8 +223,8 @@ async def test_a_crash_mid_projection_counts_every_event_exactly_once(
         def __init__(self, inner: Tx) -> None:
             self.inner = inner
 
-        async def fetch(self, name: str, params: Any = None) -> list[tuple[Any, ...]]:
-            return await self.inner.fetch(name, params)
+        async def fetch_rows(self, name: str, params: Any = None) -> list[tuple[Any, ...]]:
+            return await self.inner.fetch_rows(name, params)
 
         async def execute(self, name: str, params: Any = None) -> int:
             if name == "save_projector":

@@ -19,7 +19,9 @@ from jobloom.core.errors import (
     UnknownBinding,
     WaitTimeout,
 )
+from jobloom.core.queries import Q
 from jobloom.core.records import backoff_json, check_limits
+from jobloom.core.retrying import Delays
 from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
 from jobloom.core.types import Attempt, Job, Run, to_datetime
 from jobloom.engine import coordinator, steps
@@ -194,8 +196,8 @@ class App:
         store = await self.store()
 
         async def work(tx: Tx) -> None:
-            row = await tx.fetchone("get_binding", {"binding": binding})
-            current = json.loads(row[6]) if row and row[6] else {}
+            row = await tx.fetchone(Q.get_binding, {"binding": binding})
+            current = json.loads(row.overrides) if row and row.overrides else {}
             current.update(limits)
             await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current),
                                                "now": store.now()})
@@ -365,7 +367,7 @@ class App:
         store = await self.store()
         wake = await store.wakeups()
         try:
-            delay = poll
+            delays = Delays(poll, 1.0)
             while True:
                 job = await self.get_job(job_id)
                 if job.finished:
@@ -373,8 +375,8 @@ class App:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise WaitTimeout(f"job {job_id} is still {job.state} after {timeout} s")
+                delay = delays.next()
                 await wake.wait(delay if left is None else min(delay, left))
-                delay = min(delay * 2, 1.0)
         finally:
             await wake.close()
 

@@ -3,10 +3,10 @@ attempts. Each is one read transaction on the store."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from jobloom.core.errors import InvalidOption, JobNotFound
+from jobloom.core.queries import Q
 from jobloom.core.records import attempt_from_row, job_from_row
+from jobloom.core.rows import AttemptRow, JobRow, StateCountRow
 from jobloom.core.states import ALL_STATES
 from jobloom.core.text import MAX_ID, checked_id
 from jobloom.core.types import Attempt, Job
@@ -17,8 +17,8 @@ async def read_job(store: Store, job_id: int) -> Job:
     """The job with that id; ``JobNotFound`` if there is none."""
     job_id = checked_id(job_id)
 
-    async def work(tx: Tx) -> Any:
-        return await tx.fetchone("get_job", {"id": job_id})
+    async def work(tx: Tx) -> JobRow | None:
+        return await tx.fetchone(Q.get_job, {"id": job_id})
 
     row = await store.transact(work, exclusive=False)
     if row is None:
@@ -37,22 +37,22 @@ async def list_jobs(store: Store, state: str | None, binding: str | None, limit:
     if before is not None:
         before = checked_id(before, "before", clamp=True)
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("list_jobs", {"state": state, "binding": binding, "limit": limit, "before": before})
+    async def work(tx: Tx) -> list[JobRow]:
+        return await tx.fetch(Q.list_jobs, {"state": state, "binding": binding, "limit": limit, "before": before})
 
     return [job_from_row(r) for r in await store.transact(work, exclusive=False)]
 
 
 async def count_jobs(store: Store, *, finished: bool) -> dict[str, dict[str, int]]:
     """Number of jobs per binding and state; succeeded and skipped ones only with ``finished``."""
-    query = "count_by_state" if finished else "count_by_state_indexed"
+    query = Q.count_by_state if finished else Q.count_by_state_indexed
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
+    async def work(tx: Tx) -> list[StateCountRow]:
         return await tx.fetch(query)
 
     out: dict[str, dict[str, int]] = {}
-    for binding, state, n in await store.transact(work, exclusive=False):
-        out.setdefault(binding, {})[state] = n
+    for row in await store.transact(work, exclusive=False):
+        out.setdefault(row.binding, {})[row.state] = row.n
     return out
 
 
@@ -60,8 +60,8 @@ async def read_attempts(store: Store, job_id: int) -> list[Attempt]:
     """Every attempt of a job, oldest first; a running attempt is shown with no outcome yet."""
     job_id = checked_id(job_id)
 
-    async def work(tx: Tx) -> tuple[Any, list[tuple[Any, ...]]]:
-        return await tx.fetchone("get_job", {"id": job_id}), await tx.fetch("get_attempts", {"id": job_id})
+    async def work(tx: Tx) -> tuple[JobRow | None, list[AttemptRow]]:
+        return await tx.fetchone(Q.get_job, {"id": job_id}), await tx.fetch(Q.get_attempts, {"id": job_id})
 
     job_row, rows = await store.transact(work, exclusive=False)
     if job_row is None:

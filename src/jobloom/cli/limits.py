@@ -22,7 +22,9 @@ from jobloom.cli.common import (
     print_json,
     run,
 )
+from jobloom.core.queries import Q
 from jobloom.core.records import policy_from_row
+from jobloom.core.rows import BindingRow, PolicyRow
 from jobloom.core.types import Policy
 from jobloom.store.base import Tx
 
@@ -59,13 +61,14 @@ async def read_limits(app: App) -> list[BindingLimits]:
     """The limits of every binding the store knows, plus the app's performers not yet registered."""
     store = await app.store()
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("list_bindings")
+    async def work(tx: Tx) -> list[BindingRow]:
+        return await tx.fetch(Q.list_bindings)
 
     found: dict[str, BindingLimits] = {}
     for row in await store.transact(work, exclusive=False):
-        name, values, overrides = row[0], tuple(row[1:]), row[7]
-        registered = row[6] is not None  # workers store the backoff when they register; `limits set` does not
+        name, overrides = row.binding, row.overrides
+        registered = row.backoff is not None  # workers store the backoff when they register; `limits set` does not
+        values: BindingRow | PolicyRow = row
         if not registered and name in app.specs:
             values = _code_row(app.specs[name].policy, overrides)
         policy, _bucket, _backoff = policy_from_row(values)
@@ -77,10 +80,11 @@ async def read_limits(app: App) -> list[BindingLimits]:
     return [found[name] for name in sorted(found)]
 
 
-def _code_row(p: Policy, overrides: str | None) -> tuple[Any, ...]:
-    """A ``get_binding``-shaped row holding the code's limits, for a binding no worker registered yet."""
+def _code_row(p: Policy, overrides: str | None) -> PolicyRow:
+    """A binding's record holding the code's limits, for a binding no worker registered yet."""
     rate, burst = (p.rate.rate, p.rate.burst) if p.rate else (None, None)
-    return (p.concurrency, p.key_concurrency, rate, burst, p.priority_aging, None, overrides, None, None)
+    return PolicyRow(concurrency=p.concurrency, key_concurrency=p.key_concurrency, rate=rate, burst=burst,
+                     priority_aging=p.priority_aging, backoff=None, overrides=overrides, tokens=None, tokens_at=None)
 
 
 def fmt_rate(policy: Policy) -> str:

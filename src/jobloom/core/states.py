@@ -36,6 +36,17 @@ UNSTARTED_STATES: Final = INITIAL_STATES
 ACTIVE_STATES: Final = frozenset({WAITING, SCHEDULED, QUEUED, RUNNING})
 FINISHED_STATES: Final = frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SKIPPED})
 
+# A flow run's states: running, stopping (cancelling, or failing past its deadline) while some of its
+# jobs still run, then one of the finished states.
+RUN_RUNNING: Final = "running"
+RUN_CANCELLING: Final = "cancelling"
+RUN_FAILING: Final = "failing"
+RUN_STOPPING: Final[dict[str, str]] = {RUN_CANCELLING: CANCELLED, RUN_FAILING: FAILED}
+"""A run being stopped, and the state it ends in once nothing of it runs any more."""
+RUN_FINISHED_STATES: Final = frozenset({SUCCEEDED, FAILED, CANCELLED})
+RUN_RESUMABLE_STATES: Final = frozenset({FAILED, CANCELLED})
+"""The finished states of a run that ``resume_run`` runs again (and that fail a sub-flow node)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Transition:

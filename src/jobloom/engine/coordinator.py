@@ -21,11 +21,13 @@ from typing import Any
 from jobloom.core import lifecycle
 from jobloom.core.decide import decide, dispatch_time
 from jobloom.core.errors import InvalidTransition, JobNotFound
+from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
+from jobloom.core.rows import CandidateRow, KeyCountRow, LockedJobRow, MovedRow, PolicyRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
 from jobloom.core.types import Candidate, Policy
-from jobloom.engine.hooks import EngineHooks
+from jobloom.engine.hooks import EngineHooks, Finished
 from jobloom.engine.jobs import Claimed, CycleReads, Dispatched, NewJob, Outcome, ReportResult, emit, event
 from jobloom.store.base import Tx
 
@@ -43,14 +45,11 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
             continue
         key = {"binding": job.binding, "unique_key": job.unique_key}
         await tx.execute("lock_unique", key)
-        row = await tx.fetchone("find_unique", key)
-        if row is not None:
-            holder_id, holder_state, until = row
-            if holder_state not in FINISHED_STATES or (
-                until is not None and until > now
-            ):
-                out[i] = (holder_id, False)
-                continue
+        holder = await tx.fetchone(Q.find_unique, key)
+        if holder is not None and (holder.state not in FINISHED_STATES or (
+                holder.unique_until is not None and holder.unique_until > now)):
+            out[i] = (holder.id, False)
+            continue
         (new_id,) = await tx.insert_jobs([_with_event(job)], now)
         out[i] = (new_id, True)
     if plain:
@@ -81,7 +80,7 @@ def _with_event(job: NewJob) -> dict[str, Any]:
 
 async def dispatch(
     tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
-    binding_rows: list[tuple[Any, ...]] | None = None, clock: Callable[[], float] | None = None,
+    binding_rows: list[PolicyRow] | None = None, clock: Callable[[], float] | None = None,
 ) -> Dispatched:
     """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
 
@@ -93,7 +92,7 @@ async def dispatch(
     if capacity <= 0:
         return Dispatched([])
     if binding_rows is None:
-        binding_rows = await tx.fetch("get_binding", {"binding": binding})
+        binding_rows = await tx.fetch(Q.get_binding, {"binding": binding})
     row = binding_rows[0] if binding_rows else None
     policy, bucket, _ = policy_from_row(row)
     locked = False
@@ -102,15 +101,15 @@ async def dispatch(
     if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
         counted = policy.concurrency is not None
         lock_rows, *count_rows = await tx.fetch_batch(
-            [("lock_binding", key), *([("count_running", key)] if counted else [])])
+            [(Q.lock_binding, key), *([(Q.count_running, key)] if counted else [])])
         policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
         locked = True
         if count_rows:
-            running = count_rows[0][0][0] if count_rows[0] else 0
+            running = count_rows[0][0].n if count_rows[0] else 0
         if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
             now = dispatch_time(clock() if clock is not None else now, bucket)
     if policy.concurrency is not None and running is None:
-        running = (await tx.fetchone("count_running", key) or (0,))[0]
+        running = sum(r.n for r in await tx.fetch(Q.count_running, key))
     running = running or 0
     by_key: dict[str, int] | None = None
     full: set[str] = set()
@@ -134,11 +133,11 @@ async def dispatch(
             break
         if by_key is None and any(c.key is not None for c in cands):
             if not locked:
-                await tx.fetchone("lock_binding", {"binding": binding})
+                await tx.fetchone(Q.lock_binding, {"binding": binding})
                 locked = True
             if key_rows is None:
-                key_rows = await tx.fetch("running_by_key", {"binding": binding})
-            by_key = {k: n for k, n in key_rows}
+                key_rows = await tx.fetch(Q.running_by_key, {"binding": binding})
+            by_key = {r.concurrency_key: r.n for r in key_rows}
             newly_full = {k for k, n in by_key.items() if n >= policy.key_concurrency}
             if any(c.key in newly_full for c in cands):
                 full |= newly_full
@@ -163,48 +162,46 @@ async def dispatch(
             break
     if policy.rate is not None and bucket is not None:
         # nothing reads its result: a store may send it with the next statement
-        await tx.executemany(
-            "save_bucket", [{"binding": binding, "tokens": bucket.tokens, "tokens_at": bucket.updated_at}]
-        )
+        await tx.executemany("save_bucket", [{"binding": binding, "tokens": bucket.tokens,
+                                              "tokens_at": bucket.updated_at}])
     if not selected:
         return Dispatched([], next_token_at)
-    rows = await tx.fetch(
-        "claim", {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
-    )
-    await emit(tx, [event(now, r[0], r[1], "started", r[3]) for r in rows])
-    return Dispatched(
-        [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now, r[7], r[8]) for r in rows], next_token_at
-    )
+    rows = await tx.fetch(Q.claim, {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now})
+    await emit(tx, [event(now, r.id, r.binding, "started", r.attempt) for r in rows])
+    return Dispatched([
+        Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node)
+        for r in rows
+    ], next_token_at)
 
 
 async def _candidates(
     tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool, with_policy: bool
-) -> tuple[list[Candidate], list[tuple[Any, ...]] | None, list[tuple[Any, ...]] | None]:
+) -> tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None]:
     """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
     aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
     with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
     was committed when it began: limits set before any candidate was enqueued are seen)."""
     params = {"binding": binding, "full_keys": full_keys, "limit": limit}
-    queries: list[tuple[str, dict[str, Any] | None]] = [("candidates_by_priority", params)]
+    queries: list[tuple[Query[Any], dict[str, Any] | None]] = [(Q.candidates_by_priority, params)]
     if policy.priority_aging:
-        queries.append(("candidates_by_age", params))
+        queries.append((Q.candidates_by_age, params))
     if with_keys:
-        queries.append(("running_by_key", {"binding": binding}))
+        queries.append((Q.running_by_key, {"binding": binding}))
     if with_policy:
-        queries.append(("get_binding", {"binding": binding}))
+        queries.append((Q.get_binding, {"binding": binding}))
     results = await tx.fetch_batch(queries)
-    rows = results[0]
+    rows: list[CandidateRow] = results[0]
     if policy.priority_aging:
-        seen = {r[0] for r in rows}
-        rows += [r for r in results[1] if r[0] not in seen]
+        seen = {r.id for r in rows}
+        rows += [r for r in results[1] if r.id not in seen]
     key_rows = results[1 + bool(policy.priority_aging)] if with_keys else None
     fresh = results[-1] if with_policy else None
-    return [Candidate(r[0], r[1], r[2], r[3]) for r in rows], key_rows, fresh
+    return [Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows], key_rows, fresh
 
 
 async def report(
     tx: Tx, outcomes: Sequence[Outcome], now: float, *, hooks: EngineHooks,
-    locked: list[tuple[Any, ...]] | None = None,
+    locked: list[RunningRow] | None = None,
 ) -> ReportResult:
     """Apply attempt outcomes. A report for an attempt that is no longer running is never applied.
 
@@ -219,27 +216,28 @@ async def report(
     outcomes = list(unique.values())
     held = sorted({o.run_id for o in outcomes if o.run_id is not None})
     if locked is None:  # the runs first, then the jobs (in one batch: they run in this order)
-        *_, rows = await tx.fetch_batch([*(("lock_run", {"id": run_id}) for run_id in held),
-                                         ("lock_running", {"ids": [o.job_id for o in outcomes]})])
+        *_, rows = await tx.fetch_batch([*((Q.lock_run, {"id": run_id}) for run_id in held),
+                                         (Q.lock_running, {"ids": [o.job_id for o in outcomes]})])
     else:
         rows = locked
-    current = {r[0]: r for r in rows}
+    current: dict[int, RunningRow] = {r.id: r for r in rows}
     finishes: list[dict[str, Any]] = []
     attempts: list[dict[str, Any]] = []
     backoffs: dict[str, Any] = {}
     events: list[dict[str, Any]] = []
-    in_runs: list[tuple[int, str, str, str]] = []
+    in_runs: list[Finished] = []
     # an outcome without its run id (a caller that did not know it) has its run locked late, out of order
-    for run_id in sorted({r[10] for r in rows if r[10] is not None} - set(held)):
-        await tx.fetchone("lock_run", {"id": run_id})
+    for run_id in sorted({r.run_id for r in rows if r.run_id is not None} - set(held)):
+        await tx.fetchone(Q.lock_run, {"id": run_id})
     spawned = await _spawned(tx, outcomes, current, hooks)
+    moved: set[int] = set()  # jobs an earlier outcome of this report moved: no longer running
     holds: list[dict[str, Any]] = []
     for o in outcomes:
         row = current.get(o.job_id)
-        if row is None or row[2] != "running" or row[3] != o.attempt:
+        if row is None or row.state != "running" or row.attempt != o.attempt or o.job_id in moved:
             await _stale(tx, o, now, result)
             continue
-        _, binding, _, attempt, retries_from, max_attempts, delivery, cancel_requested, _, _, run_id, node = row
+        binding, run_id, node = row.binding, row.run_id, row.node
         if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, run_id, node, hooks):
             o.retry_after = now
         if o.kind == lifecycle.SUCCEEDED and o.job_id in spawned:  # a flow node that spawned children
@@ -248,7 +246,7 @@ async def report(
                 holds.append({"id": o.job_id, "attempt": o.attempt, "result": o.result, "payload": o.payload})
                 attempts.append(_attempt_row(o))
                 events.append(event(now, o.job_id, binding, "waiting", o.attempt, o.finished_at - o.started_at))
-                current[o.job_id] = (*row[:2], "waiting", *row[3:])
+                moved.add(o.job_id)
                 continue
             if spawn_error is not None:
                 o.error = spawn_error
@@ -257,10 +255,10 @@ async def report(
             nxt = lifecycle.Transition("succeeded")
         else:
             if binding not in backoffs:
-                backoffs[binding] = policy_from_row(await tx.fetchone("get_binding", {"binding": binding}))[2]
+                backoffs[binding] = policy_from_row(await tx.fetchone(Q.get_binding, {"binding": binding}))[2]
             nxt = lifecycle.next_state(
-                o.kind, now=now, attempt=attempt, retries_from=retries_from, max_attempts=max_attempts,
-                delivery=delivery, cancel_requested=bool(cancel_requested), backoff=backoffs[binding],
+                o.kind, now=now, attempt=row.attempt, retries_from=row.retries_from, max_attempts=row.max_attempts,
+                delivery=row.delivery, cancel_requested=bool(row.cancel_requested), backoff=backoffs[binding],
                 retry_after=o.retry_after, rng=_rng,
             )
         finished = nxt.state != "scheduled"
@@ -278,7 +276,7 @@ async def report(
             result.finished.append(o.job_id)
             if run_id is not None:
                 in_runs.append((o.job_id, run_id, node, nxt.state))
-        current[o.job_id] = (*row[:2], nxt.state, *row[3:])
+        moved.add(o.job_id)
     await tx.executemany("finish_attempt", finishes)
     if holds:
         await tx.executemany("hold_node", holds)
@@ -291,13 +289,14 @@ async def report(
 
 
 async def _spawned(
-    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, tuple[Any, ...]], hooks: EngineHooks
+    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, RunningRow], hooks: EngineHooks
 ) -> dict[int, tuple[bool, str | None]]:
     """For each succeeding flow job that spawned children (``<node>/<child>``, under its run's lock):
     whether one is still active, and the error if one did not succeed. One batch, on a small index."""
-    asked = [(o.job_id, row[10], row[11]) for o in outcomes
+    asked = [(o.job_id, row.run_id, row.node) for o in outcomes
              if o.kind == lifecycle.SUCCEEDED and (row := current.get(o.job_id)) is not None
-             and row[2] == "running" and row[3] == o.attempt and row[10] is not None and row[11] is not None]
+             and row.state == "running" and row.attempt == o.attempt and row.run_id is not None
+             and row.node is not None]
     if not asked:
         return {}
     return await hooks.spawned(tx, asked)
@@ -320,12 +319,12 @@ async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None, hooks
         over = await hooks.wait_over(tx, o.wait, run_id, node)
         if over is not None:
             return over
-    return await tx.fetchone("get_signal", {"job_id": o.job_id, "name": o.wait}) is not None
+    return await tx.fetchone(Q.get_signal, {"job_id": o.job_id, "name": o.wait}) is not None
 
 
 async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
-    prior = await tx.fetchone("get_attempt", {"job_id": o.job_id, "attempt": o.attempt})
-    if prior is not None and prior[0] == o.worker and prior[1] == o.kind:
+    prior = await tx.fetchone(Q.get_attempt, {"job_id": o.job_id, "attempt": o.attempt})
+    if prior is not None and prior.worker == o.worker and prior.outcome == o.kind:
         result.duplicate += 1  # the same report, applied before: idempotent
         return
     result.stale.append(o.job_id)
@@ -342,7 +341,7 @@ PROMOTE_LIMIT = 1000
 
 async def reap(
     tx: Tx, now: float, *, hooks: EngineHooks, limit: int = REAP_LIMIT,
-    expired: list[tuple[Any, ...]] | None = None,
+    expired: list[RunningRow] | None = None,
 ) -> list[int]:
     """Expired leases: the worker is gone. Retry (at-least-once) or ``stalled`` (at-most-once).
 
@@ -352,33 +351,34 @@ async def reap(
     locked and checked again, both skipping rows that another transaction holds: this may run after
     other locks in a worker's cycle, so it never waits (the jobs it skips are reaped later)."""
     cutoff = now - LEASE_GRACE
-    rows = expired if expired is not None else await tx.fetch("expired_leases", {"cutoff": cutoff, "limit": limit})
+    rows = expired if expired is not None else await tx.fetch(Q.expired_leases, {"cutoff": cutoff, "limit": limit})
     if not rows:
         return []
-    run_ids = sorted({r[10] for r in rows if r[10] is not None})
+    run_ids = sorted({r.run_id for r in rows if r.run_id is not None})
     if run_ids:
-        held = {r[0][0] for r in await tx.fetch_batch([("lock_run_skip", {"id": i}) for i in run_ids]) if r}
-        rows = [r for r in rows if r[10] is None or r[10] in held]
+        held = {r[0].id for r in await tx.fetch_batch([(Q.lock_run_skip, {"id": i}) for i in run_ids]) if r}
+        rows = [r for r in rows if r.run_id is None or r.run_id in held]
     if rows:
-        rows = await tx.fetch("lock_expired", {"ids": sorted(r[0] for r in rows), "cutoff": cutoff})
+        rows = await tx.fetch(Q.lock_expired, {"ids": sorted(r.id for r in rows), "cutoff": cutoff})
     if not rows:
         return []
     outcomes = [
-        Outcome(job_id=r[0], attempt=r[3], kind=lifecycle.LOST, worker=r[8] or "?", started_at=r[9] or now,
-                finished_at=now, error="lease expired: the worker stopped heartbeating", run_id=r[10])
+        Outcome(job_id=r.id, attempt=r.attempt, kind=lifecycle.LOST, worker=r.lease_owner or "?",
+                started_at=r.started_at or now, finished_at=now,
+                error="lease expired: the worker stopped heartbeating", run_id=r.run_id)
         for r in rows
     ]
     await report(tx, outcomes, now, hooks=hooks, locked=rows)
-    return [r[0] for r in rows]
+    return [r.id for r in rows]
 
 
 async def promote(tx: Tx, now: float, *, limit: int = PROMOTE_LIMIT,
-                  promoted: list[tuple[Any, ...]] | None = None) -> int:
+                  promoted: list[MovedRow] | None = None) -> int:
     """``scheduled`` jobs whose time has come become ``queued``.
 
     ``promoted``: the ``promote_due`` rows if that statement already ran in this transaction."""
-    rows = promoted if promoted is not None else await tx.fetch("promote_due", {"now": now, "limit": limit})
-    await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+    rows = promoted if promoted is not None else await tx.fetch(Q.promote_due, {"now": now, "limit": limit})
+    await emit(tx, [event(now, r.id, r.binding, "queued", r.attempt) for r in rows])
     return len(rows)
 
 
@@ -394,24 +394,24 @@ async def read_cycle(
 
     A job being reported is left out of the expired leases: its report, applied first, finishes it.
     """
-    queries: list[tuple[str, dict[str, Any] | None]] = []
+    queries: list[tuple[Query[Any], dict[str, Any] | None]] = []
     run_ids = sorted({r for r in runs if r is not None}) if reporting else []
-    queries += [("lock_run", {"id": run_id}) for run_id in run_ids]
+    queries += [(Q.lock_run, {"id": run_id}) for run_id in run_ids]
     if reporting:
-        queries.append(("lock_running", {"ids": list(reporting)}))
-    queries.append(("expired_leases", {"cutoff": now - LEASE_GRACE, "limit": REAP_LIMIT}))
-    queries.append(("promote_due", {"now": now, "limit": PROMOTE_LIMIT}))
+        queries.append((Q.lock_running, {"ids": list(reporting)}))
+    queries.append((Q.expired_leases, {"cutoff": now - LEASE_GRACE, "limit": REAP_LIMIT}))
+    queries.append((Q.promote_due, {"now": now, "limit": PROMOTE_LIMIT}))
     if watching:
-        queries.append(("cancel_requests", {"worker": worker}))
-    queries += [("get_binding", {"binding": b}) for b in bindings]
+        queries.append((Q.cancel_requests, {"worker": worker}))
+    queries += [(Q.get_binding, {"binding": b}) for b in bindings]
     results = iter(await tx.fetch_batch(queries))
     for _ in run_ids:
         next(results)
     locked = next(results) if reporting else None
     ids = set(reporting)
-    expired = [r for r in next(results) if r[0] not in ids]
+    expired = [r for r in next(results) if r.id not in ids]
     promoted = next(results)
-    cancels = {(r[0], r[1]) for r in next(results)} if watching else set()
+    cancels = {(r.id, r.attempt) for r in next(results)} if watching else set()
     return CycleReads(locked, expired, promoted, cancels, {b: next(results) for b in bindings})
 
 
@@ -421,33 +421,34 @@ async def heartbeat(
     """Extend the leases of ``worker``'s running attempts, given as (job id, attempt): an attempt that is
     no longer the job's current one is not renewed. Returns (still held, cancel requested)."""
     pairs = sorted(set(keys))
-    rows = await tx.fetch("heartbeat", {
+    rows = await tx.fetch(Q.heartbeat, {
         "ids": [k[0] for k in pairs], "attempts": [k[1] for k in pairs], "pairs": [list(k) for k in pairs],
         "worker": worker, "lease_expires": now + lease,
     })
-    return {(r[0], r[1]) for r in rows}, {(r[0], r[1]) for r in rows if r[2]}
+    return {(r.id, r.attempt) for r in rows}, {(r.id, r.attempt) for r in rows if r.cancel_requested}
 
 
 async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, hooks: EngineHooks) -> str:
     """Cancel at once if not running; ask the worker if running. Returns the resulting state.
 
     A flow node's run is locked before the node's job (the lock order): its run id is read first."""
-    found = await tx.fetchone("job_run", {"id": job_id})
+    found = await tx.fetchone(Q.job_run, {"id": job_id})
     if found is None:
         raise JobNotFound(job_id)
-    if found[0] is not None:
-        _, rows = await tx.fetch_batch([("lock_run", {"id": found[0]}), ("lock_job", {"id": job_id})])
+    row: LockedJobRow | None
+    if found.run_id is not None:
+        _, rows = await tx.fetch_batch([(Q.lock_run, {"id": found.run_id}), (Q.lock_job, {"id": job_id})])
         row = rows[0] if rows else None
     else:
-        row = await tx.fetchone("lock_job", {"id": job_id})
+        row = await tx.fetchone(Q.lock_job, {"id": job_id})
     if row is None:
         raise JobNotFound(job_id)
-    state = row[1]
+    state = row.state
     if state in CANCELLABLE_AT_ONCE:
         await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
-        await emit(tx, [event(now, job_id, row[3], "cancelled", row[2])])
-        if row[4] is not None:
-            await hooks.finished(tx, [(job_id, row[4], row[5], "cancelled")], now)
+        await emit(tx, [event(now, job_id, row.binding, "cancelled", row.attempt)])
+        if row.run_id is not None:
+            await hooks.finished(tx, [(job_id, row.run_id, row.node, "cancelled")], now)
         return "cancelled"
     if state == "running":
         await tx.execute("request_cancel", {"id": job_id})
@@ -457,23 +458,23 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, 
 
 async def retry(tx: Tx, job_id: int, now: float) -> None:
     """A person's retry of a ``failed``, ``stalled`` or ``cancelled`` job: queued again, history kept."""
-    row = await tx.fetchone("lock_job", {"id": job_id})
+    row = await tx.fetchone(Q.lock_job, {"id": job_id})
     if row is None:
         raise JobNotFound(job_id)
-    if row[1] not in RETRYABLE_STATES:
-        raise InvalidTransition(job_id, row[1], "retry")
+    if row.state not in RETRYABLE_STATES:
+        raise InvalidTransition(job_id, row.state, "retry")
     await tx.execute("retry_now", {"id": job_id, "now": now})
-    await emit(tx, [event(now, job_id, row[3], "requeued", row[2])])
+    await emit(tx, [event(now, job_id, row.binding, "requeued", row.attempt)])
 
 
 async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
     """Fail an attempt whose outcome cannot be applied, by the narrowest statement there is (no result,
     no traceback, no flow bookkeeping): the last resort that keeps one bad job from wedging a worker."""
-    row = await tx.fetchone("fail_attempt", {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
+    row = await tx.fetchone(Q.fail_attempt, {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
     if row is None:
         return False
     await tx.execute("insert_attempt", _attempt_row(o) | {"outcome": lifecycle.PERMANENT})
-    await emit(tx, [event(now, o.job_id, row[0], "failed", o.attempt, o.finished_at - o.started_at)])
+    await emit(tx, [event(now, o.job_id, row.binding, "failed", o.attempt, o.finished_at - o.started_at)])
     return True
 
 
@@ -490,10 +491,10 @@ async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int, str]], n
 async def next_due(tx: Tx) -> float | None:
     """The earliest moment something becomes due: a scheduled job, or a lease to reap."""
     moments = []
-    row = await tx.fetchone("next_scheduled")
-    if row and row[0] is not None:
-        moments.append(float(row[0]))
-    row = await tx.fetchone("next_lease_expiry")
-    if row and row[0] is not None:
-        moments.append(float(row[0]) + LEASE_GRACE)
+    row = await tx.fetchone(Q.next_scheduled)
+    if row and row.at is not None:
+        moments.append(float(row.at))
+    row = await tx.fetchone(Q.next_lease_expiry)
+    if row and row.at is not None:
+        moments.append(float(row.at) + LEASE_GRACE)
     return min(moments) if moments else None

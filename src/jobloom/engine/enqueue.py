@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption
+from jobloom.core.queries import Q
 from jobloom.core.records import job_from_row
 from jobloom.core.text import MAX_KEY_BYTES, check_name
 from jobloom.core.types import Job
@@ -157,7 +158,7 @@ async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
         if created:
             out.append(job_from_new(job_id, new))
         else:
-            row = await tx.fetchone("get_job", {"id": job_id})
+            row = await tx.fetchone(Q.get_job, {"id": job_id})
             assert row is not None
             out.append(job_from_row(row))
     return out

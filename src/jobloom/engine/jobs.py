@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobloom.core.rows import MovedRow, PolicyRow, RunningRow
 from jobloom.store.base import Tx
 
 
@@ -97,11 +98,11 @@ class Dispatched:
 class CycleReads:
     """What a worker's cycle reads first, in one batch: see :func:`read_cycle`."""
 
-    locked: list[tuple[Any, ...]] | None
-    expired: list[tuple[Any, ...]]
-    promoted: list[tuple[Any, ...]]
+    locked: list[RunningRow] | None
+    expired: list[RunningRow]
+    promoted: list[MovedRow]
     cancels: set[tuple[int, int]]
-    bindings: dict[str, list[tuple[Any, ...]]]
+    bindings: dict[str, list[PolicyRow]]
 
 
 def event(

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from jobloom.core import lifecycle
+from jobloom.core.queries import Q
 from jobloom.core.signals import Permanent, Retry
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.engine import coordinator, runners
@@ -100,8 +101,8 @@ async def release_orphans(store: Store, worker: str, known: set[tuple[int, int]]
     runs or has outcomes of): claims that committed in a cycle whose answer the worker never heard."""
 
     async def work(tx: Tx) -> int:
-        rows = await tx.fetch("running_of_worker", {"worker": worker})
-        orphans = [(r[0], r[1], r[2]) for r in rows if (r[0], r[1]) not in known]
+        rows = await tx.fetch(Q.running_of_worker, {"worker": worker})
+        orphans = [(r.id, r.attempt, r.binding) for r in rows if (r.id, r.attempt) not in known]
         return await coordinator.release(tx, worker, orphans, now()) if orphans else 0
 
     released = await store.transact(work)

@@ -17,6 +17,8 @@ from pydantic_core import to_json, to_jsonable_python
 
 from jobloom.core.errors import JobloomError, PayloadTooLarge
 from jobloom.core.options import MAX_DELAY, finite
+from jobloom.core.queries import Q
+from jobloom.core.rows import SignalRow, StepRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name, dumped_problem
 
 if TYPE_CHECKING:
@@ -61,10 +63,10 @@ class StepContext:
 
     async def _records(self) -> dict[str, str | None]:
         if self._done is None:
-            async def load(tx: Tx) -> list[tuple[Any, ...]]:
-                return await tx.fetch("get_steps", {"job_id": self.job_id})
+            async def load(tx: Tx) -> list[StepRow]:
+                return await tx.fetch(Q.get_steps, {"job_id": self.job_id})
 
-            self._done = {r[0]: r[1] for r in await self.store.transact(load, exclusive=False)}
+            self._done = {r.name: r.result for r in await self.store.transact(load, exclusive=False)}
         return self._done
 
     async def _save(self, name: str, data: str | None) -> None:
@@ -111,12 +113,12 @@ class StepContext:
         check_name("event name", name, MAX_NAME_BYTES)
         if timeout is not None:
             timeout = finite("timeout", timeout)
-        async def signal(tx: Tx) -> Any:
-            return await tx.fetchone("get_signal", {"job_id": self.job_id, "name": name})
+        async def signal(tx: Tx) -> SignalRow | None:
+            return await tx.fetchone(Q.get_signal, {"job_id": self.job_id, "name": name})
 
         row = await self.store.transact(signal, exclusive=False)
         if row is not None:
-            return None if row[0] is None else json.loads(row[0])
+            return None if row.data is None else json.loads(row.data)
         done = await self._records()
         key = f"wait:{name}"
         if key in done:
@@ -149,14 +151,14 @@ async def send_event(tx: Tx, job_id: int, name: str, data: str | None, now: floa
     The job's row is locked first, so the event and a report of the job suspending to wait for it
     are serialized: either the report sees the event (and the job runs again at once), or the job
     is suspended when the event arrives (and is woken). Raises :class:`~jobloom.JobNotFound`."""
-    if await tx.fetchone("lock_job", {"id": job_id}) is None:
+    if await tx.fetchone(Q.lock_job, {"id": job_id}) is None:
         from jobloom.core.errors import JobNotFound
 
         raise JobNotFound(job_id)
     await tx.execute("put_signal", {"job_id": job_id, "name": name, "data": data, "now": now})
-    rows = await tx.fetch("wake_waiting_for", {"id": job_id, "now": now, "step": f"wait:{name}"})
+    rows = await tx.fetch(Q.wake_waiting_for, {"id": job_id, "now": now, "step": f"wait:{name}"})
     if rows:
         from jobloom.engine.jobs import emit, event
 
-        await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+        await emit(tx, [event(now, r.id, r.binding, "queued", r.attempt) for r in rows])
     return bool(rows)

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from jobloom.core import lifecycle
+from jobloom.core.retrying import Delays
 from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
 from jobloom.engine import coordinator, reporting, runners
@@ -222,7 +223,7 @@ class Worker:
         return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
 
     async def _cycle_with_retry(self, *, claim: bool) -> CycleResult | None:
-        delay = 0.05
+        delays = Delays(0.05, 5.0)
         while True:
             try:
                 if self._unsure:
@@ -231,17 +232,17 @@ class Worker:
             except Exception as exc:
                 self._unsure = True  # a claim may have committed without our knowing
                 if self._transient(exc):  # the store is unreachable or failing: keep outcomes, back off
-                    log.warning("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, delay)
+                    log.warning("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc,
+                                delays.current)
                 elif self.outcomes and await self._isolate_outcomes(exc):
-                    delay = 0.05
+                    delays.reset()
                     continue
                 else:
-                    log.error("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, delay,
-                              exc_info=exc)
+                    log.error("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc,
+                              delays.current, exc_info=exc)
                 if self._stopping and (not self.outcomes or self._past_deadline()):
                     return None
-                await self._pause(delay)
-                delay = min(delay * 2, 5.0)
+                await self._pause(delays.next())
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less when the stop deadline comes first."""

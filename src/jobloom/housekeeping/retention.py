@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from jobloom.core.queries import Q
+from jobloom.core.rows import RetentionRow
 from jobloom.engine.performer import _retention
 from jobloom.store.sql import load_queries
 
@@ -56,10 +58,10 @@ def parse_retention(text: str) -> dict[str, float]:
 async def stored_retentions(store: Store) -> dict[str, dict[str, float]]:
     """The retention stored with each binding by the app that performs it."""
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("binding_retentions")
+    async def work(tx: Tx) -> list[RetentionRow]:
+        return await tx.fetch(Q.binding_retentions)
 
-    return {str(b): parse_retention(text) for b, text in await store.transact(work, exclusive=False)}
+    return {str(r.binding): parse_retention(r.retention or "") for r in await store.transact(work, exclusive=False)}
 
 
 def retention_groups(
@@ -92,17 +94,17 @@ async def prune_batch(
     history = _history_queries(store.dialect)
 
     async def work(tx: Tx) -> int:
-        rows = await tx.fetch("prune_pick_others" if others else "prune_pick",
+        rows = await tx.fetch(Q.prune_pick_others if others else Q.prune_pick,
                               {"state": state, "cutoff": cutoff, "bindings": bindings, "limit": limit})
-        ids = [int(r[0]) for r in rows]
+        ids = [int(r.id) for r in rows]
         if not ids:
             return 0
         for name in history:
             await tx.execute(name, {"ids": ids})
         deleted = await tx.execute("prune_jobs", {"ids": ids})
-        runs = sorted({r[1] for r in rows if r[1] is not None})
+        runs = sorted({r.run_id for r in rows if r.run_id is not None})
         if runs:  # a finished flow run goes with the last of its jobs
-            await tx.fetch("lock_pruned_runs", {"ids": runs})
+            await tx.fetch(Q.lock_pruned_runs, {"ids": runs})
             await tx.execute("prune_runs", {"ids": runs})
         return deleted
 

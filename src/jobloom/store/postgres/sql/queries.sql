@@ -38,13 +38,13 @@ ORDER BY id DESC LIMIT :limit
 
 -- name: count_by_state
 -- Every job, succeeded and skipped ones included: reads the whole history.
-SELECT binding, state, count(*) FROM jobloom_jobs GROUP BY binding, state
+SELECT binding, state, count(*) AS n FROM jobloom_jobs GROUP BY binding, state
 
 -- name: count_by_state_indexed
 -- Every state but succeeded and skipped (most of the history), each read from a partial index of
 -- its own: the cost follows the jobs counted, not the history. Each branch names its state as the
 -- index's predicate does, so that the planner can prove the index covers it.
-SELECT binding, 'queued', count(*) FROM jobloom_jobs WHERE state = 'queued' GROUP BY binding
+SELECT binding, 'queued' AS state, count(*) AS n FROM jobloom_jobs WHERE state = 'queued' GROUP BY binding
 UNION ALL
 SELECT binding, 'scheduled', count(*) FROM jobloom_jobs WHERE state = 'scheduled' GROUP BY binding
 UNION ALL
@@ -101,10 +101,10 @@ ON CONFLICT (binding) DO UPDATE SET overrides = excluded.overrides, updated_at =
 UPDATE jobloom_bindings SET tokens = :tokens, tokens_at = :tokens_at WHERE binding = :binding
 
 -- name: count_running
-SELECT count(*) FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
+SELECT count(*) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
 
 -- name: running_by_key
-SELECT concurrency_key, count(*) FROM jobloom_jobs
+SELECT concurrency_key, count(*) AS n FROM jobloom_jobs
 WHERE binding = :binding AND state = 'running' AND concurrency_key IS NOT NULL
 GROUP BY concurrency_key
 
@@ -216,10 +216,10 @@ WHERE id = :id AND attempt = :attempt AND state = 'running'
 RETURNING binding
 
 -- name: next_scheduled
-SELECT min(run_at) FROM jobloom_jobs WHERE state = 'scheduled'
+SELECT min(run_at) AS at FROM jobloom_jobs WHERE state = 'scheduled'
 
 -- name: next_lease_expiry
-SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
+SELECT min(lease_expires) AS at FROM jobloom_jobs WHERE state = 'running'
 
 -- name: job_run
 SELECT run_id FROM jobloom_jobs WHERE id = :id

@@ -171,7 +171,7 @@ SELECT id FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL AND
 ORDER BY deadline LIMIT :limit
 
 -- name: next_run_deadline
-SELECT min(deadline) FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL
+SELECT min(deadline) AS at FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL
 
 -- name: get_steps
 SELECT name, result FROM jobloom_steps WHERE job_id = :job_id
