@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from jobloom.core.options import RateLimit
 from jobloom.core.states import FINISHED_STATES
@@ -18,6 +18,16 @@ def to_datetime(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
+class Clock(Protocol):
+    """A clock an app reads instead of its store's (``jobloom.testing.TestClock``)."""
+
+    def now(self) -> float:
+        """The time, in epoch seconds."""
+        ...
+
+    def attach(self, app: Any) -> None:
+        """Called by each ``App`` built with this clock."""
+        ...
 
 
 @dataclass(frozen=True, eq=False)

@@ -81,6 +81,7 @@ class Worker:
         self._sync = runners.SyncRunner(app.specs)
         self._unsure = False
         self._store: Store | None = None  # the store of the loop it runs on, once it runs
+        self.next_due: float | None = None
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -153,17 +154,26 @@ class Worker:
             self._sync.close()
 
     async def drain(self) -> int:
-        """Run every due job in-process until nothing is runnable or running; return attempts run."""
-        self._store = await self.app.store()
+        """Run every due job in-process until nothing is runnable or running, and the housekeepers that
+        are due on the way (schedules, run deadlines, retention, stats); return the attempts run.
+
+        Afterwards :attr:`next_due` is the earliest moment at which a job becomes due (a scheduled job,
+        a lease to reap, a rate token), or None."""
+        store = self._store = await self.app.store()
         await self.app.register_bindings(self.bindings)
+        made: list[bool] = []
         while True:
+            made.clear()
+            await run_due(self.app.housekeepers, store, now=self._now, stopping=lambda: False,
+                          made_runnable=lambda: made.append(True))
             result = await self._cycle(claim=True)
+            self.next_due = result.next_due
             if self.running:
                 await self._kick.wait()
                 self._kick.clear()
                 await asyncio.sleep(0)
                 continue
-            if not result.claimed and not self.outcomes:
+            if not result.claimed and not self.outcomes and not made:
                 break
         self._sync.close()
         return self.attempts_run
@@ -344,7 +354,7 @@ class Worker:
         c = rec.claimed
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
         payload_json: str | None = None
-        deadline = None if c.timeout is None else time.time() + c.timeout
+        deadline = None if c.timeout is None else self._now() + c.timeout
         try:
             rec.started = True
             self.attempts_run += 1
