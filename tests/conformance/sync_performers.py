@@ -75,3 +75,16 @@ class AsyncExits(jobloom.Performer[dict[str, Any], None]):
 
     async def perform(self, payload: dict[str, Any]) -> None:
         raise SystemExit(4)
+
+
+class ChildProgress(jobloom.Performer[dict[str, Any], None]):
+    isolation = "process"
+
+    def perform(self, payload: dict[str, Any]) -> None:
+        assert self.ctx.progress(0.75, "in the child") is None
+        try:
+            self.ctx.progress(2, None)
+        except jobloom.InvalidOption:
+            pass
+        else:
+            raise AssertionError("a fraction of 2 was accepted")
