@@ -34,6 +34,7 @@ from jobloom.core.signals import Permanent, Retry
 from jobloom.core.types import AttemptControl, JobContext
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer, resolve_class
 from jobloom.engine.progress import progress_json
+from jobloom.engine.steps import Suspended
 
 log = logging.getLogger("jobloom.worker")
 _Work = Callable[[], Any]
@@ -146,6 +147,8 @@ class SyncRun:
                 self.stop()
         if self.stopped_at is not None:
             raise self._stopped(value, error)
+        if isinstance(error, Suspended):  # a durable sleep or wait in a sync perform
+            raise error
         if error is not None and not isinstance(error, Exception):  # SystemExit, KeyboardInterrupt...
             raise JobError(lifecycle.FAILED, f"{type(error).__name__}: {error}",
                            "".join(traceback.format_exception(error)))
