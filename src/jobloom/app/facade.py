@@ -23,7 +23,7 @@ from jobloom.core.queries import Q
 from jobloom.core.records import backoff_json, check_limits
 from jobloom.core.retrying import Delays
 from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
-from jobloom.core.types import Attempt, Job, Run, to_datetime
+from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
 from jobloom.engine import coordinator, steps
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
 from jobloom.engine.housekeeper import Housekeeper
@@ -53,7 +53,8 @@ class App:
     ``lease`` is the lease length in seconds: a worker heartbeats to keep its jobs' leases alive,
     and a lease that expires is reaped. On SQLite, missing migrations are applied at first use
     (``auto_migrate=True``); on PostgreSQL, ``jobloom migrate`` applies them and the app refuses a
-    store that lacks any.
+    store that lacks any. ``clock``: a clock that decides what time it is for every decision of this
+    app (``jobloom.testing.TestClock`` in tests); by default the store's own.
     """
 
     def __init__(
@@ -66,9 +67,11 @@ class App:
         flows: Iterable[Flow] = (),
         schedules: Iterable[Schedule] = (),
         auto_migrate: bool | None = None,
+        clock: Clock | None = None,
         **store_options: Any,
     ) -> None:
         self.url = url
+        self.clock = clock
         self.env = env
         from jobloom.core.options import finite
 
@@ -91,6 +94,8 @@ class App:
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._bridge: _SyncBridge | None = None
         self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Core] | None = None
+        if clock is not None:
+            clock.attach(self)
 
     # -- set-up -------------------------------------------------------------------------------------
 
@@ -124,10 +129,18 @@ class App:
 
     def now(self) -> float:
         """The store's clock (see :meth:`Store.now`), or this host's before any store was opened."""
+        if self.clock is not None:
+            return self.clock.now()
         store = self.store_if_open()
         if store is None:
             store = next((core.store for core in list(self._cores.values()) if core.checked), None)
         return time.time() if store is None else store.now()
+
+    def _open_store(self) -> Store:
+        store = open_store(self.url, **self.store_options)
+        if self.clock is not None:
+            store.clock = self.clock.now
+        return store
 
     async def _core(self) -> _Core:
         loop = asyncio.get_running_loop()
@@ -136,7 +149,7 @@ class App:
             return last[1]
         core = self._cores.get(loop)
         if core is None:
-            core = self._cores[loop] = _Core(open_store(self.url, **self.store_options))
+            core = self._cores[loop] = _Core(self._open_store())
         if not core.checked:
             async with core.ready:
                 if not core.checked:
@@ -159,7 +172,7 @@ class App:
         loop = asyncio.get_running_loop()
         core = self._cores.get(loop)
         if core is None:
-            core = self._cores[loop] = _Core(open_store(self.url, **self.store_options))
+            core = self._cores[loop] = _Core(self._open_store())
         await core.store.open()
         applied = await core.store.migrate()
         core.checked = True
@@ -300,7 +313,7 @@ class App:
             return self.run_sync(self.enqueue(performer, payload, **options))
         self.run_sync(self.store())  # migrations checked, as for every use
         job = build_job(self.spec(performer), payload, EnqueueOptions(**options), self.now())
-        store = open_store(self.url, **self.store_options)
+        store = self._open_store()
 
         async def work(tx: Tx) -> list[Job]:
             return await insert_in(tx, [job])

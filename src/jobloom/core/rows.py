@@ -34,6 +34,7 @@ class JobRow(NamedTuple):
     cancel_requested: bool
     run_id: str | None
     node: str | None
+    progress: str | None
 
 
 class ClaimRow(NamedTuple):

@@ -14,10 +14,10 @@ import pydantic
 from pydantic_core import PydanticSerializationError
 
 from jobloom.core import options as opt
-from jobloom.core.errors import InvalidOption, InvalidPayload, PayloadTooLarge
+from jobloom.core.errors import InvalidOption, InvalidPayload, JobloomError, PayloadTooLarge
 from jobloom.core.options import Backoff, Delivery, RateLimit
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
-from jobloom.core.types import JobContext, Policy
+from jobloom.core.types import AttemptControl, JobContext, Policy
 from jobloom.engine.steps import StepContext
 
 P = TypeVar("P")
@@ -54,17 +54,39 @@ class Performer(Generic[P, R]):
     env: Any
     _steps: StepContext
 
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON)."""
-        return await self._steps.step(name, fn, *args)
+    def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON).
 
-    async def sleep(self, name: str, seconds: float) -> None:
-        """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt."""
-        await self._steps.sleep(name, seconds)
+        ``await`` it in an async ``perform``; in a plain ``def perform`` it returns the result (``fn``
+        runs in the job's thread)."""
+        steps, control = self._durable()
+        if control is not None:
+            return steps.step_sync(control, name, fn, *args)
+        return steps.step(name, fn, *args)
 
-    async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
-        """Suspend until ``app.send_event(job_id, name, data)``; return ``data`` (``EventTimeout`` on timeout)."""
-        return await self._steps.wait_for_event(name, timeout)
+    def sleep(self, name: str, seconds: float) -> Any:
+        """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt.
+
+        ``await`` it in an async ``perform``; call it in a plain ``def perform``."""
+        steps, control = self._durable()
+        return steps.sleep(name, seconds) if control is None else control.call(steps.sleep(name, seconds))
+
+    def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
+        """Suspend until ``app.send_event(job_id, name, data)``; return ``data`` (``EventTimeout`` on timeout).
+
+        ``await`` it in an async ``perform``; in a plain ``def perform`` it returns ``data``."""
+        steps, control = self._durable()
+        wait = steps.wait_for_event(name, timeout)
+        return wait if control is None else control.call(wait)
+
+    def _durable(self) -> tuple[StepContext, AttemptControl | None]:
+        """The attempt's steps, and its control if ``perform`` is sync (the calls then block)."""
+        steps = getattr(self, "_steps", None)
+        if steps is None:
+            raise JobloomError("durable steps are only available inside a running job, and not in a "
+                               "process-isolated one")
+        control = self.ctx.control
+        return steps, (control if control is not None and control.sync else None)
 
     def perform(self, payload: P) -> R | Awaitable[R]:  # pragma: no cover - always overridden
         """Do the work for one payload; the return value is stored as the job's result.

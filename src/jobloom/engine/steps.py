@@ -22,6 +22,7 @@ from jobloom.core.rows import SignalRow, StepRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name, dumped_problem
 
 if TYPE_CHECKING:
+    from jobloom.core.types import AttemptControl
     from jobloom.store.base import Store, Tx
 
 MAX_STEP_BYTES = 128 * 1024
@@ -79,20 +80,42 @@ class StepContext:
             raise LeaseLost(f"job {self.job_id} attempt {self.attempt} lost its lease; step {name!r} not recorded")
         (await self._records())[name] = data
 
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` once for this job and remember its result (as JSON) across attempts."""
+    async def recorded(self, name: str) -> tuple[bool, Any]:
+        """Whether step ``name`` finished in an earlier run, and its remembered result."""
         check_name("step name", name, MAX_NAME_BYTES)
         done = await self._records()
         key = f"step:{name}"
-        if key in done:
-            data = done[key]
-            return None if data is None else json.loads(data)
+        if key not in done:
+            return False, None
+        data = done[key]
+        return True, None if data is None else json.loads(data)
+
+    async def remember(self, name: str, value: Any) -> Any:
+        """Record step ``name``'s result (fenced by the lease); return it as it reads back from JSON."""
+        data = None if value is None else _step_json(name, value)
+        await self._save(f"step:{name}", data)
+        return None if data is None else json.loads(data)
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job and remember its result (as JSON) across attempts."""
+        found, value = await self.recorded(name)
+        if found:
+            return value
         value = fn(*args)
         if inspect.isawaitable(value):
             value = await value
-        data = None if value is None else _step_json(name, value)
-        await self._save(key, data)
-        return None if data is None else json.loads(data)
+        return await self.remember(name, value)
+
+    def step_sync(self, control: AttemptControl, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """:meth:`step` from a sync job's thread: ``fn`` runs in that thread, the store is reached on the
+        worker's event loop through ``control``."""
+        found, value = control.call(self.recorded(name))
+        if found:
+            return value
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = control.call(value)
+        return control.call(self.remember(name, value))
 
     async def sleep(self, name: str, seconds: float) -> None:
         """Suspend the job for ``seconds`` (durably: a restart does not shorten or repeat the sleep)."""

@@ -24,15 +24,18 @@ import json
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobloom.core import lifecycle
+from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
 from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
 from jobloom.engine import coordinator, reporting, runners
+from jobloom.engine.control import Control
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.running import CycleResult, Key, Running, worker_name
 from jobloom.engine.steps import StepContext
 from jobloom.store.base import Store, Tx, Wakeups
@@ -82,6 +85,8 @@ class Worker:
         self._sync = runners.SyncRunner(app.specs)
         self._unsure = False
         self._store: Store | None = None  # the store of the loop it runs on, once it runs
+        self.next_due: float | None = None
+        self.progress = ProgressBuffer()
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -123,7 +128,8 @@ class Worker:
         await self.app.register_bindings(self.bindings)
         wake = await store.wakeups()
         helpers = [asyncio.create_task(self._listen(wake)), asyncio.create_task(self._heartbeats()),
-                   asyncio.create_task(self._lease_watch()), asyncio.create_task(self._housekeeping_loop())]
+                   asyncio.create_task(self._lease_watch()), asyncio.create_task(self._housekeeping_loop()),
+                   asyncio.create_task(self.progress.run(self.app.store, self.name))]
         try:
             try:
                 while not self._stopping:
@@ -154,17 +160,23 @@ class Worker:
             self._sync.close()
 
     async def drain(self) -> int:
-        """Run every due job in-process until nothing is runnable or running; return attempts run."""
-        self._store = await self.app.store()
+        """Run every due job in-process until nothing is runnable or running, and the housekeepers due on
+        the way; return the attempts run. :attr:`next_due` is then when a job is next due (or None)."""
+        store = self._store = await self.app.store()
         await self.app.register_bindings(self.bindings)
+        made: list[bool] = []
         while True:
+            made.clear()
+            await run_due(self.app.housekeepers, store, now=self._now, stopping=lambda: False,
+                          made_runnable=lambda: made.append(True))
             result = await self._cycle(claim=True)
+            self.next_due = result.next_due
             if self.running:
                 await self._kick.wait()
                 self._kick.clear()
                 await asyncio.sleep(0)
                 continue
-            if not result.claimed and not self.outcomes:
+            if not result.claimed and not self.outcomes and not made:
                 break
         self._sync.close()
         return self.attempts_run
@@ -212,8 +224,6 @@ class Worker:
         self._kick.clear()
 
     def _transient(self, exc: BaseException) -> bool:
-        from jobloom.core.errors import StoreError
-
         if isinstance(exc, StoreError):  # unreachable, busy for too long, or a COMMIT of unknown outcome
             return True
         store = self.app.store_if_open()
@@ -269,6 +279,7 @@ class Worker:
         self._rotation = (self._rotation + 1) % max(1, len(self.bindings))
         watching = bool(self.running)
         began = time.monotonic()  # the leases of jobs claimed now expire no earlier than began + lease
+        progress = self.progress.take((o.job_id, o.attempt) for o in outcomes) if outcomes else []
 
         async def work(tx: Tx) -> CycleResult:
             now = self._now()
@@ -278,6 +289,7 @@ class Worker:
                 bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
             )
             if outcomes:
+                await self.progress.write(tx, self.name, progress)  # their last progress, while still running
                 await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
             reaped = await coordinator.reap(tx, now, hooks=self.app.hooks, expired=reads.expired)
             promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
@@ -345,7 +357,7 @@ class Worker:
         c = rec.claimed
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
         payload_json: str | None = None
-        deadline = None if c.timeout is None else time.time() + c.timeout
+        deadline = None if c.timeout is None else self._now() + c.timeout
         try:
             rec.started = True
             self.attempts_run += 1
@@ -362,7 +374,8 @@ class Worker:
                 performer = spec.cls()
                 performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
                                            c.run_id, c.node, self.app.spawn_child if c.run_id is None
-                                           else self.app.hooks.spawner(c))
+                                           else self.app.hooks.spawner(c),
+                                           Control(rec, self.progress, self._now, sync=not spec.is_async))
                 performer.env = self.app.env
                 performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
                 if spec.is_async:
@@ -401,15 +414,19 @@ class Worker:
             if not keys:
                 continue
             sent = time.monotonic()
+            progress = self.progress.take() if self.progress.due() else []  # rides along, rows locked by then
             try:
                 store = await self.app.store()
 
-                async def work(tx: Tx, keys: list[Key] = keys) -> tuple[set[Key], set[Key]]:
-                    return await coordinator.heartbeat(tx, self.name, keys, self._now(), self.lease)
+                async def work(tx: Tx, keys: list[Key] = keys, rows: list[Any] = progress) -> tuple[set[Key], set[Key]]:
+                    renewed = await coordinator.heartbeat(tx, self.name, keys, self._now(), self.lease)
+                    await self.progress.write(tx, self.name, rows)
+                    return renewed
 
                 held, cancels = await store.transact(work)
             except Exception as exc:
                 log.warning("heartbeat failed (%s: %s)", type(exc).__name__, exc)
+                self.progress.restore(progress)
                 continue
             for key in keys:
                 rec = self.running.get(key)

@@ -124,6 +124,12 @@ class RunDeadlines:
         later = self._checked_at + self.recheck
         return later if self._due is None else min(self._due, later)
 
+    async def planned(self, store: Store, now: float) -> float | None:
+        """The earliest deadline of a running run, read now."""
+        self._checked_at = 0.0
+        await self.next_due(store, now)
+        return self._due
+
     async def run(self, store: Store, now: float) -> bool:
         """Fail the runs whose deadline passed."""
 

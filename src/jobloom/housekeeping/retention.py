@@ -159,6 +159,10 @@ class RetentionKeeper:
         """When to prune next (kept in memory)."""
         return self._next
 
+    async def planned(self, store: Store, now: float) -> float | None:
+        """Nothing: pruning catches up at whatever moment it runs."""
+        return None
+
     async def run(self, store: Store, now: float) -> bool:
         """Prune one round; deleting jobs never makes any runnable, so this returns False."""
         self._next = now + self.interval

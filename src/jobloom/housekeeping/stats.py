@@ -218,6 +218,10 @@ class Projector:
         """When to fold next (kept in memory)."""
         return self._next
 
+    async def planned(self, store: Store, now: float) -> float | None:
+        """Nothing: folding events depends on no moment."""
+        return None
+
     async def run(self, store: Store, now: float) -> bool:
         """Fold one batch; the read model never makes jobs runnable, so this returns False."""
         self._next = now + self.idle  # a failing run is not retried at once

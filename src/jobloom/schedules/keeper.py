@@ -113,6 +113,12 @@ class SchedulerKeeper:
             return now
         return min([self._refresh_at, *self._due.values()])
 
+    async def planned(self, store: Store, now: float) -> float | None:
+        """The earliest tick of an active schedule (``now`` until the schedules were read)."""
+        if not self.synced:
+            return now
+        return min(self._due.values(), default=None)
+
     async def run(self, store: Store, now: float) -> bool:
         """Fire the due ticks; return True if jobs were made."""
         app = self.host

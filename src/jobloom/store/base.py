@@ -181,11 +181,17 @@ class Store(abc.ABC):
     clock_offset = 0.0
     """Seconds to add to this host's clock to read the store's (0 for a store without a server)."""
 
+    clock: Callable[[], float] | None = None
+    """A clock that replaces the store's own (epoch seconds): an ``App`` built with ``clock=`` (such as
+    ``jobloom.testing.TestClock``) sets it, so that a test decides the time of every decision."""
+
     def now(self) -> float:
         """The store's clock in epoch seconds: the time every decision on this store compares with.
 
         A store on one machine (SQLite) uses that machine's clock; a server's store estimates the
         server's clock, so that hosts whose clocks disagree still agree on leases and delays."""
+        if self.clock is not None:
+            return self.clock()
         return time.time() + self.clock_offset
 
     def is_transient(self, exc: BaseException) -> bool:

@@ -25,12 +25,12 @@ ORDER BY id DESC LIMIT 1
 
 -- name: get_job
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, progress
 FROM jobloom_jobs WHERE id = :id
 
 -- name: list_jobs
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, progress
 FROM jobloom_jobs
 WHERE (:state::text IS NULL OR state = :state::text) AND (:binding::text IS NULL OR binding = :binding::text)
   AND (:before::bigint IS NULL OR id < :before::bigint)
