@@ -12,12 +12,14 @@ from jobloom.core.types import Attempt, Bucket, Job, Policy, to_datetime
 
 
 def job_from_row(row: tuple[Any, ...]) -> Job:
-    """A ``get_job``-shaped row to a :class:`Job`."""
+    """A ``get_job``-shaped row to a :class:`Job` (its last two columns, tags and meta, may be left out)."""
     (id_, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-     delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node) = row
+     delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node) = row[:19]
+    tags, meta = row[19:21] if len(row) > 19 else (None, None)
     return Job(
         id_, binding, state, attempt, max_attempts, priority, unique_key, concurrency_key, delivery, error,
         payload, result, run_at, created_at, started_at, finished_at, bool(cancel_requested), run_id, node,
+        tags, meta,
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from jobloom.core.errors import InvalidTransition, JobloomError
 from jobloom.core.states import ACTIVE_STATES
 from jobloom.engine.coordinator import enqueue as insert_jobs
+from jobloom.engine.coordinator import insert_tags
 from jobloom.engine.jobs import NewJob, emit, event
 from jobloom.store.base import Tx
 
@@ -85,6 +86,8 @@ async def insert_children(tx: Tx, jobs: Sequence[NewJob], now: float) -> int:
         rows = [job.params() for job in jobs[start:start + CHILD_CHUNK]]
         new = await tx.fetch("insert_children", {"rows": json.dumps(rows)})
         await emit(tx, [event(now, r[0], r[1], "enqueued") for r in new])
+        if jobs[0].tags:  # the children of one node share its tags
+            await insert_tags(tx, [(r[0], jobs[0].tags) for r in new])
         inserted += len(new)
     return inserted
 
