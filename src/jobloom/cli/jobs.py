@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -291,8 +292,11 @@ def bulk(app: App, action: str, f: JobFilter, yes: bool) -> None:
         ("state", ",".join(f.states or ())), ("binding", f.binding), ("tags", ",".join(f.tag_list or ())),
         ("unique key", f.unique_key), ("text", f.text), ("created after", f.created_after),
         ("created before", f.created_before)) if v) or "no filter: every job"
-    if not yes and not typer.confirm(f"{action} the {which} jobs matching {shown}?", err=True):
-        raise typer.Abort()
+    question = f"{action} the {which} jobs matching {shown}?"
+    if not yes and not sys.stdin.isatty():
+        raise UsageProblem(f"{question} Not confirmed: give --yes to act without a question (stdin is not a terminal)")
+    if not yes and not typer.confirm(question, err=True):
+        raise UsageProblem("not confirmed: nothing was changed")
     many = {"retry": App.retry_many, "cancel": App.cancel_many, "delete": App.delete_many}[action]
     n = run(app, lambda a: many(a, f))
     console.print(f"{n} job{'s' if n != 1 else ''} {done}")
