@@ -6,6 +6,7 @@ The public names are re-exported here; see the README for a tour.
 from __future__ import annotations
 
 from jobloom.app.facade import App, EnqueueRequest
+from jobloom.app.search import JobFilter, JobPage
 from jobloom.core.errors import (
     CommitUnknown,
     InvalidOption,
@@ -49,7 +50,9 @@ __all__ = [
     "InvalidTransition",
     "Job",
     "JobContext",
+    "JobFilter",
     "JobNotFound",
+    "JobPage",
     "JobTimeout",
     "JobloomError",
     "LeaseLost",

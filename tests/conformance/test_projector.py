@@ -191,7 +191,8 @@ async def test_sqlite_outbox_upgrade_keeps_unfolded_events(sqlite_url: str, monk
     app = jobloom.App(sqlite_url, performers=[Ok], auto_migrate=True)
     try:
         store = await app.store()
-        await app.enqueue_many([(Ok, {}) for _ in range(10)])
+        now = time.time()  # the outbox of the old schema, written by that schema's statement
+        await add_events(store, [event(now, i, "Ok", "enqueued", 0) for i in range(1, 11)])
         assert await project_once(store, limit=4) == 4
         monkeypatch.undo()
         assert await store.migrate() == [m.name for m in every[5:]]

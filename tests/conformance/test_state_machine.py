@@ -133,6 +133,7 @@ DRIVERS: dict[str, Drive] = {
     "fail_attempt": Drive(each_job),
     "cancel_now": Drive(each_job),
     "retry_now": Drive(each_job),
+    "retry_now__bulk": Drive(as_rows),
     "queue_waiting": Drive(each_node),
     "skip_waiting": Drive(each_node),
     "fail_unstarted": Drive(whole_run),

@@ -10,8 +10,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, 
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobloom.app import reads
+from jobloom.app import bulk, reads
 from jobloom.app.loops import _Core, _SyncBridge
+from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.core.errors import (
     InvalidOption,
     JobloomError,
@@ -232,19 +233,25 @@ class App:
         concurrency_key: str | None = None,
         max_attempts: int | None = None,
         delivery: str | None = None,
+        tags: Sequence[str] | None = None,
+        meta: dict[str, Any] | None = None,
         connection: Any = None,
     ) -> Job:
         """Enqueue one job. Calls made in the same event-loop tick share one transaction.
+
+        ``tags``: up to 16 short strings to search by (:meth:`list_jobs`); ``meta``: a small JSON object
+        kept with the job (``Job.tags``, ``Job.meta``).
 
         ``connection``: the caller's own open connection (a psycopg ``AsyncConnection`` on PostgreSQL,
         a ``sqlite3.Connection`` on SQLite): the job is inserted in the caller's transaction and exists
         if and only if the caller commits.
         """
         if (delay is None and run_at is None and priority is None and unique_key is None and concurrency_key is None
-                and max_attempts is None and delivery is None):
+                and max_attempts is None and delivery is None and tags is None and meta is None):
             options = DEFAULT_OPTIONS
         else:
-            options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery)
+            options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery,
+                                     tags, meta)
         spec = self.spec(performer)
         core = await self._core()
         job = build_job(spec, payload, options, core.store.now())
@@ -333,10 +340,31 @@ class App:
         return await reads.read_job(await self.store(), job_id)
 
     async def list_jobs(
-        self, state: str | None = None, binding: str | None = None, limit: int = 100, before: int | None = None
-    ) -> list[Job]:
-        """Jobs, newest first, optionally filtered by state and binding (``before``: ids below it)."""
-        return await reads.list_jobs(await self.store(), state, binding, limit, before)
+        self, state: str | Sequence[str] | None = None, binding: str | None = None, limit: int = 100,
+        before: int | None = None, *, tags: Sequence[str] | None = None, unique_key: str | None = None,
+        text: str | None = None, created_after: datetime | float | None = None,
+        created_before: datetime | float | None = None, cursor: str | None = None,
+    ) -> JobPage:
+        """A page of jobs, newest first, matching every filter given (see :class:`JobFilter`; ``tags``: all
+        of them). Pass the page's ``next_cursor`` as ``cursor`` for the next page (``before``: ids below
+        a job id). The page is a sequence of its jobs."""
+        f = JobFilter(state, binding, tags, unique_key, text, created_after, created_before)
+        return await search(await self.store(), f, limit=limit, before=start_id(cursor, before))
+
+    async def retry_many(self, filter: JobFilter) -> int:
+        """Retry every failed, stalled or cancelled job matching ``filter`` (others are skipped), in short
+        transactions of a chunk each; the number retried."""
+        return await bulk.retry_many(await self.store(), filter)
+
+    async def cancel_many(self, filter: JobFilter) -> int:
+        """Cancel every unfinished job matching ``filter`` as :meth:`cancel` does (finished ones are
+        skipped), a chunk per transaction; the number cancelled or, if running, asked to stop."""
+        return await bulk.cancel_many(await self.store(), filter, hooks=self.hooks)
+
+    async def delete_many(self, filter: JobFilter) -> int:
+        """Delete every finished job matching ``filter`` with its history (unfinished ones are skipped),
+        a chunk per transaction; the number deleted."""
+        return await bulk.delete_many(await self.store(), filter)
 
     async def counts(self, *, finished: bool = False) -> dict[str, dict[str, int]]:
         """Number of jobs per binding and state (states with no jobs are left out).
@@ -501,6 +529,6 @@ class App:
         return f"App({self.url!r}, performers={sorted(self.specs)})"
 
 
-__all__ = ["App", "EnqueueOptions", "EnqueueRequest", "to_datetime"]
+__all__ = ["App", "EnqueueOptions", "EnqueueRequest", "JobFilter", "JobPage", "to_datetime"]
 
 

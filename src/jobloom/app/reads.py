@@ -1,14 +1,13 @@
-"""Reading jobs for the app's API: one job, a page of jobs, counts per binding and state, a job's
+"""Reading jobs for the app's API: one job, counts per binding and state, a job's
 attempts. Each is one read transaction on the store."""
 
 from __future__ import annotations
 
-from jobloom.core.errors import InvalidOption, JobNotFound
+from jobloom.core.errors import JobNotFound
 from jobloom.core.queries import Q
 from jobloom.core.records import attempt_from_row, job_from_row
 from jobloom.core.rows import AttemptRow, JobRow, StateCountRow
-from jobloom.core.states import ALL_STATES
-from jobloom.core.text import MAX_ID, checked_id
+from jobloom.core.text import checked_id
 from jobloom.core.types import Attempt, Job
 from jobloom.store import Store, Tx
 
@@ -24,23 +23,6 @@ async def read_job(store: Store, job_id: int) -> Job:
     if row is None:
         raise JobNotFound(job_id)
     return job_from_row(row)
-
-
-async def list_jobs(store: Store, state: str | None, binding: str | None, limit: int, before: int | None) -> list[Job]:
-    """Jobs, newest first, optionally filtered by state and binding (``before``: ids below it)."""
-    if state is not None and state not in ALL_STATES:
-        raise InvalidOption("state", state, f"one of {', '.join(ALL_STATES)}")
-    if binding is not None and not isinstance(binding, str):
-        raise InvalidOption("binding", binding, "a binding name")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ID:
-        raise InvalidOption("limit", limit, f"an integer from 1 to {MAX_ID}")
-    if before is not None:
-        before = checked_id(before, "before", clamp=True)
-
-    async def work(tx: Tx) -> list[JobRow]:
-        return await tx.fetch(Q.list_jobs, {"state": state, "binding": binding, "limit": limit, "before": before})
-
-    return [job_from_row(r) for r in await store.transact(work, exclusive=False)]
 
 
 async def count_jobs(store: Store, *, finished: bool) -> dict[str, dict[str, int]]:

@@ -74,7 +74,17 @@ class Q:
     """The named queries that return rows, each with the record of its rows."""
 
     get_job = Query("get_job", JobRow)
-    list_jobs = Query("list_jobs", JobRow)
+    search_all = Query("search_all", JobRow)
+    search_tagged = Query("search_tagged", JobRow)
+    search_unique = Query("search_unique", JobRow)
+    search_counted = Query("search_counted", JobRow)
+    search_queued = Query("search_queued", JobRow)
+    search_scheduled = Query("search_scheduled", JobRow)
+    search_running = Query("search_running", JobRow)
+    search_bindings_counted = Query("search_bindings_counted", BindingOfRow)
+    search_bindings_queued = Query("search_bindings_queued", BindingOfRow)
+    lock_jobs = Query("lock_jobs", LockedJobRow)
+    pick_deletable = Query("pick_deletable", PruneRow)
     claim = Query("claim", ClaimRow)
     cancel_unstarted = Query("cancel_unstarted", MovedRow)
     fail_unstarted = Query("fail_unstarted", MovedRow)

@@ -34,6 +34,8 @@ class JobRow(NamedTuple):
     cancel_requested: bool
     run_id: str | None
     node: str | None
+    tags: str | None
+    meta: str | None
     progress: str | None
 
 

@@ -59,6 +59,8 @@ class Job:
     cancel_requested: bool = False
     run_id: str | None = None
     node: str | None = None
+    tags_json: str | None = field(default=None, repr=False)
+    meta_json: str | None = field(default=None, repr=False)
     progress_json: str | None = field(default=None, repr=False)
 
     @cached_property
@@ -70,6 +72,16 @@ class Job:
     def result(self) -> Any:
         """The stored result, decoded from JSON (None until succeeded)."""
         return None if self.result_json is None else json.loads(self.result_json)
+
+    @cached_property
+    def tags(self) -> list[str]:
+        """The tags given at enqueue (empty if none)."""
+        return [] if self.tags_json is None else list(json.loads(self.tags_json))
+
+    @cached_property
+    def meta(self) -> dict[str, Any]:
+        """The metadata given at enqueue (empty if none)."""
+        return {} if self.meta_json is None else dict(json.loads(self.meta_json))
 
     @property
     def run_at(self) -> datetime | None:

@@ -52,23 +52,42 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
             continue
         (new_id,) = await tx.insert_jobs([_with_event(job)], now)
         out[i] = (new_id, True)
+        if job.tags:
+            await insert_tags(tx, [(new_id, job.tags)])
     if plain:
         ids = await tx.insert_jobs([_with_event(jobs[i]) for i in plain], now)
         for i, new_id in zip(plain, ids, strict=True):
             out[i] = (new_id, True)
+        tagged = [(new_id, jobs[i].tags) for i, new_id in zip(plain, ids, strict=True) if jobs[i].tags]
+        if tagged:
+            await insert_tags(tx, tagged)
     return [o for o in out if o is not None]
+
+
+async def insert_tags(tx: Tx, tagged: Iterable[tuple[int, tuple[str, ...] | None]]) -> None:
+    """Index new jobs' tags (``jobloom_job_tags``): one row per tag and job, for search by tag. Only
+    jobs enqueued with tags have any, so an enqueue without tags runs no statement here."""
+    rows = [{"tag": tag, "job_id": job_id} for job_id, tags in tagged for tag in tags or ()]
+    if rows:
+        await tx.executemany("insert_job_tags", rows)
 
 
 async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: float) -> list[int]:
     """Insert jobs without unique keys, chunk by chunk (built as the store asks for them); their ids."""
 
+    tags: list[tuple[str, ...] | None] = []
+
     def rows() -> Iterator[list[dict[str, Any]]]:
         for jobs in chunks:
             if any(job.unique_key is not None for job in jobs):
                 raise ValueError("enqueue_streamed takes jobs without unique keys")
+            tags.extend(job.tags for job in jobs)
             yield [_with_event(job) for job in jobs]
 
-    return await tx.insert_jobs_streamed(rows(), now)
+    ids = await tx.insert_jobs_streamed(rows(), now)
+    if any(tags):
+        await insert_tags(tx, zip(ids, tags, strict=True))
+    return ids
 
 
 def _with_event(job: NewJob) -> dict[str, Any]:

@@ -3,6 +3,7 @@ outbox's event rows (appended in the transaction that made the change they recor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ class NewJob:
     created_at: float
     run_id: str | None = None
     node: str | None = None
+    tags: tuple[str, ...] | None = None
+    meta: str | None = None  # JSON text
 
     def params(self) -> dict[str, Any]:
         """The row as named parameters."""
@@ -37,7 +40,7 @@ class NewJob:
             "run_at": self.run_at, "max_attempts": self.max_attempts, "delivery": self.delivery,
             "timeout": self.timeout, "unique_key": self.unique_key, "unique_until": self.unique_until,
             "concurrency_key": self.concurrency_key, "created_at": self.created_at, "run_id": self.run_id,
-            "node": self.node,
+            "node": self.node, "tags": None if self.tags is None else json.dumps(self.tags), "meta": self.meta,
         }
 
 

@@ -213,4 +213,5 @@ def node_options(node: Node) -> EnqueueOptions:
     """The enqueue options a node declares."""
     o = node.options
     return EnqueueOptions(delay=o.get("delay"), priority=o.get("priority"), concurrency_key=o.get("concurrency_key"),
-                          max_attempts=o.get("max_attempts"), delivery=o.get("delivery"))
+                          max_attempts=o.get("max_attempts"), delivery=o.get("delivery"), tags=o.get("tags"),
+                          meta=o.get("meta"))

@@ -28,6 +28,7 @@ from jobloom.core.states import (
     RUN_STOPPING,
 )
 from jobloom.engine.coordinator import enqueue as insert_jobs
+from jobloom.engine.coordinator import insert_tags
 from jobloom.engine.jobs import NewJob, emit, event
 from jobloom.store.base import Tx
 
@@ -87,6 +88,8 @@ async def insert_children(tx: Tx, jobs: Sequence[NewJob], now: float) -> int:
         rows = [job.params() for job in jobs[start:start + CHILD_CHUNK]]
         new = await tx.fetch(Q.insert_children, {"rows": json.dumps(rows)})
         await emit(tx, [event(now, r.id, r.binding, "enqueued") for r in new])
+        if jobs[0].tags:  # the children of one node share its tags
+            await insert_tags(tx, [(r.id, jobs[0].tags) for r in new])
         inserted += len(new)
     return inserted
 

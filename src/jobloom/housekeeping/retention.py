@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from jobloom.core.queries import Q
-from jobloom.core.rows import RetentionRow
+from jobloom.core.rows import PruneRow, RetentionRow
 from jobloom.engine.performer import _retention
 from jobloom.store.sql import load_queries
 
@@ -91,24 +92,29 @@ async def prune_batch(
     ``others=False``: jobs of ``bindings``; ``others=True``: jobs of every other binding that has no
     stored retention.
     """
-    history = _history_queries(store.dialect)
 
     async def work(tx: Tx) -> int:
         rows = await tx.fetch(Q.prune_pick_others if others else Q.prune_pick,
                               {"state": state, "cutoff": cutoff, "bindings": bindings, "limit": limit})
-        ids = [int(r.id) for r in rows]
-        if not ids:
-            return 0
-        for name in history:
-            await tx.execute(name, {"ids": ids})
-        deleted = await tx.execute("prune_jobs", {"ids": ids})
-        runs = sorted({r.run_id for r in rows if r.run_id is not None})
-        if runs:  # a finished flow run goes with the last of its jobs
-            await tx.fetch(Q.lock_pruned_runs, {"ids": runs})
-            await tx.execute("prune_runs", {"ids": runs})
-        return deleted
+        return await delete_jobs(tx, rows, store.dialect)
 
     return await store.transact(work)
+
+
+async def delete_jobs(tx: Tx, rows: Sequence[PruneRow], dialect: str) -> int:
+    """Delete the picked (and locked) jobs, ``(id, run_id)`` rows, with their history (every
+    ``prune_history_*`` query) and the finished flow runs whose last jobs they were; the number deleted."""
+    ids = [int(r.id) for r in rows]
+    if not ids:
+        return 0
+    for name in _history_queries(dialect):
+        await tx.execute(name, {"ids": ids})
+    deleted = await tx.execute("prune_jobs", {"ids": ids})
+    runs = sorted({r.run_id for r in rows if r.run_id is not None})
+    if runs:  # a finished flow run goes with the last of its jobs
+        await tx.fetch(Q.lock_pruned_runs, {"ids": runs})
+        await tx.execute("prune_runs", {"ids": runs})
+    return deleted
 
 
 async def prune(store: Store, specs: Mapping[str, PerformerSpec], now: float, *, batch: int = 500,
@@ -174,6 +180,6 @@ class RetentionKeeper:
 
 
 __all__ = [
-    "DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "parse_retention", "prune", "prune_batch",
+    "DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "delete_jobs", "parse_retention", "prune", "prune_batch",
     "retention_groups", "retention_json", "stored_retentions",
 ]

@@ -13,7 +13,7 @@ from jobloom.core.errors import JobloomError
 from jobloom.core.queries import Q
 from jobloom.core.rows import StoredScheduleRow
 from jobloom.engine import coordinator
-from jobloom.engine.enqueue import EnqueueOptions, build_job
+from jobloom.engine.enqueue import build_job
 from jobloom.schedules.keeper import SchedulerKeeper, ScheduleRow, _flow_of, read_rows
 from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 
@@ -188,7 +188,7 @@ class ScheduleOps:
 
             await store.transact(record_run)
             return run
-        job = build_job(self.host.spec(schedule.binding or ""), arguments, EnqueueOptions(unique_key=key), now)
+        job = build_job(self.host.spec(schedule.binding or ""), arguments, schedule.options(key), now)
 
         async def work(tx: Tx) -> int:
             current = await tx.fetchone(Q.lock_schedule_row, {"name": name})

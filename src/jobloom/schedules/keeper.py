@@ -24,7 +24,7 @@ from jobloom.core.rows import StoredScheduleRow
 from jobloom.core.states import FINISHED_STATES
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.engine import coordinator
-from jobloom.engine.enqueue import EnqueueOptions, build_job
+from jobloom.engine.enqueue import build_job
 from jobloom.engine.jobs import NewJob
 from jobloom.schedules.planner import TickPlan, plan_ticks, tick_key
 from jobloom.schedules.schedule import InvalidSchedule, Schedule
@@ -170,7 +170,7 @@ class SchedulerKeeper:
                 arguments = schedule.arguments(schedule.local(tick))
                 if schedule.flow is None:
                     spec = app.spec(schedule.binding or "")
-                    firing.jobs.append((tick, build_job(spec, arguments, EnqueueOptions(unique_key=key), now)))
+                    firing.jobs.append((tick, build_job(spec, arguments, schedule.options(key), now)))
                 else:
                     firing.runs.append((tick, key))
             except Exception as exc:

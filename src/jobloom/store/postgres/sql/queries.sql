@@ -6,9 +6,9 @@
 
 -- name: insert_job
 INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta)
 VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
-        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node)
+        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node, :tags, :meta)
 RETURNING id
 
 -- name: lock_unique
@@ -25,16 +25,9 @@ ORDER BY id DESC LIMIT 1
 
 -- name: get_job
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, progress
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, tags, meta,
+       progress
 FROM jobloom_jobs WHERE id = :id
-
--- name: list_jobs
-SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, progress
-FROM jobloom_jobs
-WHERE (:state::text IS NULL OR state = :state::text) AND (:binding::text IS NULL OR binding = :binding::text)
-  AND (:before::bigint IS NULL OR id < :before::bigint)
-ORDER BY id DESC LIMIT :limit
 
 -- name: count_by_state
 -- Every job, succeeded and skipped ones included: reads the whole history.
@@ -246,3 +239,7 @@ VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
 
 -- name: running_of_worker
 SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker
+
+-- name: insert_job_tags
+-- One row per tag of a job enqueued with tags (search by tag walks this table's primary key).
+INSERT INTO jobloom_job_tags (tag, job_id) VALUES (:tag, :job_id) ON CONFLICT DO NOTHING

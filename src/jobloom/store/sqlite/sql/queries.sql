@@ -2,9 +2,9 @@
 
 -- name: insert_job
 INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta)
 VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
-        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node)
+        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node, :tags, :meta)
 
 -- name: lock_unique
 SELECT 1
@@ -16,16 +16,9 @@ ORDER BY id DESC LIMIT 1
 
 -- name: get_job
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, progress
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, tags, meta,
+       progress
 FROM jobloom_jobs WHERE id = :id
-
--- name: list_jobs
-SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, progress
-FROM jobloom_jobs
-WHERE (:state IS NULL OR state = :state) AND (:binding IS NULL OR binding = :binding)
-  AND (:before IS NULL OR id < :before)
-ORDER BY id DESC LIMIT :limit
 
 -- name: count_by_state
 -- Every job, succeeded and skipped ones included: reads the whole history.
@@ -200,3 +193,7 @@ VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
 
 -- name: running_of_worker
 SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker
+
+-- name: insert_job_tags
+-- One row per tag of a job enqueued with tags (search by tag walks this table's primary key).
+INSERT OR IGNORE INTO jobloom_job_tags (tag, job_id) VALUES (:tag, :job_id)
