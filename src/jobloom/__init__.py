@@ -5,6 +5,7 @@ The public names are re-exported here; see the README for a tour.
 
 from __future__ import annotations
 
+from jobloom.app.bindings import BindingInfo
 from jobloom.app.facade import App, EnqueueRequest
 from jobloom.core.errors import (
     CommitUnknown,
@@ -37,6 +38,7 @@ __all__ = [
     "App",
     "Attempt",
     "Backoff",
+    "BindingInfo",
     "CommitUnknown",
     "EnqueueOptions",
     "EnqueueRequest",

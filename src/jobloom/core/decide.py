@@ -46,6 +46,12 @@ def order(candidates: Iterable[Candidate], now: float, aging: float | None) -> l
     return sorted(candidates, key=lambda c: (-effective_priority(c, now, aging), c.ready_at, c.id))
 
 
+def held(policy: Policy) -> str | None:
+    """Why the binding starts nothing whatever its candidates and counts, or None: ``"paused"``
+    (``App.pause_binding``; running jobs finish, queued ones wait)."""
+    return "paused" if policy.paused else None
+
+
 def decide(
     now: float,
     candidates: Iterable[Candidate],
@@ -60,8 +66,12 @@ def decide(
 
     Greedy in effective-priority order: no free slot (binding concurrency or the asking worker's
     ``capacity``) stops; no rate token stops; a candidate whose key is full is skipped and the next
-    one is considered. Each started job takes one token and one slot of its key.
+    one is considered. Each started job takes one token and one slot of its key. A binding that is
+    :func:`held` starts nothing (``blocked_by`` says why).
     """
+    hold = held(policy)
+    if hold is not None:
+        return Decision((), bucket, hold)
     per_key = dict(running_by_key or {})
     state = refill(bucket, policy, now)
     slots = math.inf if policy.concurrency is None else policy.concurrency - running

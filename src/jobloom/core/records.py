@@ -38,7 +38,8 @@ def policy_from_row(row: tuple[Any, ...] | None) -> tuple[Policy, Bucket | None,
     """A ``get_binding``-shaped row to the effective policy (code values under run-time overrides)."""
     if row is None:
         return Policy(), None, Backoff()
-    concurrency, key_concurrency, rate, burst, aging, backoff, overrides, tokens, tokens_at = row
+    concurrency, key_concurrency, rate, burst, aging, backoff, overrides, tokens, tokens_at = row[:9]
+    paused = bool(row[9]) if len(row) > 9 else False
     limit = RateLimit(rate, burst or 1.0) if rate else None
     if overrides:
         for name, value in json.loads(overrides).items():
@@ -51,7 +52,8 @@ def policy_from_row(row: tuple[Any, ...] | None) -> tuple[Policy, Bucket | None,
             elif name == "priority_aging":
                 aging = value
     policy = Policy(
-        concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None
+        concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None,
+        paused=paused,
     )
     bucket = Bucket(tokens, tokens_at) if tokens is not None and tokens_at is not None else None
     return policy, bucket, Backoff(**json.loads(backoff)) if backoff else Backoff()

@@ -172,6 +172,7 @@ class Policy:
     key_concurrency: int = 1
     rate: RateLimit | None = None
     priority_aging: float | None = 60.0
+    paused: bool = False
 
     @property
     def limited(self) -> bool:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from jobloom.core import lifecycle
 from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
-from jobloom.engine import coordinator, reporting, runners
+from jobloom.engine import coordinator, registry, reporting, runners
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.running import CycleResult, Key, Running, worker_name
@@ -120,6 +120,7 @@ class Worker:
             asyncio.get_running_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
         store = await self.app.store()
         await self.app.register_bindings(self.bindings)
+        await store.transact(self._beat)
         wake = await store.wakeups()
         helpers = [asyncio.create_task(self._listen(wake)), asyncio.create_task(self._heartbeats()),
                    asyncio.create_task(self._lease_watch()), asyncio.create_task(self._housekeeping_loop())]
@@ -397,13 +398,14 @@ class Worker:
             await asyncio.sleep(interval)
             # attempts that finished here but whose outcome is not reported yet keep their lease too
             keys = list(self.running) + [k for o in self.outcomes if (k := (o.job_id, o.attempt)) not in self.running]
-            if not keys:
-                continue
             sent = time.monotonic()
             try:
                 store = await self.app.store()
 
                 async def work(tx: Tx, keys: list[Key] = keys) -> tuple[set[Key], set[Key]]:
+                    await self._beat(tx)  # the registry row: a deferred write, sent with the heartbeat
+                    if not keys:
+                        return set(), set()
                     return await coordinator.heartbeat(tx, self.name, keys, self._now(), self.lease)
 
                 held, cancels = await store.transact(work)
@@ -419,6 +421,10 @@ class Worker:
                     self._stop_job(key, "lease_lost")
             for key in cancels:
                 self._stop_job(key, "cancel")
+
+    async def _beat(self, tx: Tx) -> None:
+        """Write or renew this worker's row in the registry of workers (every heartbeat)."""
+        await registry.beat(tx, self.name, self.bindings, self.concurrency, self.lease / 3, self._now())
 
     async def _lease_watch(self) -> None:
         """Stop every attempt whose lease this worker could not renew before it expired: the job may
@@ -481,3 +487,5 @@ class Worker:
             await self._cycle_with_retry(claim=False)
         with contextlib.suppress(Exception):
             await store.notify()
+            async with asyncio.timeout(1.0):
+                await store.transact(lambda tx: registry.forget(tx, self.name))

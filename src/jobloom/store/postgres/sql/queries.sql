@@ -58,18 +58,19 @@ SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceba
 FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 
 -- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: list_bindings
-SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       paused_at
 FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
 -- The binding's row lock serializes its dispatches. The row is created if missing; when another
 -- transaction creates it at the same moment, the upsert waits for it and then takes the lock.
 WITH locked AS (
-    SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+    SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
     FROM jobloom_bindings WHERE binding = :binding
     FOR UPDATE
 ), created AS (
@@ -77,7 +78,7 @@ WITH locked AS (
     SELECT :binding::text, extract(epoch FROM clock_timestamp())::double precision
     WHERE NOT EXISTS (SELECT 1 FROM locked)
     ON CONFLICT (binding) DO UPDATE SET binding = excluded.binding
-    RETURNING concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+    RETURNING concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
 )
 SELECT * FROM locked
 UNION ALL

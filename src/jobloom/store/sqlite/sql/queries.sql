@@ -49,15 +49,16 @@ SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceba
 FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 
 -- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: list_bindings
-SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       paused_at
 FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: upsert_binding
