@@ -22,7 +22,7 @@ from jobloom.core.errors import (
     WaitTimeout,
 )
 from jobloom.core.options import Backoff, RateLimit
-from jobloom.core.signals import Permanent, Retry
+from jobloom.core.signals import Permanent, Retry, Snooze
 from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
 from jobloom.engine.enqueue import EnqueueOptions
 from jobloom.engine.performer import Performer
@@ -66,6 +66,7 @@ __all__ = [
     "Run",
     "RunNotFound",
     "Schedule",
+    "Snooze",
     "StepNotStorable",
     "StoreError",
     "UnknownBinding",

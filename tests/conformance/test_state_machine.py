@@ -122,6 +122,7 @@ DRIVERS: dict[str, Drive] = {
     "finish_attempt__bulk": Drive(as_rows, targets("finish_attempt")),
     "release": Drive(each_job),
     "fail_attempt": Drive(each_job),
+    "snooze_attempt": Drive(each_job),
     "cancel_now": Drive(each_job),
     "retry_now": Drive(each_job),
     "queue_waiting": Drive(each_node),

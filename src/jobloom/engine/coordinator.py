@@ -109,6 +109,9 @@ async def report(
     for run_id in sorted({r[10] for r in rows if r[10] is not None} - set(held)):
         await tx.fetchone("lock_run", {"id": run_id})
     spawned = await _spawned(tx, outcomes, current, hooks)
+    snoozing = [o.job_id for o in outcomes if o.kind == lifecycle.SNOOZED]
+    snoozes = {r[0]: r[1] for r in await tx.fetch("get_snoozes", {"ids": snoozing})} if snoozing else {}
+    snoozed: list[dict[str, Any]] = []
     holds: list[dict[str, Any]] = []
     for o in outcomes:
         row = current.get(o.job_id)
@@ -137,8 +140,18 @@ async def report(
             nxt = lifecycle.next_state(
                 o.kind, now=now, attempt=attempt, retries_from=retries_from, max_attempts=max_attempts,
                 delivery=delivery, cancel_requested=bool(cancel_requested), backoff=backoffs[binding],
-                retry_after=o.retry_after, rng=_rng,
+                retry_after=o.retry_after, rng=_rng, snoozes=snoozes.get(o.job_id, 0),
+                max_snoozes=o.max_snoozes or lifecycle.DEFAULT_MAX_SNOOZES,
             )
+            if o.kind == lifecycle.SNOOZED and nxt.state == "scheduled":  # no attempt spent, one snooze counted
+                snoozed.append({"id": o.job_id, "attempt": o.attempt, "run_at": nxt.run_at})
+                attempts.append(_attempt_row(o))
+                events.append(event(now, o.job_id, binding, "snoozed", o.attempt, o.finished_at - o.started_at))
+                current[o.job_id] = (*row[:2], "scheduled", *row[3:])
+                continue
+            if o.kind == lifecycle.SNOOZED and nxt.state == "failed":
+                o.error = (f"snoozed {snoozes.get(o.job_id, 0)} times, the most its performer's max_snoozes allows: "
+                           "failed rather than snoozed again")
         finished = nxt.state != "scheduled"
         suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
         finishes.append({
@@ -156,11 +169,13 @@ async def report(
                 in_runs.append((o.job_id, run_id, node, nxt.state))
         current[o.job_id] = (*row[:2], nxt.state, *row[3:])
     await tx.executemany("finish_attempt", finishes)
+    if snoozed:
+        await tx.executemany("snooze_attempt", snoozed)
     if holds:
         await tx.executemany("hold_node", holds)
     await tx.executemany("insert_attempt", attempts)
     await emit(tx, events)
-    result.applied += len(finishes) + len(holds)
+    result.applied += len(finishes) + len(holds) + len(snoozed)
     if in_runs:
         await hooks.finished(tx, in_runs, now)
     return result

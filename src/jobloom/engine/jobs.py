@@ -73,6 +73,7 @@ class Outcome:
     payload: str | None = None  # a flow node's payload, built when it ran
     wait: str | None = None  # SUSPENDED on wait_for_event: the event's name
     run_id: str | None = None  # the job's flow run (Claimed.run_id): its lock is taken before the job's
+    max_snoozes: int | None = None  # SNOOZED: the performer's max_snoozes
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from pydantic_core import PydanticSerializationError
 
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption, InvalidPayload, PayloadTooLarge
+from jobloom.core.lifecycle import DEFAULT_MAX_SNOOZES
 from jobloom.core.options import Backoff, Delivery, RateLimit
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
 from jobloom.core.types import JobContext, Policy
@@ -49,6 +50,7 @@ class Performer(Generic[P, R]):
     unique_for: ClassVar[float] = 24 * 3600.0
     retention: ClassVar[dict[str, float] | float | None] = None
     isolation: ClassVar[str] = "thread"
+    max_snoozes: ClassVar[int] = DEFAULT_MAX_SNOOZES
 
     ctx: JobContext
     env: Any
@@ -94,6 +96,7 @@ class PerformerSpec:
     payload_adapter: pydantic.TypeAdapter[Any]
     result_adapter: pydantic.TypeAdapter[Any]
     nulls_may_hide_nan: bool = True  # a payload or result type whose own config may write NaN as null
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     def dump_payload(self, payload: Any) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON."""
@@ -258,6 +261,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         payload_adapter=payload_adapter,
         result_adapter=result_adapter,
         nulls_may_hide_nan=payload_nulls or result_nulls,
+        max_snoozes=opt.positive_int("max_snoozes", cls.max_snoozes, binding, allow_none=False) or 1,
     )
 
 

@@ -377,8 +377,11 @@ class Worker:
         if rec.timer is not None:
             rec.timer.cancel()
         finished = self._now()
-        self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
-                                     retry_after, payload_json, wait, c.run_id))
+        outcome = Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb, retry_after,
+                          payload_json, wait, c.run_id)
+        if kind == lifecycle.SNOOZED and (spec := self.app.specs.get(c.binding)) is not None:
+            outcome.max_snoozes = spec.max_snoozes
+        self.outcomes.append(outcome)
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]
         self._kick.set()

@@ -1,3 +1,5 @@
+-- How many times each job was snoozed (Snooze): a performer's max_snoozes bounds it.
+ALTER TABLE jobloom_jobs ADD COLUMN snoozes integer NOT NULL DEFAULT 0;
 -- Bindings can be paused (their queued jobs wait; running ones finish; enqueue goes on), and workers
 -- say which bindings they serve: one row per worker process, renewed with its heartbeats (seen_at,
 -- every `beat` seconds) and deleted when it stops; a row not renewed for long is pruned by the others.

@@ -133,6 +133,17 @@ SET state = :state, result = :result, error = :error, run_at = :run_at, finished
     payload = coalesce(:payload, payload)
 WHERE id = :id AND attempt = :attempt AND state = 'running'
 
+-- name: snooze_attempt
+-- The performer raised Snooze: scheduled again without spending the attempt (retries_from moves on,
+-- as for a suspension), and one more snooze counted against the performer's max_snoozes.
+UPDATE jobloom_jobs
+SET state = 'scheduled', run_at = :run_at, lease_owner = NULL, lease_expires = NULL,
+    retries_from = retries_from + 1, snoozes = snoozes + 1
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: get_snoozes
+SELECT id, snoozes FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
+
 -- name: insert_attempt
 INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
 VALUES (:job_id, :attempt, :worker, :started_at, :finished_at, :outcome, :error, :traceback)
