@@ -24,6 +24,7 @@ from jobloom.core.errors import (
 from jobloom.core.options import Backoff, RateLimit
 from jobloom.core.signals import Permanent, Retry, Snooze
 from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
+from jobloom.engine.batches import BatchItem, BatchPerformer
 from jobloom.engine.enqueue import EnqueueOptions
 from jobloom.engine.performer import Performer
 from jobloom.engine.steps import EventTimeout, LeaseLost, StepNotStorable
@@ -38,6 +39,8 @@ __all__ = [
     "App",
     "Attempt",
     "Backoff",
+    "BatchItem",
+    "BatchPerformer",
     "BindingInfo",
     "CommitUnknown",
     "EnqueueOptions",

@@ -62,3 +62,30 @@ def _none_running(app: jobloom.App):  # type: ignore[no-untyped-def]
         return "running" not in await _counts(app)
 
     return check
+
+
+async def test_a_batch_performer_with_concurrency_one_never_holds_two_batches(
+    app: jobloom.App, procs: Processes
+) -> None:
+    n = 120
+    for _ in range(3):
+        procs.worker(concurrency=4)
+
+    async def three_serving() -> bool:
+        return len(next(b for b in await app.list_bindings() if b.binding == "Indexer").workers) == 3
+
+    await eventually(three_serving, timeout=30, what="three workers serving Indexer")
+    jobs = await app.enqueue_many([("Indexer", {"bad": i % 17 == 0}) for i in range(n)])
+
+    async def finished() -> bool:
+        counts = (await app.counts(finished=True)).get("Indexer", {})
+        return counts.get("succeeded", 0) + counts.get("failed", 0) == n
+
+    await eventually(finished, timeout=60, interval=0.1, what="every item finished")
+    raw = (procs.state_dir / "gauge").read_text().split()
+    assert int(raw[0]) == 0 and int(raw[1]) == 1, f"peak batches at once was {raw[1]}, the limit is 1"
+    batches = [line.split() for line in procs.read("batches")]
+    assert sum(int(size) for _, size in batches) == n and max(int(size) for _, size in batches) == 10
+    for job in jobs:  # each item settled on its own
+        got = await app.get_job(job.id)
+        assert (got.state, got.attempt) == (("failed", 1) if got.payload["bad"] else ("succeeded", 1))

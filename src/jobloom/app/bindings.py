@@ -67,7 +67,7 @@ class BindingInfo:
         return {
             "binding": self.binding, "paused": self.paused,
             "paused_at": paused_at.isoformat() if paused_at and self.paused else None,
-            "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
+            "concurrency": p.concurrency, "key_concurrency": p.key_concurrency, "batch_size": p.batch_size,
             "rate_per_second": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
             "priority_aging": p.priority_aging, "overridden": list(self.overridden),
             "registered": self.registered, "defaults_known": self.defaults_known,
@@ -89,7 +89,8 @@ async def register_bindings(app: App, bindings: list[str] | None = None) -> None
             "binding": name, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
             "rate": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
             "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
-            "retention": retention_json(spec.retention), "now": now,
+            "retention": retention_json(spec.retention), "batch_size": p.batch_size,
+            "batch_wait": p.batch_wait if p.batch_size else None, "now": now,
         })
 
     async def work(tx: Tx) -> None:
@@ -157,7 +158,7 @@ async def list_bindings(app: App) -> list[BindingInfo]:
                 serving.setdefault(name, []).append(w.name)
     found: dict[str, BindingInfo] = {}
     for row in rows:
-        name, values, overrides, paused_ts = row[0], tuple(row[1:]), row[7], row[11] if len(row) > 11 else None
+        name, values, overrides, paused_ts = row[0], tuple(row[1:]), row[7], row[13]
         registered = row[6] is not None  # workers store the backoff when they register; `limits set` does not
         if not registered and name in app.specs:
             values = _code_row(app.specs[name].policy, overrides, bool(row[10]))
@@ -175,4 +176,5 @@ async def list_bindings(app: App) -> list[BindingInfo]:
 def _code_row(p: Policy, overrides: str | None, paused: bool) -> tuple[Any, ...]:
     """A ``get_binding``-shaped row holding the code's limits, for a binding no worker registered yet."""
     rate, burst = (p.rate.rate, p.rate.burst) if p.rate else (None, None)
-    return (p.concurrency, p.key_concurrency, rate, burst, p.priority_aging, None, overrides, None, None, paused)
+    return (p.concurrency, p.key_concurrency, rate, burst, p.priority_aging, None, overrides, None, None, paused,
+            p.batch_size, p.batch_wait)

@@ -52,6 +52,29 @@ def held(policy: Policy) -> str | None:
     return "paused" if policy.paused else None
 
 
+def room_for_batch(policy: Policy, running_batches: int) -> int:
+    """How many batches a batch performer's binding may start now: one, unless its ``concurrency``
+    (which counts batches, not jobs) is reached."""
+    if policy.concurrency is not None and running_batches >= policy.concurrency:
+        return 0
+    return 1
+
+
+def batch_due(now: float, candidates: Iterable[Candidate], policy: Policy) -> tuple[bool, float | None]:
+    """Whether a batch performer's binding hands out a batch now: when ``batch_size`` candidates wait,
+    or when the one that became runnable first has waited ``batch_wait`` seconds. If not, the moment
+    the wait is over (the worker wakes then). Any other binding: always."""
+    if policy.batch_size is None:
+        return True, None
+    ready = [c.ready_at for c in candidates]
+    if not ready:
+        return False, None
+    if len(ready) >= policy.batch_size:
+        return True, None
+    fill_by = min(ready) + policy.batch_wait
+    return (True, None) if fill_by <= now else (False, fill_by)
+
+
 def decide(
     now: float,
     candidates: Iterable[Candidate],

@@ -40,6 +40,7 @@ def policy_from_row(row: tuple[Any, ...] | None) -> tuple[Policy, Bucket | None,
         return Policy(), None, Backoff()
     concurrency, key_concurrency, rate, burst, aging, backoff, overrides, tokens, tokens_at = row[:9]
     paused = bool(row[9]) if len(row) > 9 else False
+    batch_size, batch_wait = (row[10], row[11]) if len(row) > 11 else (None, None)
     limit = RateLimit(rate, burst or 1.0) if rate else None
     if overrides:
         for name, value in json.loads(overrides).items():
@@ -53,7 +54,7 @@ def policy_from_row(row: tuple[Any, ...] | None) -> tuple[Policy, Bucket | None,
                 aging = value
     policy = Policy(
         concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None,
-        paused=paused,
+        paused=paused, batch_size=batch_size or None, batch_wait=batch_wait or 0.0,
     )
     bucket = Bucket(tokens, tokens_at) if tokens is not None and tokens_at is not None else None
     return policy, bucket, Backoff(**json.loads(backoff)) if backoff else Backoff()

@@ -3,15 +3,19 @@ worker's transaction (see docs/architecture.md, "Dispatch").
 
 :func:`dispatch` reads the binding's policy and, when the binding is limited, takes its row lock
 and the running count; it asks :func:`~jobloom.core.decide.decide` (pure) which candidates start,
-and claims them. A paused binding (:func:`~jobloom.core.decide.held`) starts nothing.
+and claims them. A paused binding (:func:`~jobloom.core.decide.held`) starts nothing. A batch
+performer's binding hands out at most one batch per dispatch (``claim_batch``): up to ``batch_size``
+jobs, once that many wait or the first has waited ``batch_wait``; its ``concurrency`` counts running
+batches, and its key and rate limits apply per job.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from jobloom.core.decide import decide, dispatch_time, held
+from jobloom.core.decide import batch_due, decide, dispatch_time, held, room_for_batch
 from jobloom.core.records import policy_from_row
 from jobloom.core.types import Candidate, Policy
 from jobloom.engine.jobs import Claimed, Dispatched, emit, event
@@ -42,10 +46,11 @@ async def dispatch(
     locked = False
     running: int | None = None
     key = {"binding": binding}
+    count = "count_running" if policy.batch_size is None else "count_running_batches"
     if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
         counted = policy.concurrency is not None
         lock_rows, *count_rows = await tx.fetch_batch(
-            [("lock_binding", key), *([("count_running", key)] if counted else [])])
+            [("lock_binding", key), *([(count, key)] if counted else [])])
         policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
         locked = True
         if held(policy) is not None:
@@ -55,15 +60,20 @@ async def dispatch(
         if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
             now = dispatch_time(clock() if clock is not None else now, bucket)
     if policy.concurrency is not None and running is None:
-        running = (await tx.fetchone("count_running", key) or (0,))[0]
+        running = (await tx.fetchone(count, key) or (0,))[0]
     running = running or 0
+    rules = policy  # what decides: a batch performer's concurrency counts batches, decided here
+    if policy.batch_size is not None:
+        if room_for_batch(policy, running) <= 0:
+            return Dispatched([])
+        rules, running, capacity = replace(policy, concurrency=None), 0, policy.batch_size
     by_key: dict[str, int] | None = None
     full: set[str] = set()
     selected: list[int] = []
     next_token_at: float | None = None
     room = capacity
     for _ in range(8):
-        want = min(room, policy.concurrency - running if policy.concurrency is not None else room)
+        want = min(room, rules.concurrency - running if rules.concurrency is not None else room)
         if want <= 0:
             break
         # under the binding's lock, the running count per key comes along (cheap, and no round trip of
@@ -77,6 +87,10 @@ async def dispatch(
                                   binding_rows=fresh, clock=clock)
         if not cands:
             break
+        if policy.batch_size is not None and not selected:
+            due, fill_by = batch_due(now, cands, policy)
+            if not due:  # a batch not full yet, and its first job has not waited batch_wait: wake then
+                return Dispatched([], fill_by, batch=True)
         if by_key is None and any(c.key is not None for c in cands):
             if not locked:
                 await tx.fetchone("lock_binding", {"binding": binding})
@@ -89,7 +103,7 @@ async def dispatch(
                 full |= newly_full
                 continue
         decision = decide(
-            now, cands, policy, bucket, running=running, running_by_key=by_key, capacity=room
+            now, cands, rules, bucket, running=running, running_by_key=by_key, capacity=room
         )
         bucket = decision.bucket
         next_token_at = decision.next_token_at
@@ -111,14 +125,18 @@ async def dispatch(
         await tx.executemany(
             "save_bucket", [{"binding": binding, "tokens": bucket.tokens, "tokens_at": bucket.updated_at}]
         )
+    batched = policy.batch_size is not None
     if not selected:
-        return Dispatched([], next_token_at)
-    rows = await tx.fetch(
-        "claim", {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
-    )
+        return Dispatched([], next_token_at, batch=batched)
+    params = {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
+    if batched:  # the jobs claimed together are one batch, named by its lowest job id
+        rows = await tx.fetch("claim_batch", params | {"batch": min(selected)})
+    else:
+        rows = await tx.fetch("claim", params)
     await emit(tx, [event(now, r[0], r[1], "started", r[3]) for r in rows])
     return Dispatched(
-        [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now, r[7], r[8]) for r in rows], next_token_at
+        [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now, r[7], r[8]) for r in rows], next_token_at,
+        batch=batched,
     )
 
 

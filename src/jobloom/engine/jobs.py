@@ -92,6 +92,7 @@ class Dispatched:
 
     claimed: list[Claimed]
     next_token_at: float | None = None
+    batch: bool = False  # a batch performer's binding: the claimed jobs are one batch
 
 
 @dataclass(slots=True)

@@ -217,6 +217,18 @@ def _isolation(cls: type[Performer[Any, Any]], binding: str, is_async: bool) -> 
     return str(value)
 
 
+def _batching(cls: type[Performer[Any, Any]], binding: str) -> tuple[int | None, float]:
+    """A batch performer's ``batch_size`` and ``batch_wait`` (checked); ``(None, 0.0)`` for any other."""
+    run = getattr(cls, "perform_batch", None)
+    if run is None:
+        return None, 0.0
+    if not inspect.iscoroutinefunction(run):
+        raise InvalidOption("perform_batch", run, "an async def perform_batch(self, items)", binding)
+    size = opt.positive_int("batch_size", getattr(cls, "batch_size", None), binding, allow_none=False) or 1
+    wait = opt.seconds("batch_wait", getattr(cls, "batch_wait", None), binding, allow_none=False) or 0.0
+    return size, wait
+
+
 def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
     if not (isinstance(cls, type) and issubclass(cls, Performer)):
@@ -232,7 +244,9 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     key_fn = cls.concurrency_key
     if key_fn is not None and not callable(key_fn):
         raise InvalidOption("concurrency_key", key_fn, "a function payload -> str | None", binding)
+    batch_size, batch_wait = _batching(cls, binding)
     policy = Policy(
+        batch_size=batch_size, batch_wait=batch_wait,
         concurrency=opt.concurrency(cls.concurrency, binding),
         key_concurrency=opt.positive_int("key_concurrency", cls.key_concurrency, binding, allow_none=False) or 1,
         rate=rate,
@@ -241,7 +255,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     payload_t, result_t = _type_args(cls)
     payload_adapter, payload_nulls = _adapter(payload_t)
     result_adapter, result_nulls = _adapter(result_t)
-    is_async = inspect.iscoroutinefunction(cls.perform)
+    is_async = batch_size is not None or inspect.iscoroutinefunction(cls.perform)
     if isinstance(key_fn, staticmethod):
         key_fn = key_fn.__func__
     return PerformerSpec(

@@ -15,3 +15,9 @@ CREATE TABLE jobloom_workers (
     started_at  double precision NOT NULL,
     seen_at     double precision NOT NULL
 );
+-- Batch performers: a binding's batch size and wait are stored with it (its dispatch hands out whole
+-- batches, and its concurrency counts batches), and a running job carries its batch (the lowest job
+-- id of the batch: unique among running batches) so that running batches can be counted.
+ALTER TABLE jobloom_bindings ADD COLUMN batch_size integer;
+ALTER TABLE jobloom_bindings ADD COLUMN batch_wait double precision;
+ALTER TABLE jobloom_jobs ADD COLUMN batch bigint;

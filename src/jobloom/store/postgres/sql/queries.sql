@@ -58,19 +58,21 @@ SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceba
 FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 
 -- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: list_bindings
 SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       paused_at
+       batch_size, batch_wait, paused_at
 FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
 -- The binding's row lock serializes its dispatches. The row is created if missing; when another
 -- transaction creates it at the same moment, the upsert waits for it and then takes the lock.
 WITH locked AS (
-    SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
+    SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
     FROM jobloom_bindings WHERE binding = :binding
     FOR UPDATE
 ), created AS (
@@ -78,7 +80,8 @@ WITH locked AS (
     SELECT :binding::text, extract(epoch FROM clock_timestamp())::double precision
     WHERE NOT EXISTS (SELECT 1 FROM locked)
     ON CONFLICT (binding) DO UPDATE SET binding = excluded.binding
-    RETURNING concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
+    RETURNING concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 )
 SELECT * FROM locked
 UNION ALL
@@ -87,9 +90,11 @@ SELECT * FROM created
 -- name: upsert_binding
 -- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, updated_at)
-VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention, :now)
+                              retention, batch_size, batch_wait, updated_at)
+VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
+        :batch_size, :batch_wait, :now)
 ON CONFLICT (binding) DO UPDATE SET
+    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait,
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
     retention = excluded.retention, updated_at = excluded.updated_at
@@ -135,6 +140,17 @@ SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expir
     started_at = :now, cancel_requested = false
 WHERE id = ANY(:ids::bigint[])
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: claim_batch
+-- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
+UPDATE jobloom_jobs
+SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+    started_at = :now, cancel_requested = false, batch = :batch
+WHERE id = ANY(:ids::bigint[])
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: count_running_batches
+SELECT count(DISTINCT batch) FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
 
 -- name: promote_due
 WITH due AS (

@@ -49,24 +49,28 @@ SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceba
 FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 
 -- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: list_bindings
 SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       paused_at
+       batch_size, batch_wait, paused_at
 FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: upsert_binding
 -- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, updated_at)
-VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention, :now)
+                              retention, batch_size, batch_wait, updated_at)
+VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
+        :batch_size, :batch_wait, :now)
 ON CONFLICT (binding) DO UPDATE SET
+    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait,
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
     retention = excluded.retention, updated_at = excluded.updated_at
@@ -104,6 +108,17 @@ SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expir
     started_at = :now, cancel_requested = 0
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: claim_batch
+-- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
+UPDATE jobloom_jobs
+SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+    started_at = :now, cancel_requested = 0, batch = :batch
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: count_running_batches
+SELECT count(DISTINCT batch) FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
 
 -- name: promote_due
 UPDATE jobloom_jobs SET state = 'queued'
