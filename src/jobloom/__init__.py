@@ -5,6 +5,7 @@ The public names are re-exported here; see the README for a tour.
 
 from __future__ import annotations
 
+from jobloom.app.bindings import BindingInfo
 from jobloom.app.facade import App, EnqueueRequest
 from jobloom.app.search import JobFilter, JobPage
 from jobloom.core.errors import (
@@ -22,8 +23,9 @@ from jobloom.core.errors import (
     WaitTimeout,
 )
 from jobloom.core.options import Backoff, RateLimit
-from jobloom.core.signals import Permanent, Retry
+from jobloom.core.signals import Permanent, Retry, Snooze
 from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
+from jobloom.engine.batches import BatchItem, BatchPerformer
 from jobloom.engine.enqueue import EnqueueOptions
 from jobloom.engine.performer import Performer
 from jobloom.engine.steps import EventTimeout, LeaseLost, StepNotStorable
@@ -38,6 +40,9 @@ __all__ = [
     "App",
     "Attempt",
     "Backoff",
+    "BatchItem",
+    "BatchPerformer",
+    "BindingInfo",
     "CommitUnknown",
     "EnqueueOptions",
     "EnqueueRequest",
@@ -67,6 +72,7 @@ __all__ = [
     "Run",
     "RunNotFound",
     "Schedule",
+    "Snooze",
     "StepNotStorable",
     "StoreError",
     "UnknownBinding",

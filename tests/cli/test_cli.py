@@ -423,6 +423,25 @@ def test_limits_set_and_list(cli: Env) -> None:
     assert "invalid concurrency" in bad.stderr and "from 0 to" in bad.stderr
 
 
+# -- bindings ---------------------------------------------------------------------------------------
+
+
+def test_bindings_pause_resume_and_list(cli: Env) -> None:
+    cli.run("enqueue", "SendMail", '{"to": "a@example.com"}', "--app", "jobs_app:app")
+    out = cli.run("bindings", "pause", "SendMail", "--app", "jobs_app:app").stdout
+    assert "SendMail" in out and "paused" in out
+    rows = {r["binding"]: r for r in cli.json("bindings", "list", "--url", cli.url)}
+    mail = rows["SendMail"]
+    assert mail["paused"] is True and mail["paused_at"] and mail["counts"] == {"queued": 1}
+    assert mail["workers"] == []
+    listed = cli.run("bindings", "list", "--app", "jobs_app:app").stdout
+    assert "paused" in listed and "1 queued" in listed and "Sleepy" in listed
+    [resumed] = cli.json("bindings", "resume", "SendMail", "--url", cli.url)
+    assert resumed["paused"] is False and resumed["counts"] == {"queued": 1}
+    unknown = cli.run("bindings", "pause", "Nope", "--url", cli.url, rc=1)
+    assert "unknown binding 'Nope'" in unknown.stderr
+
+
 # -- the bench slot ---------------------------------------------------------------------------------
 
 

@@ -117,7 +117,7 @@ def _worker_thread(store_url: str, stop: threading.Event) -> None:
 async def test_bulk_retry_leaves_another_binding_served_quickly(store_url: str) -> None:
     """A worker serving Fast keeps a low latency (enqueue to perform) while 10,000 failed jobs of another
     binding are retried in chunks (a short transaction each): the median probe waits a small part of the
-    retry's length (on SQLite one transaction for all of them makes the probes due meanwhile wait for its
+    retry's length, p95 less than half of it (on SQLite one transaction for all of them makes the probes due meanwhile wait for its
     end: p95 of about the retry's length). The 100,000-job version, in processes of their own, is
     benchmarks/bulk_retry.py."""
     app = jobloom.App(store_url, performers=[Fast], auto_migrate=True)
@@ -169,7 +169,9 @@ FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {
         p95 = statistics.quantiles(Fast.seen, n=20)[-1]
         shown = f"p50 {p50 * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, {sent} probes, retry {took:.2f} s"
         print(shown)
-        assert p50 < 0.1 and p95 < took / 4, shown
+        # one transaction for the whole retry: the probes due meanwhile wait for its end (p50 about half
+        # the retry's length, p95 about all of it); chunks: a probe waits one chunk at most
+        assert p50 < took / 4 and p95 < took / 2, shown
         assert len(await app.list_jobs(binding="Bulk", state="queued", limit=FAILED + 1)) == FAILED
     finally:
         stop.set()

@@ -127,10 +127,12 @@ class Drive:
 DRIVERS: dict[str, Drive] = {
     "promote_due": Drive(due),
     "claim": Drive(candidates),
+    "claim_batch": Drive(candidates, [{"batch": 1}]),
     "finish_attempt": Drive(each_job, targets("finish_attempt")),
     "finish_attempt__bulk": Drive(as_rows, targets("finish_attempt")),
     "release": Drive(each_job),
     "fail_attempt": Drive(each_job),
+    "snooze_attempt": Drive(each_job),
     "cancel_now": Drive(each_job),
     "retry_now": Drive(each_job),
     "retry_now__bulk": Drive(as_rows),

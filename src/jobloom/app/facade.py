@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from jobloom.app import bindings as binding_ops
 from jobloom.app import bulk, reads
+from jobloom.app.bindings import BindingInfo
 from jobloom.app.loops import _Core, _SyncBridge
 from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.core.errors import (
@@ -20,8 +21,6 @@ from jobloom.core.errors import (
     UnknownBinding,
     WaitTimeout,
 )
-from jobloom.core.queries import Q
-from jobloom.core.records import backoff_json, check_limits
 from jobloom.core.retrying import Delays
 from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
 from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
@@ -34,7 +33,7 @@ from jobloom.flows.api import FlowOps, register_flows
 from jobloom.flows.flow import Flow
 from jobloom.flows.hooks import FlowHooks
 from jobloom.flows.stop import RunDeadlines
-from jobloom.housekeeping.retention import RetentionKeeper, retention_json
+from jobloom.housekeeping.retention import RetentionKeeper
 from jobloom.housekeeping.stats import Projector, read_stats
 from jobloom.schedules.api import ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
@@ -182,42 +181,27 @@ class App:
     async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
         """Store the performers' limits with their coordinators, and their retention, which every app's
         pruning then applies to their jobs (done by workers at start)."""
-        store = await self.store()
-        now = store.now()
-        rows = []
-        for name in bindings or self.specs:
-            spec = self.specs.get(name)
-            if spec is None:
-                continue
-            p = spec.policy
-            rows.append({
-                "binding": name, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
-                "rate": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
-                "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
-                "retention": retention_json(spec.retention), "now": now,
-            })
-
-        async def work(tx: Tx) -> None:
-            await tx.executemany("upsert_binding", rows)
-
-        await store.transact(work)
+        await binding_ops.register_bindings(self, None if bindings is None else list(bindings))
 
     async def set_limits(self, binding: str, **limits: Any) -> None:
         """Change a binding's limits at run time (``concurrency``, ``key_concurrency``, ``rate_limit``,
         ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit; ``concurrency=0`` holds
         the binding's jobs queued (running ones finish) until it is raised, which wakes the workers."""
-        check_limits(binding, limits)
-        store = await self.store()
+        await binding_ops.set_limits(self, binding, limits)
 
-        async def work(tx: Tx) -> None:
-            row = await tx.fetchone(Q.get_binding, {"binding": binding})
-            current = json.loads(row.overrides) if row and row.overrides else {}
-            current.update(limits)
-            await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current),
-                                               "now": store.now()})
+    async def pause_binding(self, binding: str) -> BindingInfo:
+        """Pause a binding in every worker: no job of it starts once this returns (running ones finish).
+        Enqueue goes on, schedules keep making its jobs; they wait until :meth:`resume_binding`."""
+        return await binding_ops.set_paused(self, binding, True)
 
-        await store.transact(work)
-        await store.notify()
+    async def resume_binding(self, binding: str) -> BindingInfo:
+        """Resume a paused binding: its waiting jobs start at the workers' next dispatch (they are woken)."""
+        return await binding_ops.set_paused(self, binding, False)
+
+    async def list_bindings(self) -> list[BindingInfo]:
+        """Every binding: paused or not, the limits in force, its jobs by state (succeeded and skipped
+        ones left out, as :meth:`counts` does), and the live workers that serve it."""
+        return await binding_ops.list_bindings(self)
 
     # -- enqueue ------------------------------------------------------------------------------------
 

@@ -46,11 +46,13 @@ from jobloom.core.rows import (
     RunsJobRow,
     RunStateRow,
     SignalRow,
+    SnoozeRow,
     StateCountRow,
     StatsRow,
     StepRow,
     StoredScheduleRow,
     UniqueRow,
+    WorkerRow,
 )
 
 R = TypeVar("R", bound=tuple[Any, ...])
@@ -86,6 +88,7 @@ class Q:
     lock_jobs = Query("lock_jobs", LockedJobRow)
     pick_deletable = Query("pick_deletable", PruneRow)
     claim = Query("claim", ClaimRow)
+    claim_batch = Query("claim_batch", ClaimRow)
     cancel_unstarted = Query("cancel_unstarted", MovedRow)
     fail_unstarted = Query("fail_unstarted", MovedRow)
     promote_due = Query("promote_due", MovedRow)
@@ -112,6 +115,9 @@ class Q:
     count_by_state = Query("count_by_state", StateCountRow)
     count_by_state_indexed = Query("count_by_state_indexed", StateCountRow)
     count_running = Query("count_running", CountRow)
+    count_running_batches = Query("count_running_batches", CountRow)
+    list_workers = Query("list_workers", WorkerRow)
+    get_snoozes = Query("get_snoozes", SnoozeRow)
     count_unprojected = Query("count_unprojected", CountRow)
     next_lease_expiry = Query("next_lease_expiry", MomentRow)
     next_run_deadline = Query("next_run_deadline", MomentRow)

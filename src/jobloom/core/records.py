@@ -44,6 +44,8 @@ def policy_from_row(row: PolicyRow | BindingRow | None) -> tuple[Policy, Bucket 
     key_concurrency: int | None = row.key_concurrency
     aging = row.priority_aging
     limit = RateLimit(row.rate, row.burst or 1.0) if row.rate else None
+    paused = bool(row.paused)
+    batch_size, batch_wait = row.batch_size, row.batch_wait
     if row.overrides:
         for name, value in json.loads(row.overrides).items():
             if name == "concurrency":
@@ -55,7 +57,8 @@ def policy_from_row(row: PolicyRow | BindingRow | None) -> tuple[Policy, Bucket 
             elif name == "priority_aging":
                 aging = value
     policy = Policy(
-        concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None
+        concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None,
+        paused=paused, batch_size=batch_size or None, batch_wait=batch_wait or 0.0,
     )
     bucket = Bucket(row.tokens, row.tokens_at) if row.tokens is not None and row.tokens_at is not None else None
     return policy, bucket, Backoff(**json.loads(row.backoff)) if row.backoff else Backoff()

@@ -141,6 +141,9 @@ class PolicyRow(NamedTuple):
     overrides: str | None
     tokens: float | None
     tokens_at: float | None
+    paused: bool
+    batch_size: int | None
+    batch_wait: float | None
 
 
 class BindingRow(NamedTuple):
@@ -156,6 +159,10 @@ class BindingRow(NamedTuple):
     overrides: str | None
     tokens: float | None
     tokens_at: float | None
+    paused: bool
+    batch_size: int | None
+    batch_wait: float | None
+    paused_at: float | None
 
 
 class KeyCountRow(NamedTuple):
@@ -413,3 +420,23 @@ class StatsRow(NamedTuple):
     run_time: float
     run_max: float | None
     histogram: str
+
+
+class WorkerRow(NamedTuple):
+    """A live worker process in the registry of workers."""
+
+    name: str
+    host: str
+    pid: int
+    bindings: str
+    concurrency: int
+    beat: float
+    started_at: float
+    seen_at: float
+
+
+class SnoozeRow(NamedTuple):
+    """How many times a job was snoozed."""
+
+    id: int
+    snoozes: int

@@ -277,6 +277,9 @@ class Policy:
     key_concurrency: int = 1
     rate: RateLimit | None = None
     priority_aging: float | None = 60.0
+    paused: bool = False
+    batch_size: int | None = None  # a batch performer's: its jobs start in batches, `concurrency` counts batches
+    batch_wait: float = 0.0
 
     @property
     def limited(self) -> bool:

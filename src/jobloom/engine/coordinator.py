@@ -1,7 +1,7 @@
 """The coordinator: every decision about a binding's jobs, each applied inside one store transaction.
 
-One function per transition (enqueue, dispatch, report, reap, promote, heartbeat, cancel, retry,
-release). Each takes an open :class:`~jobloom.store.Tx`, decides with the pure functions of
+One function per transition (enqueue, dispatch (in :mod:`jobloom.engine.dispatch`), report, reap, promote,
+heartbeat, cancel, retry, release). Each takes an open :class:`~jobloom.store.Tx`, decides with the pure functions of
 :mod:`jobloom.core.decide` and :mod:`jobloom.core.lifecycle`, and applies the result with named SQL, fenced
 by the attempt number so that a stale worker can never overwrite a newer truth.
 
@@ -15,20 +15,19 @@ one safe exception and what follows from it are set out in docs/architecture.md 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from jobloom.core import lifecycle
-from jobloom.core.decide import decide, dispatch_time
 from jobloom.core.errors import InvalidTransition, JobNotFound
 from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
-from jobloom.core.rows import CandidateRow, KeyCountRow, LockedJobRow, MovedRow, PolicyRow, RunningRow
+from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
-from jobloom.core.types import Candidate, Policy
+from jobloom.engine.dispatch import dispatch as dispatch
 from jobloom.engine.hooks import EngineHooks, Finished
-from jobloom.engine.jobs import Claimed, CycleReads, Dispatched, NewJob, Outcome, ReportResult, emit, event
+from jobloom.engine.jobs import CycleReads, NewJob, Outcome, ReportResult, emit, event
 from jobloom.store.base import Tx
 
 LEASE_GRACE = 1.0
@@ -97,127 +96,6 @@ def _with_event(job: NewJob) -> dict[str, Any]:
     return row
 
 
-async def dispatch(
-    tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
-    binding_rows: list[PolicyRow] | None = None, clock: Callable[[], float] | None = None,
-) -> Dispatched:
-    """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
-
-    The jobs start at ``now``. A rate-limited binding's jobs start when its lock is held: at ``clock()``
-    read then (a dispatch that waited for the lock does not record its starts as before the wait), and
-    never before the bucket's last update (:func:`~jobloom.core.decide.dispatch_time`); the bucket spends
-    their tokens at that moment.
-    ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction."""
-    if capacity <= 0:
-        return Dispatched([])
-    if binding_rows is None:
-        binding_rows = await tx.fetch(Q.get_binding, {"binding": binding})
-    row = binding_rows[0] if binding_rows else None
-    policy, bucket, _ = policy_from_row(row)
-    locked = False
-    running: int | None = None
-    key = {"binding": binding}
-    if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
-        counted = policy.concurrency is not None
-        lock_rows, *count_rows = await tx.fetch_batch(
-            [(Q.lock_binding, key), *([(Q.count_running, key)] if counted else [])])
-        policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
-        locked = True
-        if count_rows:
-            running = count_rows[0][0].n if count_rows[0] else 0
-        if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
-            now = dispatch_time(clock() if clock is not None else now, bucket)
-    if policy.concurrency is not None and running is None:
-        running = sum(r.n for r in await tx.fetch(Q.count_running, key))
-    running = running or 0
-    by_key: dict[str, int] | None = None
-    full: set[str] = set()
-    selected: list[int] = []
-    next_token_at: float | None = None
-    room = capacity
-    for _ in range(8):
-        want = min(room, policy.concurrency - running if policy.concurrency is not None else room)
-        if want <= 0:
-            break
-        # under the binding's lock, the running count per key comes along (cheap, and no round trip of
-        # its own); it is only used if a candidate has a key
-        cands, key_rows, fresh = await _candidates(tx, binding, policy, sorted(full), want + 16,
-                                                   with_keys=locked and by_key is None, with_policy=not locked)
-        if fresh is not None and policy_from_row(fresh[0] if fresh else None)[0] != policy:
-            # the limits changed since they were read (set_limits committed in between; the candidates
-            # may include jobs enqueued after it): decide again by the limits in force, under the lock
-            return await dispatch(tx, binding, capacity=capacity, worker=worker, now=now, lease=lease,
-                                  binding_rows=fresh, clock=clock)
-        if not cands:
-            break
-        if by_key is None and any(c.key is not None for c in cands):
-            if not locked:
-                await tx.fetchone(Q.lock_binding, {"binding": binding})
-                locked = True
-            if key_rows is None:
-                key_rows = await tx.fetch(Q.running_by_key, {"binding": binding})
-            by_key = {r.concurrency_key: r.n for r in key_rows}
-            newly_full = {k for k, n in by_key.items() if n >= policy.key_concurrency}
-            if any(c.key in newly_full for c in cands):
-                full |= newly_full
-                continue
-        decision = decide(
-            now, cands, policy, bucket, running=running, running_by_key=by_key, capacity=room
-        )
-        bucket = decision.bucket
-        next_token_at = decision.next_token_at
-        if not decision.selected:
-            break
-        selected.extend(decision.selected)
-        picked = set(decision.selected)
-        for c in cands:
-            if c.id in picked and c.key is not None and by_key is not None:
-                by_key[c.key] = by_key.get(c.key, 0) + 1
-                if by_key[c.key] >= policy.key_concurrency:
-                    full.add(c.key)
-        running += len(decision.selected)
-        room -= len(decision.selected)
-        if not decision.skipped_keys or decision.blocked_by is not None:
-            break
-    if policy.rate is not None and bucket is not None:
-        # nothing reads its result: a store may send it with the next statement
-        await tx.executemany("save_bucket", [{"binding": binding, "tokens": bucket.tokens,
-                                              "tokens_at": bucket.updated_at}])
-    if not selected:
-        return Dispatched([], next_token_at)
-    rows = await tx.fetch(Q.claim, {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now})
-    await emit(tx, [event(now, r.id, r.binding, "started", r.attempt) for r in rows])
-    return Dispatched([
-        Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node)
-        for r in rows
-    ], next_token_at)
-
-
-async def _candidates(
-    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool, with_policy: bool
-) -> tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None]:
-    """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
-    aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
-    with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
-    was committed when it began: limits set before any candidate was enqueued are seen)."""
-    params = {"binding": binding, "full_keys": full_keys, "limit": limit}
-    queries: list[tuple[Query[Any], dict[str, Any] | None]] = [(Q.candidates_by_priority, params)]
-    if policy.priority_aging:
-        queries.append((Q.candidates_by_age, params))
-    if with_keys:
-        queries.append((Q.running_by_key, {"binding": binding}))
-    if with_policy:
-        queries.append((Q.get_binding, {"binding": binding}))
-    results = await tx.fetch_batch(queries)
-    rows: list[CandidateRow] = results[0]
-    if policy.priority_aging:
-        seen = {r.id for r in rows}
-        rows += [r for r in results[1] if r.id not in seen]
-    key_rows = results[1 + bool(policy.priority_aging)] if with_keys else None
-    fresh = results[-1] if with_policy else None
-    return [Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows], key_rows, fresh
-
-
 async def report(
     tx: Tx, outcomes: Sequence[Outcome], now: float, *, hooks: EngineHooks,
     locked: list[RunningRow] | None = None,
@@ -250,6 +128,9 @@ async def report(
         await tx.fetchone(Q.lock_run, {"id": run_id})
     spawned = await _spawned(tx, outcomes, current, hooks)
     moved: set[int] = set()  # jobs an earlier outcome of this report moved: no longer running
+    snoozing = [o.job_id for o in outcomes if o.kind == lifecycle.SNOOZED]
+    snoozes = {r.id: r.snoozes for r in await tx.fetch(Q.get_snoozes, {"ids": snoozing})} if snoozing else {}
+    snoozed: list[dict[str, Any]] = []
     holds: list[dict[str, Any]] = []
     for o in outcomes:
         row = current.get(o.job_id)
@@ -279,7 +160,17 @@ async def report(
                 o.kind, now=now, attempt=row.attempt, retries_from=row.retries_from, max_attempts=row.max_attempts,
                 delivery=row.delivery, cancel_requested=bool(row.cancel_requested), backoff=backoffs[binding],
                 retry_after=o.retry_after, rng=_rng,
+                snoozes=snoozes.get(o.job_id, 0), max_snoozes=o.max_snoozes or lifecycle.DEFAULT_MAX_SNOOZES,
             )
+            if o.kind == lifecycle.SNOOZED and nxt.state == "scheduled":  # no attempt spent, one snooze counted
+                snoozed.append({"id": o.job_id, "attempt": o.attempt, "run_at": nxt.run_at})
+                attempts.append(_attempt_row(o))
+                events.append(event(now, o.job_id, binding, "snoozed", o.attempt, o.finished_at - o.started_at))
+                moved.add(o.job_id)
+                continue
+            if o.kind == lifecycle.SNOOZED and nxt.state == "failed":
+                o.error = (f"snoozed {snoozes.get(o.job_id, 0)} times, the most its performer's max_snoozes allows: "
+                           "failed rather than snoozed again")
         finished = nxt.state != "scheduled"
         suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
         finishes.append({
@@ -297,11 +188,13 @@ async def report(
                 in_runs.append((o.job_id, run_id, node, nxt.state))
         moved.add(o.job_id)
     await tx.executemany("finish_attempt", finishes)
+    if snoozed:
+        await tx.executemany("snooze_attempt", snoozed)
     if holds:
         await tx.executemany("hold_node", holds)
     await tx.executemany("insert_attempt", attempts)
     await emit(tx, events)
-    result.applied += len(finishes) + len(holds)
+    result.applied += len(finishes) + len(holds) + len(snoozed)
     if in_runs:
         await hooks.finished(tx, in_runs, now)
     return result
@@ -412,8 +305,12 @@ async def read_cycle(
     :func:`promote` and :func:`dispatch`.
 
     A job being reported is left out of the expired leases: its report, applied first, finishes it.
+    The bindings are read after ``hold_dispatch``, which serializes the cycle with a pause of any
+    of them (``App.pause_binding``).
     """
-    queries: list[tuple[Query[Any], dict[str, Any] | None]] = []
+    queries: list[tuple[Query[Any] | str, dict[str, Any] | None]] = []
+    if bindings:  # first, before any row lock: a pause waits for this cycle, which holds nothing it waits for
+        queries.append(("hold_dispatch", {"bindings": list(bindings)}))
     run_ids = sorted({r for r in runs if r is not None}) if reporting else []
     queries += [(Q.lock_run, {"id": run_id}) for run_id in run_ids]
     if reporting:
@@ -424,6 +321,8 @@ async def read_cycle(
         queries.append((Q.cancel_requests, {"worker": worker}))
     queries += [(Q.get_binding, {"binding": b}) for b in bindings]
     results = iter(await tx.fetch_batch(queries))
+    if bindings:
+        next(results)
     for _ in run_ids:
         next(results)
     locked = next(results) if reporting else None

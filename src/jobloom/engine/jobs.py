@@ -77,6 +77,7 @@ class Outcome:
     payload: str | None = None  # a flow node's payload, built when it ran
     wait: str | None = None  # SUSPENDED on wait_for_event: the event's name
     run_id: str | None = None  # the job's flow run (Claimed.run_id): its lock is taken before the job's
+    max_snoozes: int | None = None  # SNOOZED: the performer's max_snoozes
 
 
 @dataclass(slots=True)
@@ -95,6 +96,7 @@ class Dispatched:
 
     claimed: list[Claimed]
     next_token_at: float | None = None
+    batch: bool = False  # a batch performer's binding: the claimed jobs are one batch
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from pydantic_core import PydanticSerializationError
 
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption, InvalidPayload, JobloomError, PayloadTooLarge
+from jobloom.core.lifecycle import DEFAULT_MAX_SNOOZES
 from jobloom.core.options import Backoff, Delivery, RateLimit
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
 from jobloom.core.types import AttemptControl, JobContext, Policy
@@ -49,6 +50,7 @@ class Performer(Generic[P, R]):
     unique_for: ClassVar[float] = 24 * 3600.0
     retention: ClassVar[dict[str, float] | float | None] = None
     isolation: ClassVar[str] = "thread"
+    max_snoozes: ClassVar[int] = DEFAULT_MAX_SNOOZES
 
     ctx: JobContext
     env: Any
@@ -116,6 +118,7 @@ class PerformerSpec:
     payload_adapter: pydantic.TypeAdapter[Any]
     result_adapter: pydantic.TypeAdapter[Any]
     nulls_may_hide_nan: bool = True  # a payload or result type whose own config may write NaN as null
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     def dump_payload(self, payload: Any) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON."""
@@ -236,6 +239,18 @@ def _isolation(cls: type[Performer[Any, Any]], binding: str, is_async: bool) -> 
     return str(value)
 
 
+def _batching(cls: type[Performer[Any, Any]], binding: str) -> tuple[int | None, float]:
+    """A batch performer's ``batch_size`` and ``batch_wait`` (checked); ``(None, 0.0)`` for any other."""
+    run = getattr(cls, "perform_batch", None)
+    if run is None:
+        return None, 0.0
+    if not inspect.iscoroutinefunction(run):
+        raise InvalidOption("perform_batch", run, "an async def perform_batch(self, items)", binding)
+    size = opt.positive_int("batch_size", getattr(cls, "batch_size", None), binding, allow_none=False) or 1
+    wait = opt.seconds("batch_wait", getattr(cls, "batch_wait", None), binding, allow_none=False) or 0.0
+    return size, wait
+
+
 def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
     if not (isinstance(cls, type) and issubclass(cls, Performer)):
@@ -251,7 +266,9 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     key_fn = cls.concurrency_key
     if key_fn is not None and not callable(key_fn):
         raise InvalidOption("concurrency_key", key_fn, "a function payload -> str | None", binding)
+    batch_size, batch_wait = _batching(cls, binding)
     policy = Policy(
+        batch_size=batch_size, batch_wait=batch_wait,
         concurrency=opt.concurrency(cls.concurrency, binding),
         key_concurrency=opt.positive_int("key_concurrency", cls.key_concurrency, binding, allow_none=False) or 1,
         rate=rate,
@@ -260,7 +277,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     payload_t, result_t = _type_args(cls)
     payload_adapter, payload_nulls = _adapter(payload_t)
     result_adapter, result_nulls = _adapter(result_t)
-    is_async = inspect.iscoroutinefunction(cls.perform)
+    is_async = batch_size is not None or inspect.iscoroutinefunction(cls.perform)
     if isinstance(key_fn, staticmethod):
         key_fn = key_fn.__func__
     return PerformerSpec(
@@ -280,6 +297,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         payload_adapter=payload_adapter,
         result_adapter=result_adapter,
         nulls_may_hide_nan=payload_nulls or result_nulls,
+        max_snoozes=opt.positive_int("max_snoozes", cls.max_snoozes, binding, allow_none=False) or 1,
     )
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from jobloom.core import lifecycle
 from jobloom.core.queries import Q
-from jobloom.core.signals import Permanent, Retry
+from jobloom.core.signals import Permanent, Retry, Snooze
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.engine import coordinator, runners
 from jobloom.engine.jobs import Outcome
@@ -54,6 +54,8 @@ def ending_of(exc: BaseException, stop_reason: str | None, timeout: float | None
         return ending
     if isinstance(exc, runners.JobError):  # from a child process, or a BaseException from a sync thread
         return Ending(exc.kind, exc.error, exc.tb)
+    if isinstance(exc, Snooze):
+        return Ending(lifecycle.SNOOZED, str(exc), retry_after=exc.after)
     if isinstance(exc, Retry):
         return Ending(lifecycle.RETRY, exc.reason, retry_after=exc.after)
     if isinstance(exc, Permanent):

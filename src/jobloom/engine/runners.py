@@ -30,7 +30,7 @@ from typing import Any
 
 from jobloom.core import lifecycle
 from jobloom.core.errors import JobloomError
-from jobloom.core.signals import Permanent, Retry
+from jobloom.core.signals import Permanent, Retry, Snooze
 from jobloom.core.types import AttemptControl, JobContext
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer, resolve_class
 from jobloom.engine.progress import progress_json
@@ -261,6 +261,8 @@ class ChildRun(SyncRun):
                 return None, exc
         if message[0] == "retry":
             return None, Retry(after=message[1], reason=message[2])
+        if message[0] == "snooze":
+            return None, Snooze(after=message[1])
         return None, JobError(message[1], message[2], message[3])
 
     def relay(self, outcome: Any, error: BaseException | None) -> None:
@@ -396,6 +398,8 @@ def child_main(conn: Any, module: str, qualname: str, raw_payload: str, fields: 
         message: tuple[Any, ...] = ("ok", spec.dump_result(value))
     except Retry as exc:
         message = ("retry", exc.after, exc.reason)
+    except Snooze as exc:
+        message = ("snooze", exc.after)
     except Permanent as exc:
         message = ("error", lifecycle.PERMANENT, f"Permanent: {exc}", traceback.format_exc())
     except BaseException as exc:

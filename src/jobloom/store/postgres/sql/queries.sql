@@ -51,18 +51,21 @@ SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceba
 FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 
 -- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: list_bindings
-SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait, paused_at
 FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
 -- The binding's row lock serializes its dispatches. The row is created if missing; when another
 -- transaction creates it at the same moment, the upsert waits for it and then takes the lock.
 WITH locked AS (
-    SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+    SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
     FROM jobloom_bindings WHERE binding = :binding
     FOR UPDATE
 ), created AS (
@@ -70,7 +73,8 @@ WITH locked AS (
     SELECT :binding::text, extract(epoch FROM clock_timestamp())::double precision
     WHERE NOT EXISTS (SELECT 1 FROM locked)
     ON CONFLICT (binding) DO UPDATE SET binding = excluded.binding
-    RETURNING concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+    RETURNING concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 )
 SELECT * FROM locked
 UNION ALL
@@ -79,9 +83,11 @@ SELECT * FROM created
 -- name: upsert_binding
 -- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, updated_at)
-VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention, :now)
+                              retention, batch_size, batch_wait, updated_at)
+VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
+        :batch_size, :batch_wait, :now)
 ON CONFLICT (binding) DO UPDATE SET
+    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait,
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
     retention = excluded.retention, updated_at = excluded.updated_at
@@ -128,6 +134,17 @@ SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expir
 WHERE id = ANY(:ids::bigint[])
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
 
+-- name: claim_batch
+-- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
+UPDATE jobloom_jobs
+SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+    started_at = :now, cancel_requested = false, batch = :batch
+WHERE id = ANY(:ids::bigint[])
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: count_running_batches
+SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
+
 -- name: promote_due
 WITH due AS (
     SELECT id FROM jobloom_jobs WHERE state = 'scheduled' AND run_at <= :now
@@ -166,6 +183,17 @@ SET state = :state, result = :result, error = :error, run_at = :run_at, finished
     lease_owner = NULL, lease_expires = NULL, retries_from = retries_from + :refund,
     payload = coalesce(:payload::text, payload)
 WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: snooze_attempt
+-- The performer raised Snooze: scheduled again without spending the attempt (retries_from moves on,
+-- as for a suspension), and one more snooze counted against the performer's max_snoozes.
+UPDATE jobloom_jobs
+SET state = 'scheduled', run_at = :run_at, lease_owner = NULL, lease_expires = NULL,
+    retries_from = retries_from + 1, snoozes = snoozes + 1
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: get_snoozes
+SELECT id, snoozes FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
 
 -- name: insert_attempt
 INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)

@@ -42,23 +42,28 @@ SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceba
 FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 
 -- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: list_bindings
-SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait, paused_at
 FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: upsert_binding
 -- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, updated_at)
-VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention, :now)
+                              retention, batch_size, batch_wait, updated_at)
+VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
+        :batch_size, :batch_wait, :now)
 ON CONFLICT (binding) DO UPDATE SET
+    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait,
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
     retention = excluded.retention, updated_at = excluded.updated_at
@@ -97,6 +102,17 @@ SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expir
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
 
+-- name: claim_batch
+-- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
+UPDATE jobloom_jobs
+SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+    started_at = :now, cancel_requested = 0, batch = :batch
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: count_running_batches
+SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
+
 -- name: promote_due
 UPDATE jobloom_jobs SET state = 'queued'
 WHERE id IN (SELECT id FROM jobloom_jobs WHERE state = 'scheduled' AND run_at <= :now ORDER BY run_at LIMIT :limit)
@@ -124,6 +140,17 @@ SET state = :state, result = :result, error = :error, run_at = :run_at, finished
     lease_owner = NULL, lease_expires = NULL, retries_from = retries_from + :refund,
     payload = coalesce(:payload, payload)
 WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: snooze_attempt
+-- The performer raised Snooze: scheduled again without spending the attempt (retries_from moves on,
+-- as for a suspension), and one more snooze counted against the performer's max_snoozes.
+UPDATE jobloom_jobs
+SET state = 'scheduled', run_at = :run_at, lease_owner = NULL, lease_expires = NULL,
+    retries_from = retries_from + 1, snoozes = snoozes + 1
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: get_snoozes
+SELECT id, snoozes FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: insert_attempt
 INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
