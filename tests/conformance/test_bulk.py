@@ -118,8 +118,8 @@ async def test_bulk_retry_leaves_another_binding_served_quickly(store_url: str) 
     """A worker serving Fast keeps a low latency (enqueue to perform) while 10,000 failed jobs of another
     binding are retried in chunks (a short transaction each): the median probe waits a small part of the
     retry's length, p95 less than half of it (on SQLite one transaction for all of them makes the probes
-    due meanwhile wait for its end: p95 of about the retry's length). The 100,000-job version, in processes of their own, is
-    benchmarks/bulk_retry.py."""
+    due meanwhile wait for its end: p95 of about the retry's length). The 100,000-job version, in
+    processes of their own, is benchmarks/bulk_retry.py."""
     app = jobloom.App(store_url, performers=[Fast], auto_migrate=True)
     await app.migrate()
     now = time.time()  # recent: retention leaves them alone
