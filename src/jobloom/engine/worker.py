@@ -508,7 +508,11 @@ class Worker(LeaseKeeping):
                             len(unstarted), type(exc).__name__, exc)
         if self.outcomes:
             await self._cycle_with_retry(claim=False)
-        with contextlib.suppress(Exception):
-            await store.notify()
-            async with asyncio.timeout(1.0):
-                await store.transact(lambda tx: registry.forget(tx, self.name))
+        # the registry row goes with the worker, within what is left of the stop's budget (a store that
+        # does not answer leaves it to be pruned as stale)
+        budget = min(1.0, deadline + ABANDON_MARGIN - time.monotonic())
+        if budget > 0 and not self._abandoned:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(budget):
+                    await store.notify()
+                    await store.transact(lambda tx: registry.forget(tx, self.name))
