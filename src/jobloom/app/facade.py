@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from jobloom.app import bindings as bindings_
 from jobloom.app import reads
 from jobloom.app.loops import _Core, _SyncBridge
+from jobloom.app.remote import RemoteOps
 from jobloom.core.errors import (
     InvalidOption,
     JobloomError,
@@ -19,7 +20,7 @@ from jobloom.core.errors import (
     UnknownBinding,
     WaitTimeout,
 )
-from jobloom.core.records import backoff_json, check_limits
+from jobloom.core.signing import secret_bytes
 from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
 from jobloom.core.types import Attempt, Job, Run, to_datetime
 from jobloom.engine import coordinator, steps
@@ -27,11 +28,12 @@ from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueReque
 from jobloom.engine.housekeeper import Housekeeper
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
+from jobloom.engine.remote import RemoteBinding, RemoteJob
 from jobloom.flows.api import FlowOps, register_flows
 from jobloom.flows.flow import Flow
 from jobloom.flows.hooks import FlowHooks
 from jobloom.flows.stop import RunDeadlines
-from jobloom.housekeeping.retention import RetentionKeeper, retention_json
+from jobloom.housekeeping.retention import RetentionKeeper
 from jobloom.housekeeping.stats import Projector, read_stats
 from jobloom.schedules.api import ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
@@ -49,7 +51,9 @@ class App:
     """A jobloom application: ``App("sqlite:///jobloom.db", performers=[...], env=...)``.
 
     ``lease`` is the lease length in seconds: a worker heartbeats to keep its jobs' leases alive,
-    and a lease that expires is reaped. On SQLite, missing migrations are applied at first use
+    and a lease that expires is reaped. ``performers`` may include ``jobloom.RemoteBinding``s (run by
+    remote workers); ``signing_secret`` signs the requests of ``HttpPerformer``s.
+    On SQLite, missing migrations are applied at first use
     (``auto_migrate=True``); on PostgreSQL, ``jobloom migrate`` applies them and the app refuses a
     store that lacks any.
     """
@@ -57,13 +61,14 @@ class App:
     def __init__(
         self,
         url: str = "sqlite:///jobloom.db",
-        performers: Iterable[type[Performer[Any, Any]]] = (),
+        performers: Iterable[type[Performer[Any, Any]] | RemoteBinding] = (),
         env: Any = None,
         lease: float = 30.0,
         *,
         flows: Iterable[Flow] = (),
         schedules: Iterable[Schedule] = (),
         auto_migrate: bool | None = None,
+        signing_secret: str | bytes | None = None,
         **store_options: Any,
     ) -> None:
         self.url = url
@@ -72,11 +77,12 @@ class App:
 
         self.lease = finite("lease", lease, minimum=0.0, above=True)
         self.store_options = store_options
+        self.signing_secret = None if signing_secret is None else secret_bytes(signing_secret)
         self.specs: dict[str, PerformerSpec] = {}
-        for cls in performers:
-            spec = inspect_performer(cls)
+        for p in performers:
+            spec = p.spec if isinstance(p, RemoteBinding) else inspect_performer(p)
             self.specs[spec.binding] = spec
-        self.flows = register_flows(flows, set(self.specs))
+        self.flows = register_flows(flows, {b for b, s in self.specs.items() if s.remote is None})
         self.hooks = FlowHooks(self)
         self.internal_bindings = list(self.hooks.internal_bindings)
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
@@ -84,6 +90,7 @@ class App:
         self.schedules = check_schedules(self, schedules)
         self._flow_ops = FlowOps(self)
         self._schedule_ops = ScheduleOps(self)
+        self._remote = RemoteOps(self)
         self.housekeepers: list[Housekeeper] = [RunDeadlines()] if self.flows else []
         self.housekeepers += [self._schedule_ops.keeper, RetentionKeeper(self.specs), Projector()]
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
@@ -103,7 +110,7 @@ class App:
             getattr(performer, "binding", None) or getattr(performer, "__name__", repr(performer))
         )
         spec = self.specs.get(name)
-        if spec is None or (not isinstance(performer, str) and spec.cls is not performer):
+        if spec is None or (not isinstance(performer, str) and performer not in (spec.cls, spec.remote)):
             raise UnknownBinding(name, list(self.specs))
         return spec
 
@@ -166,42 +173,13 @@ class App:
     async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
         """Store the performers' limits with their coordinators, and their retention, which every app's
         pruning then applies to their jobs (done by workers at start)."""
-        store = await self.store()
-        now = store.now()
-        rows = []
-        for name in bindings or self.specs:
-            spec = self.specs.get(name)
-            if spec is None:
-                continue
-            p = spec.policy
-            rows.append({
-                "binding": name, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
-                "rate": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
-                "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
-                "retention": retention_json(spec.retention), "now": now,
-            })
-
-        async def work(tx: Tx) -> None:
-            await tx.executemany("upsert_binding", rows)
-
-        await store.transact(work)
+        await bindings_.register_bindings(await self.store(), self.specs, bindings)
 
     async def set_limits(self, binding: str, **limits: Any) -> None:
         """Change a binding's limits at run time (``concurrency``, ``key_concurrency``, ``rate_limit``,
         ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit; ``concurrency=0`` holds
         the binding's jobs queued (running ones finish) until it is raised, which wakes the workers."""
-        check_limits(binding, limits)
-        store = await self.store()
-
-        async def work(tx: Tx) -> None:
-            row = await tx.fetchone("get_binding", {"binding": binding})
-            current = json.loads(row[6]) if row and row[6] else {}
-            current.update(limits)
-            await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current),
-                                               "now": store.now()})
-
-        await store.transact(work)
-        await store.notify()
+        await bindings_.set_limits(await self.store(), binding, limits)
 
     # -- enqueue ------------------------------------------------------------------------------------
 
@@ -401,6 +379,22 @@ class App:
             self._bridge.run(self.close())
             self._bridge.stop()
             self._bridge = None
+
+    # -- remote workers (the pull protocol: jobloom.app.remote) -------------------------------------
+
+    async def remote_claim(self, worker: str, bindings: list[str], max: int,
+                           wait: float | None = None) -> list[RemoteJob]:
+        """Claim up to ``max`` jobs of remote ``bindings`` for ``worker``, waiting up to ``wait`` s for one."""
+        return await self._remote.claim(worker, bindings, max, wait)
+
+    async def remote_heartbeat(self, worker: str, jobs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Renew the leases of ``worker``'s (job id, attempt)s; return those it still holds and should run."""
+        return await self._remote.heartbeat(worker, jobs)
+
+    async def remote_complete(self, worker: str, job_id: int, attempt: int, outcome: str, result: Any = None,
+                              error: str | None = None, retry_after: float | None = None) -> bool:
+        """Report how ``worker``'s attempt ended; False (nothing changed) if the attempt no longer holds the job."""
+        return await self._remote.complete(worker, job_id, attempt, outcome, result, error, retry_after)
 
     # -- flows --------------------------------------------------------------------------------------
 
