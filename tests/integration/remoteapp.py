@@ -29,7 +29,7 @@ class Transcode(jobloom.Performer[dict[str, Any], str]):
     async def perform(self, payload: dict[str, Any]) -> str:
         gauge(+1)
         try:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(float(payload.get("seconds", 0.05)))
         finally:
             gauge(-1)
         return "python"
