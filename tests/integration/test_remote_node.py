@@ -7,7 +7,6 @@ so that the worker's side of the protocol is exercised with real processes and r
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -18,10 +17,9 @@ from typing import Any
 import pytest
 
 import jobloom
+from tests.conftest import IN_CI
 from tests.helpers import eventually
 from tests.receiver import Answer, Receiver, Request
-
-from tests.conftest import IN_CI
 
 from .test_remote_processes import RemoteProcesses, client, rprocs  # noqa: F401  (fixtures)
 
