@@ -5,7 +5,9 @@ The public names are re-exported here; see the README for a tour.
 
 from __future__ import annotations
 
+from jobloom.app.bindings import BindingInfo
 from jobloom.app.facade import App, EnqueueRequest
+from jobloom.app.search import JobFilter, JobPage
 from jobloom.core.errors import (
     CommitUnknown,
     InvalidOption,
@@ -21,9 +23,10 @@ from jobloom.core.errors import (
     WaitTimeout,
 )
 from jobloom.core.options import Backoff, RateLimit
-from jobloom.core.signals import Permanent, Retry
+from jobloom.core.signals import Permanent, Retry, Snooze
 from jobloom.core.signing import InvalidSignature, verify_signature
 from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
+from jobloom.engine.batches import BatchItem, BatchPerformer
 from jobloom.engine.enqueue import EnqueueOptions
 from jobloom.engine.performer import Performer
 from jobloom.engine.push import HttpPerformer
@@ -40,6 +43,9 @@ __all__ = [
     "App",
     "Attempt",
     "Backoff",
+    "BatchItem",
+    "BatchPerformer",
+    "BindingInfo",
     "CommitUnknown",
     "EnqueueOptions",
     "EnqueueRequest",
@@ -54,7 +60,9 @@ __all__ = [
     "InvalidTransition",
     "Job",
     "JobContext",
+    "JobFilter",
     "JobNotFound",
+    "JobPage",
     "JobTimeout",
     "JobloomError",
     "LeaseLost",
@@ -71,6 +79,7 @@ __all__ = [
     "Run",
     "RunNotFound",
     "Schedule",
+    "Snooze",
     "StepNotStorable",
     "StoreError",
     "UnknownBinding",

@@ -14,10 +14,11 @@ import pydantic
 from pydantic_core import PydanticSerializationError
 
 from jobloom.core import options as opt
-from jobloom.core.errors import InvalidOption, InvalidPayload, PayloadTooLarge
+from jobloom.core.errors import InvalidOption, InvalidPayload, JobloomError, PayloadTooLarge
+from jobloom.core.lifecycle import DEFAULT_MAX_SNOOZES
 from jobloom.core.options import Backoff, Delivery, RateLimit
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
-from jobloom.core.types import JobContext, Policy
+from jobloom.core.types import AttemptControl, JobContext, Policy
 from jobloom.engine.steps import StepContext
 
 P = TypeVar("P")
@@ -51,22 +52,45 @@ class Performer(Generic[P, R]):
     isolation: ClassVar[str] = "thread"
     pushes: ClassVar[bool] = False
     """Whether each attempt is an HTTP request that the worker's pooled client sends (``HttpPerformer``)."""
+    max_snoozes: ClassVar[int] = DEFAULT_MAX_SNOOZES
 
     ctx: JobContext
     env: Any
     _steps: StepContext
 
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON)."""
-        return await self._steps.step(name, fn, *args)
+    def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON).
 
-    async def sleep(self, name: str, seconds: float) -> None:
-        """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt."""
-        await self._steps.sleep(name, seconds)
+        ``await`` it in an async ``perform``; in a plain ``def perform`` it returns the result (``fn``
+        runs in the job's thread)."""
+        steps, control = self._durable()
+        if control is not None:
+            return steps.step_sync(control, name, fn, *args)
+        return steps.step(name, fn, *args)
 
-    async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
-        """Suspend until ``app.send_event(job_id, name, data)``; return ``data`` (``EventTimeout`` on timeout)."""
-        return await self._steps.wait_for_event(name, timeout)
+    def sleep(self, name: str, seconds: float) -> Any:
+        """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt.
+
+        ``await`` it in an async ``perform``; call it in a plain ``def perform``."""
+        steps, control = self._durable()
+        return steps.sleep(name, seconds) if control is None else control.call(steps.sleep(name, seconds))
+
+    def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
+        """Suspend until ``app.send_event(job_id, name, data)``; return ``data`` (``EventTimeout`` on timeout).
+
+        ``await`` it in an async ``perform``; in a plain ``def perform`` it returns ``data``."""
+        steps, control = self._durable()
+        wait = steps.wait_for_event(name, timeout)
+        return wait if control is None else control.call(wait)
+
+    def _durable(self) -> tuple[StepContext, AttemptControl | None]:
+        """The attempt's steps, and its control if ``perform`` is sync (the calls then block)."""
+        steps = getattr(self, "_steps", None)
+        if steps is None:
+            raise JobloomError("durable steps are only available inside a running job, and not in a "
+                               "process-isolated one")
+        control = self.ctx.control
+        return steps, (control if control is not None and control.sync else None)
 
     def perform(self, payload: P) -> R | Awaitable[R]:  # pragma: no cover - always overridden
         """Do the work for one payload; the return value is stored as the job's result.
@@ -102,6 +126,7 @@ class PerformerSpec:
     nulls_may_hide_nan: bool = True  # a payload or result type whose own config may write NaN as null
     push: bool = False  # an HttpPerformer: the worker hands it its pooled HTTP client
     remote: Any = None  # the RemoteBinding of a binding run by remote workers (never by this app's)
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     def dump_payload(self, payload: Any) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON."""
@@ -233,6 +258,18 @@ def _isolation(cls: type[Performer[Any, Any]], binding: str, is_async: bool) -> 
     return str(value)
 
 
+def _batching(cls: type[Performer[Any, Any]], binding: str) -> tuple[int | None, float]:
+    """A batch performer's ``batch_size`` and ``batch_wait`` (checked); ``(None, 0.0)`` for any other."""
+    run = getattr(cls, "perform_batch", None)
+    if run is None:
+        return None, 0.0
+    if not inspect.iscoroutinefunction(run):
+        raise InvalidOption("perform_batch", run, "an async def perform_batch(self, items)", binding)
+    size = opt.positive_int("batch_size", getattr(cls, "batch_size", None), binding, allow_none=False) or 1
+    wait = opt.seconds("batch_wait", getattr(cls, "batch_wait", None), binding, allow_none=False) or 0.0
+    return size, wait
+
+
 def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
     if not (isinstance(cls, type) and issubclass(cls, Performer)):
@@ -248,7 +285,9 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     key_fn = cls.concurrency_key
     if key_fn is not None and not callable(key_fn):
         raise InvalidOption("concurrency_key", key_fn, "a function payload -> str | None", binding)
+    batch_size, batch_wait = _batching(cls, binding)
     policy = Policy(
+        batch_size=batch_size, batch_wait=batch_wait,
         concurrency=opt.concurrency(cls.concurrency, binding),
         key_concurrency=opt.positive_int("key_concurrency", cls.key_concurrency, binding, allow_none=False) or 1,
         rate=rate,
@@ -257,7 +296,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     payload_t, result_t = _type_args(cls)
     payload_adapter, payload_nulls = _adapter(payload_t)
     result_adapter, result_nulls = _adapter(result_t)
-    is_async = inspect.iscoroutinefunction(cls.perform)
+    is_async = batch_size is not None or inspect.iscoroutinefunction(cls.perform)
     cls.check_options(binding)
     if isinstance(key_fn, staticmethod):
         key_fn = key_fn.__func__
@@ -279,6 +318,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         result_adapter=result_adapter,
         nulls_may_hide_nan=payload_nulls or result_nulls,
         push=bool(cls.pushes),
+        max_snoozes=opt.positive_int("max_snoozes", cls.max_snoozes, binding, allow_none=False) or 1,
     )
 
 

@@ -21,6 +21,7 @@ import pydantic
 
 from jobloom.core import lifecycle
 from jobloom.core.errors import InvalidOption, InvalidPayload, JobNotFound
+from jobloom.core.queries import Q
 from jobloom.engine import coordinator
 from jobloom.engine.hooks import EngineHooks
 from jobloom.engine.jobs import Claimed, Outcome
@@ -181,13 +182,14 @@ async def complete(
     ``JobNotFound`` if there is no such job; ``InvalidPayload`` if a result does not match the binding's
     result type (nothing is changed either)."""
     kind = OUTCOMES[outcome]
-    row = await tx.fetchone("lock_running", {"ids": [job_id]})
+    row = await tx.fetchone(Q.lock_running, {"ids": [job_id]})
     if row is None:
         raise JobNotFound(job_id)
-    spec = specs.get(row[1])
-    if row[2] != "running" or row[3] != attempt or row[8] != worker or spec is None or spec.remote is None:
-        prior = await tx.fetchone("get_attempt", {"job_id": job_id, "attempt": attempt})
-        return prior is not None and prior[0] == worker and prior[1] == kind
+    spec = specs.get(row.binding)
+    held = row.state == "running" and row.attempt == attempt and row.lease_owner == worker
+    if not held or spec is None or spec.remote is None:
+        prior = await tx.fetchone(Q.get_attempt, {"job_id": job_id, "attempt": attempt})
+        return prior is not None and prior.worker == worker and prior.outcome == kind
     stored = None
     if kind == lifecycle.SUCCEEDED and result is not _UNSET:
         try:
@@ -195,8 +197,9 @@ async def complete(
         except pydantic.ValidationError as exc:
             raise InvalidPayload(spec.binding, f"result: {describe_validation(exc)}") from None
         stored = spec.dump_result(value)
-    o = Outcome(job_id, attempt, kind, worker, started_at=row[9] if row[9] is not None else now, finished_at=now,
-                result=stored, error=error, retry_after=retry_after, run_id=row[10])
+    started = row.started_at if row.started_at is not None else now
+    o = Outcome(job_id, attempt, kind, worker, started_at=started, finished_at=now, result=stored, error=error,
+                retry_after=retry_after, run_id=row.run_id)
     await coordinator.report(tx, [o], now, hooks=hooks, locked=[row])
     return True
 
