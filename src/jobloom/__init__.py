@@ -24,10 +24,13 @@ from jobloom.core.errors import (
 )
 from jobloom.core.options import Backoff, RateLimit
 from jobloom.core.signals import Permanent, Retry, Snooze
+from jobloom.core.signing import InvalidSignature, verify_signature
 from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
 from jobloom.engine.batches import BatchItem, BatchPerformer
 from jobloom.engine.enqueue import EnqueueOptions
 from jobloom.engine.performer import Performer
+from jobloom.engine.push import HttpPerformer
+from jobloom.engine.remote import RemoteBinding, RemoteJob
 from jobloom.engine.steps import EventTimeout, LeaseLost, StepNotStorable
 from jobloom.engine.worker import Worker
 from jobloom.flows.flow import Flow, FlowError, Node
@@ -49,9 +52,11 @@ __all__ = [
     "EventTimeout",
     "Flow",
     "FlowError",
+    "HttpPerformer",
     "InvalidOption",
     "InvalidPayload",
     "InvalidSchedule",
+    "InvalidSignature",
     "InvalidTransition",
     "Job",
     "JobContext",
@@ -68,6 +73,8 @@ __all__ = [
     "Performer",
     "Permanent",
     "RateLimit",
+    "RemoteBinding",
+    "RemoteJob",
     "Retry",
     "Run",
     "RunNotFound",
@@ -79,4 +86,5 @@ __all__ = [
     "UnknownSchedule",
     "WaitTimeout",
     "Worker",
+    "verify_signature",
 ]

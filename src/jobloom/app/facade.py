@@ -13,6 +13,7 @@ from jobloom.app import bindings as binding_ops
 from jobloom.app import bulk, reads
 from jobloom.app.bindings import BindingInfo
 from jobloom.app.loops import _Core, _SyncBridge
+from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.core.errors import (
     InvalidOption,
@@ -22,6 +23,7 @@ from jobloom.core.errors import (
     WaitTimeout,
 )
 from jobloom.core.retrying import Delays
+from jobloom.core.signing import secret_bytes
 from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
 from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
 from jobloom.engine import coordinator, steps
@@ -29,6 +31,7 @@ from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueReque
 from jobloom.engine.housekeeper import Housekeeper
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
+from jobloom.engine.remote import RemoteBinding, RemoteJob
 from jobloom.flows.api import FlowOps, register_flows
 from jobloom.flows.flow import Flow
 from jobloom.flows.hooks import FlowHooks
@@ -51,7 +54,9 @@ class App:
     """A jobloom application: ``App("sqlite:///jobloom.db", performers=[...], env=...)``.
 
     ``lease`` is the lease length in seconds: a worker heartbeats to keep its jobs' leases alive,
-    and a lease that expires is reaped. On SQLite, missing migrations are applied at first use
+    and a lease that expires is reaped. ``performers`` may include ``jobloom.RemoteBinding``s (run by
+    remote workers); ``signing_secret`` signs the requests of ``HttpPerformer``s.
+    On SQLite, missing migrations are applied at first use
     (``auto_migrate=True``); on PostgreSQL, ``jobloom migrate`` applies them and the app refuses a
     store that lacks any. ``clock``: a clock that decides what time it is for every decision of this
     app (``jobloom.testing.TestClock`` in tests); by default the store's own.
@@ -60,13 +65,14 @@ class App:
     def __init__(
         self,
         url: str = "sqlite:///jobloom.db",
-        performers: Iterable[type[Performer[Any, Any]]] = (),
+        performers: Iterable[type[Performer[Any, Any]] | RemoteBinding] = (),
         env: Any = None,
         lease: float = 30.0,
         *,
         flows: Iterable[Flow] = (),
         schedules: Iterable[Schedule] = (),
         auto_migrate: bool | None = None,
+        signing_secret: str | bytes | None = None,
         clock: Clock | None = None,
         **store_options: Any,
     ) -> None:
@@ -77,11 +83,12 @@ class App:
 
         self.lease = finite("lease", lease, minimum=0.0, above=True)
         self.store_options = store_options
+        self.signing_secret = None if signing_secret is None else secret_bytes(signing_secret)
         self.specs: dict[str, PerformerSpec] = {}
-        for cls in performers:
-            spec = inspect_performer(cls)
+        for p in performers:
+            spec = p.spec if isinstance(p, RemoteBinding) else inspect_performer(p)
             self.specs[spec.binding] = spec
-        self.flows = register_flows(flows, set(self.specs))
+        self.flows = register_flows(flows, {b for b, s in self.specs.items() if s.remote is None})
         self.hooks = FlowHooks(self)
         self.internal_bindings = list(self.hooks.internal_bindings)
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
@@ -89,6 +96,7 @@ class App:
         self.schedules = check_schedules(self, schedules)
         self._flow_ops = FlowOps(self)
         self._schedule_ops = ScheduleOps(self)
+        self._remote = RemoteOps(self)
         self.housekeepers: list[Housekeeper] = [RunDeadlines()] if self.flows else []
         self.housekeepers += [self._schedule_ops.keeper, RetentionKeeper(self.specs), Projector()]
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
@@ -110,7 +118,7 @@ class App:
             getattr(performer, "binding", None) or getattr(performer, "__name__", repr(performer))
         )
         spec = self.specs.get(name)
-        if spec is None or (not isinstance(performer, str) and spec.cls is not performer):
+        if spec is None or (not isinstance(performer, str) and performer not in (spec.cls, spec.remote)):
             raise UnknownBinding(name, list(self.specs))
         return spec
 
@@ -428,6 +436,22 @@ class App:
             self._bridge.run(self.close())
             self._bridge.stop()
             self._bridge = None
+
+    # -- remote workers (the pull protocol: jobloom.app.remote) -------------------------------------
+
+    async def remote_claim(self, worker: str, bindings: list[str], max: int,
+                           wait: float | None = None) -> list[RemoteJob]:
+        """Claim up to ``max`` jobs of remote ``bindings`` for ``worker``, waiting up to ``wait`` s for one."""
+        return await self._remote.claim(worker, bindings, max, wait)
+
+    async def remote_heartbeat(self, worker: str, jobs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Renew the leases of ``worker``'s (job id, attempt)s; return those it still holds and should run."""
+        return await self._remote.heartbeat(worker, jobs)
+
+    async def remote_complete(self, worker: str, job_id: int, attempt: int, outcome: str, result: Any = None,
+                              error: str | None = None, retry_after: float | None = None) -> bool:
+        """Report how ``worker``'s attempt ended; False (nothing changed) if the attempt no longer holds the job."""
+        return await self._remote.complete(worker, job_id, attempt, outcome, result, error, retry_after)
 
     # -- flows --------------------------------------------------------------------------------------
 

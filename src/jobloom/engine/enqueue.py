@@ -20,6 +20,7 @@ from jobloom.engine import coordinator
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec
+from jobloom.engine.remote import RemoteBinding
 
 if TYPE_CHECKING:
     from jobloom.store.base import Store, Tx
@@ -174,7 +175,7 @@ async def insert_in(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
     return await _insert(tx, jobs)
 
 
-PerformerRef = type[Performer[Any, Any]] | str
+PerformerRef = type[Performer[Any, Any]] | RemoteBinding | str
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,8 @@ class Performer(Generic[P, R]):
     unique_for: ClassVar[float] = 24 * 3600.0
     retention: ClassVar[dict[str, float] | float | None] = None
     isolation: ClassVar[str] = "thread"
+    pushes: ClassVar[bool] = False
+    """Whether each attempt is an HTTP request that the worker's pooled client sends (``HttpPerformer``)."""
     max_snoozes: ClassVar[int] = DEFAULT_MAX_SNOOZES
 
     ctx: JobContext
@@ -97,6 +99,10 @@ class Performer(Generic[P, R]):
         """
         raise NotImplementedError
 
+    @classmethod
+    def check_options(cls, binding: str) -> None:
+        """Refuse bad values of options that a kind of performer adds (``InvalidOption``); checked once."""
+
 
 @dataclass(frozen=True, slots=True)
 class PerformerSpec:
@@ -118,6 +124,8 @@ class PerformerSpec:
     payload_adapter: pydantic.TypeAdapter[Any]
     result_adapter: pydantic.TypeAdapter[Any]
     nulls_may_hide_nan: bool = True  # a payload or result type whose own config may write NaN as null
+    push: bool = False  # an HttpPerformer: the worker hands it its pooled HTTP client
+    remote: Any = None  # the RemoteBinding of a binding run by remote workers (never by this app's)
     max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     def dump_payload(self, payload: Any) -> str:
@@ -175,6 +183,17 @@ class PerformerSpec:
             return None
         key = fn(payload)
         return None if key is None else check_name("concurrency_key", str(key), MAX_KEY_BYTES, self.binding)
+
+
+def check_local(spec: PerformerSpec, signing_secret: bytes | None) -> None:
+    """Refuse to run ``spec``'s jobs in this app's workers when they cannot be: a remote binding (remote
+    workers claim its jobs), or a push performer while the app has no ``signing_secret``."""
+    if spec.remote is not None:
+        raise InvalidOption("bindings", spec.binding, "bindings this app performs (a RemoteBinding's jobs are "
+                            "claimed by remote workers)", spec.binding)
+    if spec.push and signing_secret is None:
+        raise InvalidOption("signing_secret", None, f"App(signing_secret=...) to sign the requests of the "
+                            f"HttpPerformer {spec.binding}", spec.binding)
 
 
 def describe_validation(exc: pydantic.ValidationError) -> str:
@@ -278,6 +297,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     payload_adapter, payload_nulls = _adapter(payload_t)
     result_adapter, result_nulls = _adapter(result_t)
     is_async = batch_size is not None or inspect.iscoroutinefunction(cls.perform)
+    cls.check_options(binding)
     if isinstance(key_fn, staticmethod):
         key_fn = key_fn.__func__
     return PerformerSpec(
@@ -297,6 +317,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         payload_adapter=payload_adapter,
         result_adapter=result_adapter,
         nulls_may_hide_nan=payload_nulls or result_nulls,
+        push=bool(cls.pushes),
         max_snoozes=opt.positive_int("max_snoozes", cls.max_snoozes, binding, allow_none=False) or 1,
     )
 

@@ -36,7 +36,9 @@ from jobloom.engine.control import Control
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.leases import LeaseKeeping
+from jobloom.engine.performer import check_local
 from jobloom.engine.progress import ProgressBuffer
+from jobloom.engine.push import PushClient
 from jobloom.engine.running import CycleResult, Key, Running, worker_name
 from jobloom.engine.steps import StepContext
 from jobloom.store.base import Store, Tx, Wakeups
@@ -66,10 +68,11 @@ class Worker(LeaseKeeping):
     ) -> None:
         self.app = app
         self.concurrency = concurrency
-        self.bindings = list(bindings) if bindings else [*app.specs, *app.hooks.internal_bindings]
+        self.bindings = list(bindings) if bindings else [
+            *(b for b, s in app.specs.items() if s.remote is None), *app.hooks.internal_bindings]
         for b in self.bindings:
             if b not in app.hooks.internal_bindings:
-                app.spec(b)
+                check_local(app.spec(b), app.signing_secret)
         self.name = name or worker_name()
         self.grace = grace
         self.lease = app.lease
@@ -87,6 +90,7 @@ class Worker(LeaseKeeping):
         self._unsure = False
         self._batched = 0  # jobs running in batches beyond the first of each: they take no slot
         self._store: Store | None = None  # the store of the loop it runs on, once it runs
+        self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
         self.next_due: float | None = None
         self.progress = ProgressBuffer()
 
@@ -161,6 +165,7 @@ class Worker(LeaseKeeping):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(wake.close(), 1.0)
             self._sync.close()
+            await self._close_push()
 
     async def drain(self) -> int:
         """Run every due job in-process until nothing is runnable or running, and the housekeepers due on
@@ -182,7 +187,14 @@ class Worker(LeaseKeeping):
             if not result.claimed and not self.outcomes and not made:
                 break
         self._sync.close()
+        await self._close_push()
         return self.attempts_run
+
+    async def _close_push(self) -> None:
+        if self._push is not None:
+            push, self._push = self._push, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(push.aclose(), 1.0)
 
     # -- housekeeping -----------------------------------------------------------------------------
 
@@ -435,6 +447,10 @@ class Worker(LeaseKeeping):
                                            Control(rec, self.progress, self._now, sync=not spec.is_async))
                 performer.env = self.app.env
                 performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
+                if spec.push:
+                    if self._push is None:
+                        self._push = PushClient(self.app.signing_secret or b"", self.app.specs)
+                    performer._push = self._push  # type: ignore[attr-defined]
                 if spec.is_async:
                     value = await performer.perform(payload)
                 else:
