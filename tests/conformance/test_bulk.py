@@ -114,6 +114,7 @@ def _worker_thread(store_url: str, stop: threading.Event) -> None:
     asyncio.run(go())
 
 
+@pytest.mark.serial
 async def test_bulk_retry_leaves_another_binding_served_quickly(store_url: str) -> None:
     """A worker serving Fast keeps a low latency (enqueue to perform) while 10,000 failed jobs of another
     binding are retried in chunks (a short transaction each): the median probe waits a small part of the

@@ -366,6 +366,7 @@ async def test_two_batches_deleting_a_runs_last_jobs_at_once_delete_the_run(stor
     assert await store.transact(lambda tx: tx.fetch("get_run", {"id": "r1"}), exclusive=False) == []
 
 
+@pytest.mark.serial
 async def test_binding_locks_taken_in_opposite_orders_do_not_deadlock(store: PostgresStore) -> None:
     locked = [asyncio.Event(), asyncio.Event()]
     tries = [0, 0]

@@ -40,6 +40,7 @@ def store_url(postgres_url: str) -> str:
     return postgres_url
 
 
+@pytest.mark.serial
 async def test_workers_two_minutes_apart_agree_on_leases_delays_and_limits(app: jobloom.App, procs: Processes) -> None:
     ahead = procs.worker(env=_faketime("+2m"), lease=1.0)
     behind = procs.worker(env=_faketime("-2m"), lease=1.0)

@@ -78,6 +78,7 @@ async def test_one_outcome_that_cannot_be_stored_fails_only_its_job(store_url: s
         await app.close()
 
 
+@pytest.mark.serial
 async def test_sigterm_stops_a_worker_within_its_grace_while_sqlite_is_stuck(sqlite_url: str, tmp_path: Any) -> None:
     """The store stops answering (another process holds SQLite's write lock): SIGTERM still ends the
     worker within its grace period and a small margin."""
@@ -103,6 +104,7 @@ async def test_sigterm_stops_a_worker_within_its_grace_while_sqlite_is_stuck(sql
         procs.cleanup()
 
 
+@pytest.mark.serial
 async def test_schedules_fire_on_time_while_the_worker_drains_a_backlog(
     app: jobloom.App, procs: Processes
 ) -> None:

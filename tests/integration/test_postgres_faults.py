@@ -476,6 +476,7 @@ async def test_a_failing_cycle_backs_off_exponentially_and_starts_over_after_a_s
 
 
 @pytest.mark.postgres
+@pytest.mark.serial
 async def test_sigterm_stops_a_worker_within_its_grace_while_the_server_is_down(
     private_server: PrivateServer, pg_procs: LoggedProcesses, pg_app: jobloom.App
 ) -> None:

@@ -97,7 +97,14 @@ async def test_concurrency_2_is_exact_across_a_python_worker_and_remote_claims(
     app, itapp = client
     n = 40
     await app.enqueue_many([("Transcode", {"n": i}) for i in range(n)])
-    rprocs.worker(concurrency=8)
+    # one job at a time in the Python worker: it reports and claims in one transaction, so with more it
+    # could keep both slots of the binding to itself; the other slot is the remote workers' to share
+    rprocs.worker(concurrency=1)
+
+    async def python_started() -> bool:  # before any remote claim: every job taken so far is the worker's
+        return len(await app.list_jobs(binding="Transcode", state=["running", "succeeded"], limit=1)) > 0
+
+    await eventually(python_started, timeout=60, interval=0.05, what="the Python worker took a job")
 
     async def run(name: str, job: jobloom.RemoteJob) -> None:
         itapp.gauge(+1)

@@ -130,6 +130,7 @@ async def schedule(app: jobloom.App, name: str) -> Any:
     return next(i for i in await app.list_schedules() if i.name == name)
 
 
+@pytest.mark.serial
 async def test_three_workers_make_exactly_one_job_per_tick_for_thirty_seconds(
     app: jobloom.App, workers: Workers
 ) -> None:
@@ -282,6 +283,7 @@ async def test_a_projector_killed_mid_run_counts_every_event_exactly_once(
         assert got.runs == counts["succeeded"] + counts["failed"]
 
 
+@pytest.mark.serial
 async def test_an_idle_worker_uses_no_measurable_cpu(app: jobloom.App, workers: Workers) -> None:
     worker = workers.start(SCHEDULES="daily")
 

@@ -61,6 +61,7 @@ async def test_kill_9_mid_job(app: jobloom.App, procs: Processes) -> None:
         assert (await app.wait(job.id, timeout=30)).state == "succeeded"
 
 
+@pytest.mark.serial
 async def test_rate_limit_holds_in_every_window_across_four_processes(
     app: jobloom.App, procs: Processes
 ) -> None:
