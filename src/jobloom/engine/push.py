@@ -15,7 +15,6 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-import httpx
 import pydantic
 
 from jobloom.core.errors import InvalidOption
@@ -26,6 +25,8 @@ from jobloom.core.text import name_problem
 from jobloom.engine.performer import MAX_RESULT_BYTES, Performer, describe_validation
 
 if TYPE_CHECKING:
+    import httpx
+
     from jobloom.engine.performer import PerformerSpec
 
 P = TypeVar("P")
@@ -65,6 +66,8 @@ class HttpPerformer(Performer[P, R]):
     @classmethod
     def check_options(cls, binding: str) -> None:
         """Refuse a missing or malformed ``url`` and malformed ``headers``."""
+        import httpx  # imported by the apps that push only
+
         url = cls.url
         try:
             parsed = httpx.URL(url) if isinstance(url, str) else None
@@ -90,6 +93,8 @@ class PushClient:
     def __init__(self, secret: bytes, specs: Mapping[str, PerformerSpec]) -> None:
         self.secret = secret
         self.specs = specs
+        import httpx  # imported by the apps that push only
+
         self.client = httpx.AsyncClient(follow_redirects=False, headers={"User-Agent": "jobloom"})
 
     async def aclose(self) -> None:
@@ -107,6 +112,8 @@ class PushClient:
 
     async def post(self, performer: HttpPerformer[Any, Any], payload: Any) -> Any:
         """Send one attempt; return the result, or raise what the answer means (see the module)."""
+        import httpx
+
         ctx = performer.ctx
         spec = self.specs[ctx.binding]
         body = self.body(performer, payload)

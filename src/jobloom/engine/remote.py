@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-import jsonschema
 import pydantic
 
 from jobloom.core import lifecycle
@@ -85,6 +84,8 @@ def _type_of(field: str, value: Any, binding: str) -> tuple[Any, pydantic.TypeAd
     """A payload or result declaration as (type, adapter): a JSON Schema gets an adapter that checks it."""
     if not isinstance(value, dict):
         return value, None
+    import jsonschema  # imported by the apps that declare a payload as a JSON Schema only
+
     try:
         validator_cls = jsonschema.validators.validator_for(value)
         validator_cls.check_schema(value)
