@@ -482,6 +482,15 @@ class App:
         """Counts and run-time percentiles from the read model (see :func:`jobloom.housekeeping.stats.read_stats`)."""
         return await read_stats(await self.store(), binding=binding, since=since)
 
+    # -- HTTP -----------------------------------------------------------------------------------------
+
+    def asgi(self, *, auth: str = "required", **options: Any) -> Any:
+        """The ASGI application of the HTTP API (``/v1``) to mount or serve; options as for
+        :func:`jobloom.http.factory.create_asgi` (``auth="off"`` behind your own authentication)."""
+        from jobloom.http.factory import create_asgi
+
+        return create_asgi(self, auth=auth, **options)  # type: ignore[arg-type]
+
     def __repr__(self) -> str:
         return f"App({self.url!r}, performers={sorted(self.specs)})"
 
