@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
-
 
 from tests.conftest import require_module
 from tests.http.conftest import Api
@@ -67,7 +65,7 @@ def test_every_operation_fuzzed(api: Api, store_url: str) -> None:
             @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
                       phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
             @given(case=strategy)
-            def run(case: Any) -> None:
+            def run(case: Any, checks: list[Any] = checks) -> None:
                 response = case.call(base_url=api.url, headers=headers, timeout=30)
                 counted["cases"] += 1
                 counted["statuses"].add(response.status_code)
