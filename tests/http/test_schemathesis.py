@@ -46,6 +46,22 @@ def seed(api: Api, headers: dict[str, str]) -> None:
     assert r.status_code == 201, r.text
 
 
+def fuzz(strategy: Any, examples: int, checks: list[Any], base_url: str, headers: dict[str, str],
+         counted: dict[str, Any]) -> Any:
+    """A hypothesis test that sends each generated case and checks its response."""
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def run(case: Any) -> None:
+        response = case.call(base_url=base_url, headers=headers, timeout=30)
+        counted["cases"] += 1
+        counted["statuses"].add(response.status_code)
+        case.validate_response(response, checks=checks, headers=headers)
+
+    return run
+
+
 def test_every_operation_fuzzed(api: Api, store_url: str) -> None:
     token = api.token("fuzz", "admin")
     headers = {"Authorization": f"Bearer {token}"}
@@ -60,17 +76,8 @@ def test_every_operation_fuzzed(api: Api, store_url: str) -> None:
     for op in operations:
         for mode, examples, checks in ((schemathesis.GenerationMode.POSITIVE, positive, POSITIVE),
                                        (schemathesis.GenerationMode.NEGATIVE, negative, NEGATIVE)):
-            strategy = op.as_strategy(generation_mode=mode).map(_short_waits)
-
-            @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-                      phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-            @given(case=strategy)
-            def run(case: Any, checks: list[Any] = checks) -> None:
-                response = case.call(base_url=api.url, headers=headers, timeout=30)
-                counted["cases"] += 1
-                counted["statuses"].add(response.status_code)
-                case.validate_response(response, checks=checks, headers=headers)
-
+            run = fuzz(op.as_strategy(generation_mode=mode).map(_short_waits), examples, checks, api.url, headers,
+                       counted)
             try:
                 run()
             except Unsatisfiable:  # nothing of the operation can be made invalid (no parameters, no body)

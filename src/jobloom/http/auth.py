@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Literal
+from typing import Any, Literal
 
-from fastapi import Depends
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Request
 
 from jobloom.app.facade import App
 from jobloom.http.errors import Forbidden, Unauthorized
@@ -26,7 +25,12 @@ from jobloom.http.tokens import StoredToken, active_tokens, parse_token
 
 AuthMode = Literal["required", "auto", "off"]
 AUTH_MODES = ("required", "auto", "off")
-bearer = HTTPBearer(auto_error=False, description="A token made with `jobloom tokens create NAME --scopes ...`.")
+SCHEME = "bearer"
+SECURITY_SCHEMES: dict[str, Any] = {SCHEME: {
+    "type": "http", "scheme": "bearer",
+    "description": "A token made with `jobloom tokens create NAME --scopes ...`.",
+}}
+"""The OpenAPI security scheme of the API (added to the document's components by the factory)."""
 
 
 class TokenCache:
@@ -68,15 +72,17 @@ class Guard:
         self.mode = mode
         self.cache = TokenCache(app, ttl)
 
-    async def check(self, credentials: HTTPAuthorizationCredentials | None, scope: str) -> None:
-        """Raise ``Unauthorized`` or ``Forbidden`` unless the request may use ``scope``."""
+    async def check(self, authorization: str | None, scope: str) -> None:
+        """Raise ``Unauthorized`` or ``Forbidden`` unless the request (its ``Authorization`` header) may use
+        ``scope``."""
         if self.mode == "off":
             return
         if self.mode == "auto" and not await self.cache.tokens():
             return
-        if credentials is None or credentials.scheme.lower() != "bearer":
+        kind, _, credentials = (authorization or "").partition(" ")
+        if kind.lower() != "bearer" or not credentials.strip():
             raise Unauthorized("this operation needs a token: Authorization: Bearer <token>")
-        parsed = parse_token(credentials.credentials)
+        parsed = parse_token(credentials.strip())
         token = None if parsed is None else await self.cache.find(parsed[0])
         if parsed is None or token is None or not token.matches(parsed[1]):
             raise Unauthorized("the token is not valid (wrong or revoked)")
@@ -84,10 +90,11 @@ class Guard:
             raise Forbidden(f"token {token.name!r} lacks the {scope!r} scope this operation needs")
 
     def scope(self, scope: str) -> Callable[..., Awaitable[None]]:
-        """A FastAPI dependency that requires ``scope``."""
+        """A FastAPI dependency that requires ``scope`` (the OpenAPI document gets the security scheme from
+        :data:`SECURITY`, which every guarded route declares)."""
 
-        async def dependency(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
-            await self.check(credentials, scope)
+        async def dependency(request: Request) -> None:
+            await self.check(request.headers.get("authorization"), scope)
 
         dependency.__name__ = f"require_{scope}"
         return dependency

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Path
 from fastapi.responses import Response
 from pydantic import BaseModel
 
@@ -51,7 +51,7 @@ def describe(ctx: Context, info: Any) -> dict[str, Any]:
 def router(ctx: Context) -> APIRouter:
     """The bindings listing and pause routes."""
     api = APIRouter(prefix="/v1/bindings", tags=["bindings"], responses=ERRORS)
-    read, operate = (Depends(ctx.guard.scope(n)) for n in ("read", "operate"))
+    read, operate = (ctx.guarded(n) for n in ("read", "operate"))
     app = ctx.app
 
     async def shown(name: str) -> dict[str, Any]:
@@ -60,20 +60,20 @@ def router(ctx: Context) -> APIRouter:
                 return describe(ctx, info)
         raise NotFound(f"unknown binding {name!r}", "name")
 
-    @api.get("", response_model=BindingsOut, dependencies=[read])
+    @api.get("", response_model=BindingsOut, **read)
     async def list_bindings() -> Response:
         """Every binding: limits in force, paused or not, counts by state, payload schema."""
         found = await app.list_bindings()  # type: ignore[attr-defined]
         return json_response(dumps({"bindings": [describe(ctx, b) for b in found]}))
 
-    @api.post("/{name}/pause", response_model=BindingOut, dependencies=[operate])
+    @api.post("/{name}/pause", response_model=BindingOut, **operate)
     async def pause_binding(name: Binding) -> Response:
         """Stop dispatching the binding's jobs (running ones finish; enqueue is still accepted)."""
         check_name("binding", name, MAX_NAME_BYTES)
         await app.pause_binding(name)  # type: ignore[attr-defined]
         return json_response(dumps(await shown(name)))
 
-    @api.post("/{name}/resume", response_model=BindingOut, dependencies=[operate])
+    @api.post("/{name}/resume", response_model=BindingOut, **operate)
     async def resume_binding(name: Binding) -> Response:
         """Dispatch the binding's jobs again."""
         check_name("binding", name, MAX_NAME_BYTES)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from jobloom.core.text import MAX_NAME_BYTES, check_name
@@ -35,10 +35,10 @@ async def overrides(ctx: Context, binding: str) -> dict[str, Any]:
 def router(ctx: Context) -> APIRouter:
     """The limits and counts routes."""
     api = APIRouter(prefix="/v1", tags=["bindings"], responses=ERRORS)
-    read, operate = (Depends(ctx.guard.scope(n)) for n in ("read", "operate"))
+    read, operate = (ctx.guarded(n) for n in ("read", "operate"))
     app = ctx.app
 
-    @api.put("/bindings/{name}/limits", response_model=s.LimitsOut, dependencies=[operate])
+    @api.put("/bindings/{name}/limits", response_model=s.LimitsOut, **operate)
     async def set_limits(name: Binding, body: s.LimitsBody) -> Response:
         """Change a binding's limits at run time (the fields given; null lifts a limit); effective at the
         next dispatch in every worker."""
@@ -48,7 +48,7 @@ def router(ctx: Context) -> APIRouter:
             await app.set_limits(name, **limits)
         return json_response(dumps({"binding": name, "overrides": await overrides(ctx, name)}))
 
-    @api.get("/counts", response_model=s.CountsOut, dependencies=[read])
+    @api.get("/counts", response_model=s.CountsOut, **read)
     async def counts(
         finished: Annotated[bool, Query(description="Count succeeded and skipped jobs too (reads every job).")]
         = False,

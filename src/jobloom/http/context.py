@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from fastapi import Depends
 from fastapi.responses import Response
 
 from jobloom.app.facade import App
 from jobloom.core.errors import UnknownBinding
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
-from jobloom.http.auth import Guard
+from jobloom.http.auth import SCHEME, Guard
 from jobloom.store import Tx
 
 JSON = "application/json"
@@ -45,6 +46,11 @@ class Context:
         self.known_ttl = known_ttl
         self._known: set[str] = set()
         self._known_at = float("-inf")
+
+    def guarded(self, scope: str) -> dict[str, Any]:
+        """Route options that require ``scope``: the guard as a dependency, the security scheme in OpenAPI."""
+        return {"dependencies": [Depends(self.guard.scope(scope))],
+                "openapi_extra": {"security": [{SCHEME: []}], "x-jobloom-scope": scope}}
 
     async def spec(self, binding: str) -> PerformerSpec:
         """The spec of ``binding``; with ``named``, one the store knows (a worker registered it) is made up."""

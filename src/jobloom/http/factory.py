@@ -7,12 +7,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from jobloom.app.facade import App
 from jobloom.http import bindings, docs, errors, health, jobs, runs, schedules
-from jobloom.http.auth import AuthMode, Guard
+from jobloom.http.auth import SECURITY_SCHEMES, AuthMode, Guard
 from jobloom.http.bodycap import MAX_BATCH_BODY, MAX_BODY, BodyCap
 from jobloom.http.context import Context
+from jobloom.http.fastlane import FastLane
 
 OPENAPI_URL = "/v1/openapi.json"
 DESCRIPTION = """\
@@ -43,7 +45,18 @@ def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False
         api.include_router(module.router(ctx))
     docs.install(api, OPENAPI_URL)
     api.state.jobloom = ctx
+    api.openapi = lambda: openapi(api)  # type: ignore[method-assign]
     return api
+
+
+def openapi(api: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document with the bearer scheme (each guarded operation names it, see ``Context.guarded``)."""
+    if api.openapi_schema is not None:
+        return api.openapi_schema
+    doc = get_openapi(title=api.title, version=api.version, description=api.description, routes=api.routes)
+    doc.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    api.openapi_schema = doc
+    return doc
 
 
 def create_asgi(
@@ -59,4 +72,5 @@ def create_asgi(
     ``token_ttl``: how long the active tokens are kept before being read again (a revoked token stops
     working within that time).
     """
-    return BodyCap(create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl), max_body, max_batch_body)
+    api = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl)
+    return BodyCap(FastLane(api, api.state.jobloom), max_body, max_batch_body)

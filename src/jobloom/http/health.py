@@ -6,7 +6,7 @@ import asyncio
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from jobloom.core.errors import InvalidOption, MigrationsMissing
@@ -27,7 +27,7 @@ def _store_kind(url: str) -> str:
 def router(ctx: Context) -> APIRouter:
     """The health and stats routes."""
     api = APIRouter(prefix="/v1", tags=["health"])
-    read = Depends(ctx.guard.scope("read"))
+    read = ctx.guarded("read")
     app = ctx.app
 
     @api.get("/health", response_model=s.HealthOut,
@@ -55,7 +55,7 @@ def router(ctx: Context) -> APIRouter:
             return json_response(dumps(body), 503)
         return json_response(dumps({"status": "ok", "store": kind, "migrations": "current", "detail": None}))
 
-    @api.get("/stats", response_model=s.StatsOut, dependencies=[read], responses=ERRORS)
+    @api.get("/stats", response_model=s.StatsOut, **read, responses=ERRORS)
     async def stats(
         binding: Annotated[str | None, Query(description="One binding's figures only.")] = None,
         since: Annotated[datetime | None, Query(description="From this moment (ISO 8601); default: an hour ago.")]

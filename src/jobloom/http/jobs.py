@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
 
 from jobloom.core.errors import JobloomError
@@ -18,6 +18,7 @@ from jobloom.engine.performer import PerformerSpec
 from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
 from jobloom.http.encode import attempt_json, dumps, job_json, jobs_json
+from jobloom.http.errors import field_of
 from jobloom.store import Tx
 
 JobId = Annotated[int, Path(description="The job's id.", ge=-MAX_ID, le=MAX_ID)]
@@ -57,78 +58,88 @@ async def enqueue_unique(ctx: Context, spec: PerformerSpec, payload: Any, option
     return job_from_row(row), created
 
 
+async def enqueue_one(ctx: Context, body: s.EnqueueBody) -> tuple[int, bytes]:
+    """``POST /v1/jobs``: the status and the body of the response."""
+    spec = await ctx.spec(body.binding)
+    options = options_of(body)
+    if options.unique_key is not None:
+        job, created = await enqueue_unique(ctx, spec, body.payload, options)
+        return 201 if created else 200, job_json(job).encode()
+    job = await ctx.app.enqueue(spec.binding, body.payload, delay=options.delay, run_at=options.run_at,
+                                priority=options.priority, concurrency_key=options.concurrency_key,
+                                max_attempts=options.max_attempts, delivery=options.delivery)
+    return 201, job_json(job).encode()
+
+
+async def enqueue_many(ctx: Context, body: s.BatchBody) -> tuple[int, bytes]:
+    """``POST /v1/jobs/batch``: the status and the body of the response."""
+    requests = []
+    for i, item in enumerate(body.jobs):
+        try:
+            spec = await ctx.spec(item.binding)
+        except JobloomError as exc:
+            exc.api_field = f"jobs[{i}].binding"  # type: ignore[attr-defined]
+            exc.add_note(f"in item {i} of the batch (counting from 0); nothing was enqueued")
+            raise
+        requests.append(EnqueueRequest(spec.binding, item.payload, options_of(item)))
+    try:
+        jobs = await ctx.app.enqueue_many(requests)
+    except JobloomError as exc:
+        found = next((m for n in getattr(exc, "__notes__", []) if (m := _ITEM.search(n))), None)
+        if found:
+            inner = field_of(exc)
+            exc.api_field = f"jobs[{found.group(1)}]" + (f".{inner}" if inner else "")  # type: ignore[attr-defined]
+        raise
+    return 201, jobs_json(jobs)
+
+
 def router(ctx: Context) -> APIRouter:
     """The jobs routes."""
     api = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERRORS)
-    read, enqueue, operate = (Depends(ctx.guard.scope(n)) for n in ("read", "enqueue", "operate"))
+    read, enqueue, operate = (ctx.guarded(n) for n in ("read", "enqueue", "operate"))
     app = ctx.app
 
-    @api.post("", status_code=201, response_model=s.JobOut, dependencies=[enqueue],
+    @api.post("", status_code=201, response_model=s.JobOut, **enqueue,
               responses={200: {"model": s.JobOut, "description": "An unfinished job with that unique_key"}})
     async def enqueue_job(body: s.EnqueueBody) -> Response:
         """Enqueue one job (201); a ``unique_key`` held by an unfinished job returns that job (200)."""
-        spec = await ctx.spec(body.binding)
-        options = options_of(body)
-        if options.unique_key is not None:
-            job, created = await enqueue_unique(ctx, spec, body.payload, options)
-            return json_response(job_json(job).encode(), 201 if created else 200)
-        job = await app.enqueue(spec.binding, body.payload, delay=options.delay, run_at=options.run_at,
-                                priority=options.priority, concurrency_key=options.concurrency_key,
-                                max_attempts=options.max_attempts, delivery=options.delivery)
-        return json_response(job_json(job).encode(), 201)
+        status, content = await enqueue_one(ctx, body)
+        return json_response(content, status)
 
-    @api.post("/batch", status_code=201, response_model=s.BatchOut, dependencies=[enqueue])
+    @api.post("/batch", status_code=201, response_model=s.BatchOut, **enqueue)
     async def enqueue_batch(body: s.BatchBody) -> Response:
         """Enqueue jobs in one transaction: all of them, or none (the error names the bad item)."""
-        requests = []
-        for i, item in enumerate(body.jobs):
-            try:
-                spec = await ctx.spec(item.binding)
-            except JobloomError as exc:
-                exc.api_field = f"jobs[{i}].binding"  # type: ignore[attr-defined]
-                exc.add_note(f"in item {i} of the batch (counting from 0); nothing was enqueued")
-                raise
-            requests.append(EnqueueRequest(spec.binding, item.payload, options_of(item)))
-        try:
-            jobs = await app.enqueue_many(requests)
-        except JobloomError as exc:
-            found = next((m for n in getattr(exc, "__notes__", []) if (m := _ITEM.search(n))), None)
-            if found:
-                from jobloom.http.errors import field_of
+        status, content = await enqueue_many(ctx, body)
+        return json_response(content, status)
 
-                inner = field_of(exc)
-                exc.api_field = f"jobs[{found.group(1)}]" + (f".{inner}" if inner else "")  # type: ignore[attr-defined]
-            raise
-        return json_response(jobs_json(jobs), 201)
-
-    @api.get("/{job_id}", response_model=s.JobOut, dependencies=[read])
+    @api.get("/{job_id}", response_model=s.JobOut, **read)
     async def get_job(job_id: JobId) -> Response:
         """One job."""
         return json_response(job_json(await app.get_job(job_id)).encode())
 
-    @api.get("/{job_id}/attempts", response_model=s.AttemptsOut, dependencies=[read])
+    @api.get("/{job_id}/attempts", response_model=s.AttemptsOut, **read)
     async def get_attempts(job_id: JobId) -> Response:
         """Every attempt of a job, oldest first."""
         found = await app.attempts(job_id)
         return json_response(f'{{"attempts":[{",".join(attempt_json(a) for a in found)}]}}'.encode())
 
-    @api.post("/{job_id}/cancel", response_model=s.JobOut, dependencies=[operate])
+    @api.post("/{job_id}/cancel", response_model=s.JobOut, **operate)
     async def cancel_job(job_id: JobId) -> Response:
         """Cancel a job: at once unless running; a running job's worker is told to stop it."""
         return json_response(job_json(await app.cancel(job_id)).encode())
 
-    @api.post("/{job_id}/retry", response_model=s.JobOut, dependencies=[operate])
+    @api.post("/{job_id}/retry", response_model=s.JobOut, **operate)
     async def retry_job(job_id: JobId) -> Response:
         """Queue a failed, stalled or cancelled job again (409 in any other state)."""
         return json_response(job_json(await app.retry(job_id)).encode())
 
-    @api.get("/{job_id}/wait", response_model=s.JobOut, dependencies=[read],
+    @api.get("/{job_id}/wait", response_model=s.JobOut, **read,
              responses={408: {"model": s.ErrorOut, "description": "Not finished within the timeout"}})
     async def wait_job(job_id: JobId, timeout: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 30.0) -> Response:
         """Long poll: the job once it is finished; 408 if it is not within ``timeout`` seconds."""
         return json_response(job_json(await app.wait(job_id, timeout)).encode())
 
-    @api.post("/{job_id}/events/{name}", response_model=s.EventOut, dependencies=[enqueue])
+    @api.post("/{job_id}/events/{name}", response_model=s.EventOut, **enqueue)
     async def send_event(job_id: JobId, name: Annotated[str, Path(description="The event's name.")],
                          data: Annotated[s.JsonValue, Body(description="The event's data (any JSON).")] = None,
                          ) -> Response:

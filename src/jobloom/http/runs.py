@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name
@@ -21,10 +21,10 @@ RunId = Annotated[str, Path(description="The run's id.")]
 def router(ctx: Context) -> APIRouter:
     """The runs routes."""
     api = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS)
-    read, enqueue, operate = (Depends(ctx.guard.scope(n)) for n in ("read", "enqueue", "operate"))
+    read, enqueue, operate = (ctx.guarded(n) for n in ("read", "enqueue", "operate"))
     app = ctx.app
 
-    @api.post("", status_code=201, response_model=s.RunOut, dependencies=[enqueue])
+    @api.post("", status_code=201, response_model=s.RunOut, **enqueue)
     async def start_run(body: s.RunBody) -> Response:
         """Start a run of the app's flow ``flow`` (the same ``id`` again returns the same run)."""
         check_name("flow", body.flow, MAX_NAME_BYTES)
@@ -37,7 +37,7 @@ def router(ctx: Context) -> APIRouter:
         run = await app.start(flow, body.input, id=body.id, deadline=body.deadline)
         return json_response(dumps(run_dict(run)), 201)
 
-    @api.get("", response_model=s.RunsOut, dependencies=[read])
+    @api.get("", response_model=s.RunsOut, **read)
     async def list_runs(
         flow: Annotated[str | None, Query(description="Only runs of this flow.")] = None,
         state: Annotated[RunState | None, Query(description="Only runs in this state.")] = None,
@@ -49,19 +49,19 @@ def router(ctx: Context) -> APIRouter:
         runs = await app.list_runs(flow, state, limit)
         return json_response(dumps({"runs": [run_dict(r) for r in runs]}))
 
-    @api.get("/{run_id}", response_model=s.RunOut, dependencies=[read])
+    @api.get("/{run_id}", response_model=s.RunOut, **read)
     async def get_run(run_id: RunId) -> Response:
         """One run with its nodes."""
         check_name("id", run_id, MAX_KEY_BYTES)
         return json_response(dumps(run_dict(await app.get_run(run_id))))
 
-    @api.post("/{run_id}/cancel", response_model=s.RunOut, dependencies=[operate])
+    @api.post("/{run_id}/cancel", response_model=s.RunOut, **operate)
     async def cancel_run(run_id: RunId) -> Response:
         """Cancel a run: unstarted nodes at once, running ones are asked to stop."""
         check_name("id", run_id, MAX_KEY_BYTES)
         return json_response(dumps(run_dict(await app.cancel_run(run_id))))
 
-    @api.post("/{run_id}/resume", response_model=s.RunOut, dependencies=[operate])
+    @api.post("/{run_id}/resume", response_model=s.RunOut, **operate)
     async def resume_run(run_id: RunId) -> Response:
         """Run a failed or cancelled run again, keeping the nodes that succeeded."""
         check_name("id", run_id, MAX_KEY_BYTES)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Path
 from fastapi.responses import Response
 
 from jobloom.core.errors import UnknownBinding
@@ -28,25 +28,25 @@ def _checked(name: str) -> str:
 def router(ctx: Context) -> APIRouter:
     """The schedules routes."""
     api = APIRouter(prefix="/v1/schedules", tags=["schedules"], responses=ERRORS)
-    read, operate = (Depends(ctx.guard.scope(n)) for n in ("read", "operate"))
+    read, operate = (ctx.guarded(n) for n in ("read", "operate"))
     app = ctx.app
 
-    @api.get("", response_model=s.SchedulesOut, dependencies=[read])
+    @api.get("", response_model=s.SchedulesOut, **read)
     async def list_schedules() -> Response:
         """Every schedule: the app's and those stored at run time, with next and last run."""
         return json_response(dumps({"schedules": plain(await app.list_schedules())}))
 
-    @api.post("/{name}/pause", response_model=s.ScheduleOut, dependencies=[operate])
+    @api.post("/{name}/pause", response_model=s.ScheduleOut, **operate)
     async def pause_schedule(name: Name) -> Response:
         """Stop firing a schedule until it is resumed."""
         return json_response(dumps(plain(await app.pause_schedule(_checked(name)))))
 
-    @api.post("/{name}/resume", response_model=s.ScheduleOut, dependencies=[operate])
+    @api.post("/{name}/resume", response_model=s.ScheduleOut, **operate)
     async def resume_schedule(name: Name) -> Response:
         """Fire a paused schedule again from its next tick."""
         return json_response(dumps(plain(await app.resume_schedule(_checked(name)))))
 
-    @api.post("/{name}/trigger", status_code=201, response_model=s.TriggerOut, dependencies=[operate])
+    @api.post("/{name}/trigger", status_code=201, response_model=s.TriggerOut, **operate)
     async def trigger_schedule(name: Name) -> Response:
         """Run a schedule now, paused or not: the job (or run) it made."""
         _checked(name)

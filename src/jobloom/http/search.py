@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
@@ -60,10 +60,10 @@ def job_filter(body: FilterBody) -> Any:
 def router(ctx: Context) -> APIRouter:
     """The search and bulk routes (to be included before the ``/v1/jobs/{job_id}`` routes)."""
     api = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERRORS)
-    read, operate = (Depends(ctx.guard.scope(n)) for n in ("read", "operate"))
+    read, operate = (ctx.guarded(n) for n in ("read", "operate"))
     app = ctx.app
 
-    @api.get("", response_model=JobPage, dependencies=[read])
+    @api.get("", response_model=JobPage, **read)
     async def list_jobs(
         state: Annotated[str | None, Query(description=f"One of {', '.join(ALL_STATES)}.")] = None,
         binding: str | None = None,
@@ -84,7 +84,7 @@ def router(ctx: Context) -> APIRouter:
 
     for action in ("retry", "cancel", "delete"):
         def make(action: str) -> None:
-            @api.post(f"/{action}", response_model=ChangedOut, dependencies=[operate], name=f"{action}_many")
+            @api.post(f"/{action}", response_model=ChangedOut, **operate, name=f"{action}_many")
             async def bulk(body: FilterBody) -> Response:
                 changed = await getattr(app, f"{action}_many")(job_filter(body))
                 return json_response(dumps({"changed": int(changed)}))
