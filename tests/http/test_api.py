@@ -148,3 +148,23 @@ def test_docs_load_nothing_from_other_hosts(api: Api) -> None:
         for ref in refs:
             assert api.client.get(ref).status_code == 200, ref
     assert "http" not in api.client.get("/v1/docs").text.split("<body>")[0].replace("http-equiv", "")
+
+
+def test_mounted_in_a_users_fastapi_app(sqlite_url: str) -> None:
+    from fastapi import FastAPI
+
+    from tests.http.apps import make_app
+
+    app = make_app(sqlite_url)
+    outer = FastAPI()
+    outer.mount("/jobs", app.asgi(auth="off"))
+    try:
+        with serving(outer) as url, httpx.Client(base_url=url) as client:
+            r = client.post("/jobs/v1/jobs", json={"binding": "Echo", "payload": {"a": 1}})
+            assert r.status_code == 201, r.text
+            assert client.get(f"/jobs/v1/jobs/{r.json()['id']}").json()["payload"] == {"a": 1}
+            html = client.get("/jobs/v1/docs").text
+            assert "/jobs/v1/openapi.json" in html and "/jobs/v1/docs/assets/swagger-ui-bundle.js" in html
+            assert client.get("/jobs/v1/docs/assets/swagger-ui-bundle.js").status_code == 200
+    finally:
+        app.close_sync()

@@ -31,7 +31,9 @@ class FastLane:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve the request if it is an enqueue this lane can take, else hand it on."""
-        path = scope.get("path")
+        path, root = scope.get("path", ""), scope.get("root_path", "")
+        if root and path.startswith(root):  # mounted under a prefix: the path within this app
+            path = path[len(root):]
         if scope["type"] != "http" or scope["method"] != "POST" or path not in ("/v1/jobs", "/v1/jobs/batch"):
             await self.app(scope, receive, send)
             return
