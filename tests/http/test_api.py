@@ -168,3 +168,20 @@ def test_mounted_in_a_users_fastapi_app(sqlite_url: str) -> None:
             assert client.get("/jobs/v1/docs/assets/swagger-ui-bundle.js").status_code == 200
     finally:
         app.close_sync()
+
+
+def test_runs_are_listed_page_by_page(api: Api) -> None:
+    h = auth(api)
+    for i in range(5):
+        r = api.client.post("/v1/runs", json={"flow": "greet", "input": i, "id": f"p{i}"}, headers=h)
+        assert r.status_code == 201
+    seen: list[str] = []
+    cursor = None
+    for _ in range(4):  # 5 runs in pages of 2
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        body = api.client.get("/v1/runs", params=params, headers=h).json()
+        seen += [r["id"] for r in body["runs"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == [f"p{i}" for i in range(5)] and len(seen) == 5

@@ -42,12 +42,17 @@ def router(ctx: Context) -> APIRouter:
         flow: Annotated[str | None, Query(description="Only runs of this flow.")] = None,
         state: Annotated[RunState | None, Query(description="Only runs in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        cursor: Annotated[str | None, Query(description="The next_cursor of the page before.")] = None,
     ) -> Response:
-        """Runs, newest first."""
+        """Runs, newest first; follow ``next_cursor`` for the next page (null: this was the last)."""
         if flow is not None:
             check_name("flow", flow, MAX_NAME_BYTES)
-        runs = await app.list_runs(flow, state, limit)
-        return json_response(dumps({"runs": [run_dict(r) for r in runs]}))
+        if cursor is not None:
+            check_name("cursor", cursor, MAX_KEY_BYTES)
+        runs = await app.list_runs(flow, state, limit + 1, before=cursor)
+        more = len(runs) > limit
+        page = runs[:limit]
+        return json_response(dumps({"runs": [run_dict(r) for r in page], "next_cursor": page[-1].id if more else None}))
 
     @api.get("/{run_id}", response_model=s.RunOut, **read)
     async def get_run(run_id: RunId) -> Response:

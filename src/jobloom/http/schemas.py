@@ -141,9 +141,10 @@ class RunOut(BaseModel):
 
 
 class RunsOut(BaseModel):
-    """Runs, newest first (up to ``limit``)."""
+    """A page of runs, newest first; ``next_cursor`` fetches the next page (null: this was the last)."""
 
     runs: list[RunOut]
+    next_cursor: str | None
 
 
 class ScheduleOut(BaseModel):
