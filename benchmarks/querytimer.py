@@ -2,7 +2,7 @@
 
     JOBLOOM_QUERY_TIMES=/tmp/q.json python benchmarks/querytimer.py MODULE:ATTR --concurrency 100
 
-Wraps the stores' ``Tx.fetch``/``execute``/``executemany``/``insert_many`` and ``Store.transact``
+Wraps the stores' ``Tx.fetch_rows``/``execute``/``executemany``/``insert_many`` and ``Store.transact``
 (in this process only; jobloom's files are not changed), runs ``jobloom.process`` as usual, and on
 exit writes per query name: calls, rows, total and mean wall seconds, plus the time transactions
 spent outside named queries (connection checkout, BEGIN, COMMIT). ``profile.py drain --queries``
@@ -82,7 +82,7 @@ def install() -> None:
     except ImportError:
         pass
     for tx_cls, store_cls in classes:
-        for kind in ("fetch", "execute", "executemany", "insert_many"):
+        for kind in ("fetch_rows", "execute", "executemany", "insert_many"):
             setattr(tx_cls, kind, _timed_query(getattr(tx_cls, kind), kind))
         store_cls.transact = _timed_transact(store_cls.transact)
 

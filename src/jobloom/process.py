@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from jobloom.app.facade import App
 from jobloom.app.loading import load_app
+from jobloom.core.retrying import Delays
 from jobloom.engine.worker import Worker
 
 log = logging.getLogger("jobloom.worker")
@@ -30,7 +31,7 @@ async def run_startup_hooks(
     Returns False if ``stopping()`` became true before every hook succeeded.
     """
     for hook in app.startup_hooks:
-        delay = 0.1
+        delays = Delays(0.1, max_delay)
         while True:
             if stopping():
                 return False
@@ -40,13 +41,13 @@ async def run_startup_hooks(
                     await value
                 break
             except Exception as exc:
+                delay = delays.next()
                 name = getattr(hook, "__name__", repr(hook))
                 log.warning("start-up hook %s failed (%s: %s); retrying in %.1f s",
                             name, type(exc).__name__, exc, delay)
                 deadline = asyncio.get_running_loop().time() + delay
                 while not stopping() and asyncio.get_running_loop().time() < deadline:
                     await asyncio.sleep(min(0.1, delay))
-                delay = min(delay * 2, max_delay)
     return True
 
 

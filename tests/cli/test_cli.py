@@ -256,6 +256,33 @@ def test_retry_and_cancel(cli: Env) -> None:
     assert "no job with id 999" in missing.stderr
 
 
+def test_search_and_bulk_actions(cli: Env) -> None:
+    booms = [cli.enqueue("Boom", f'{{"to": "{i}@example.com"}}') for i in range(3)]
+    cli.drain()
+    ok = cli.enqueue("SendMail", '{"to": "a@example.com"}', "--delay", "600")
+    failed = cli.json("jobs", "list", "--url", cli.url, "--state", "failed", "--binding", "Boom", "--limit", "2")
+    assert [j["id"] for j in failed] == sorted(booms, reverse=True)[:2]
+    paged = cli.run("jobs", "list", "--url", cli.url, "--state", "failed", "--limit", "2")
+    assert "more: --cursor j1." in paged.stderr
+    cursor = paged.stderr.split("--cursor ")[1].split()[0]
+    rest = cli.json("jobs", "list", "--url", cli.url, "--state", "failed", "--limit", "2", "--cursor", cursor)
+    assert [j["id"] for j in rest] == [min(booms)]
+    both = cli.json("jobs", "list", "--url", cli.url, "--state", "failed", "--state", "scheduled")
+    assert sorted(j["id"] for j in both) == sorted([*booms, ok])
+    assert cli.json("jobs", "list", "--url", cli.url, "--created-after", "2999-01-01") == []
+    assert "--all" in cli.run("jobs", "retry", "--url", cli.url, "--state", "failed", rc=1).stderr
+    asked = cli.run("jobs", "retry", "--url", cli.url, "--state", "failed", "--all", rc=1)  # not a terminal
+    assert "retry the failed, stalled and cancelled jobs matching state=failed? Not confirmed" in asked.stderr
+    assert cli.json("jobs", "list", "--url", cli.url, "--state", "failed") != []
+    out = cli.run("jobs", "retry", "--url", cli.url, "--state", "failed", "--binding", "Boom", "--all", "--yes")
+    assert out.stdout.strip() == "3 jobs retried"
+    out = cli.run("jobs", "cancel", "--url", cli.url, "--binding", "SendMail", "--all", "--yes")
+    assert out.stdout.strip() == "1 job cancelled"
+    out = cli.run("jobs", "delete", "--url", cli.url, "--state", "cancelled", "--state", "queued", "--all", "--yes")
+    assert out.stdout.strip() == "0 jobs deleted"  # SQLite keeps the newest job; queued ones are not finished
+    assert cli.job(ok)["state"] == "cancelled"
+
+
 # -- mistakes ---------------------------------------------------------------------------------------
 
 
@@ -394,6 +421,25 @@ def test_limits_set_and_list(cli: Env) -> None:
         "concurrency"] == 0
     bad = cli.run("limits", "set", "SendMail", "--concurrency", "-1", "--url", cli.url, rc=1)
     assert "invalid concurrency" in bad.stderr and "from 0 to" in bad.stderr
+
+
+# -- bindings ---------------------------------------------------------------------------------------
+
+
+def test_bindings_pause_resume_and_list(cli: Env) -> None:
+    cli.run("enqueue", "SendMail", '{"to": "a@example.com"}', "--app", "jobs_app:app")
+    out = cli.run("bindings", "pause", "SendMail", "--app", "jobs_app:app").stdout
+    assert "SendMail" in out and "paused" in out
+    rows = {r["binding"]: r for r in cli.json("bindings", "list", "--url", cli.url)}
+    mail = rows["SendMail"]
+    assert mail["paused"] is True and mail["paused_at"] and mail["counts"] == {"queued": 1}
+    assert mail["workers"] == []
+    listed = cli.run("bindings", "list", "--app", "jobs_app:app").stdout
+    assert "paused" in listed and "1 queued" in listed and "Sleepy" in listed
+    [resumed] = cli.json("bindings", "resume", "SendMail", "--url", cli.url)
+    assert resumed["paused"] is False and resumed["counts"] == {"queued": 1}
+    unknown = cli.run("bindings", "pause", "Nope", "--url", cli.url, rc=1)
+    assert "unknown binding 'Nope'" in unknown.stderr
 
 
 # -- the bench slot ---------------------------------------------------------------------------------

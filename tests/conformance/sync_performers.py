@@ -75,3 +75,58 @@ class AsyncExits(jobloom.Performer[dict[str, Any], None]):
 
     async def perform(self, payload: dict[str, Any]) -> None:
         raise SystemExit(4)
+
+
+class ChildProgress(jobloom.Performer[dict[str, Any], None]):
+    isolation = "process"
+
+    def perform(self, payload: dict[str, Any]) -> None:
+        assert self.ctx.progress(0.75, "in the child") is None
+        try:
+            self.ctx.progress(2, None)
+        except jobloom.InvalidOption:
+            pass
+        else:
+            raise AssertionError("a fraction of 2 was accepted")
+
+
+STEP_RUNS: dict[str, list[int]] = {}
+
+
+class SyncDurable(jobloom.Performer[dict[str, Any], dict[str, Any]]):
+    """A plain def perform using every durable form: step, sleep, wait_for_event and spawn."""
+
+    def perform(self, payload: dict[str, Any]) -> dict[str, Any]:
+        doubled = self.step("double", self._double, payload["n"])
+        self.sleep("nap", 3600)
+        data = self.wait_for_event("go", timeout=86400)
+        child = self.ctx.spawn("receipt", SyncChild, {"n": doubled})
+        return {"doubled": doubled, "data": data, "child": child.id}
+
+    def _double(self, n: int) -> int:
+        STEP_RUNS.setdefault("double", []).append(threading.get_ident())
+        return n * 2
+
+
+class SyncChild(jobloom.Performer[dict[str, Any], int]):
+    def perform(self, payload: dict[str, Any]) -> int:
+        return int(payload["n"]) + 1
+
+
+class Cooperative(jobloom.Performer[dict[str, Any], str]):
+    """Loops until the worker asks it to stop (a cancel or its timeout), then returns."""
+
+    max_attempts = 1
+    timeout = 30
+
+    def perform(self, payload: dict[str, Any]) -> str:
+        import time
+
+        self.ctx.progress(0.0, "looping")
+        while not self.ctx.cancelled:
+            time.sleep(0.01)
+        return "stopped"
+
+
+class CooperativeTimeout(Cooperative):
+    timeout = 0.3

@@ -11,6 +11,7 @@ import pytest
 
 import jobloom
 from jobloom.core import lifecycle
+from jobloom.core.states import ACTIVE_STATES
 from jobloom.engine import coordinator
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.flows import stop as flowstop
@@ -179,7 +180,7 @@ async def test_a_cancelled_run_stays_cancelling_until_its_running_node_stops(app
     await drain_all(app)  # the sub-flow node learns that its child run ended
     done = await app.get_run(run.id)
     assert done.state == "cancelled" and done.finished_at is not None
-    assert not {s.state for s in done.nodes.values()} & {"waiting", "scheduled", "queued", "running"}
+    assert not {s.state for s in done.nodes.values()} & ACTIVE_STATES
 
 
 async def test_a_deadline_stops_running_nodes_and_sub_flow_runs_before_the_run_fails(app: jobloom.App) -> None:

@@ -20,9 +20,9 @@ import pytest
 import jobloom
 from jobloom.core import lifecycle
 from jobloom.core.errors import InvalidTransition
+from jobloom.core.states import ACTIVE_STATES
 from jobloom.engine import coordinator
 from jobloom.engine.jobs import Claimed, Outcome
-from jobloom.flows import runs as flowrun
 from jobloom.flows import stop as flowstop
 from jobloom.store.base import Tx
 
@@ -154,7 +154,7 @@ async def test_reports_cancels_and_deadlines_never_deadlock(postgres_url: str) -
         assert reported > RUNS
         for run in await main.list_runs(flow="wide", limit=RUNS):
             states = {n.state for n in run.nodes.values()}
-            assert not states & set(flowrun.ACTIVE), (run.id, run.state, states)
+            assert not states & set(ACTIVE_STATES), (run.id, run.state, states)
             assert run.finished_at is not None, run.id
             index = int(run.id.split("-")[1])
             if run.state == "succeeded":

@@ -159,8 +159,8 @@ async def test_events_after_every_event_was_pruned_are_counted_once(app: jobloom
     assert await project_all(store, limit=2) == 3
     assert await project_once(store) == 0
     await app.enqueue(Ok, {})
-    await app.drain()  # started and succeeded events of all nine jobs
-    assert await project_all(store) == 19
+    await app.drain()  # started and succeeded events of all nine jobs (the drain folds some of them itself)
+    await project_all(store)
     stats = await app.stats()
     assert (stats.total.enqueued, stats.total.started, stats.total.succeeded, stats.pending_events) == (9, 9, 9, 0)
 
@@ -191,7 +191,8 @@ async def test_sqlite_outbox_upgrade_keeps_unfolded_events(sqlite_url: str, monk
     app = jobloom.App(sqlite_url, performers=[Ok], auto_migrate=True)
     try:
         store = await app.store()
-        await app.enqueue_many([(Ok, {}) for _ in range(10)])
+        now = time.time()  # the outbox of the old schema, written by that schema's statement
+        await add_events(store, [event(now, i, "Ok", "enqueued", 0) for i in range(1, 11)])
         assert await project_once(store, limit=4) == 4
         monkeypatch.undo()
         assert await store.migrate() == [m.name for m in every[5:]]
@@ -223,8 +224,8 @@ async def test_a_crash_mid_projection_counts_every_event_exactly_once(
         def __init__(self, inner: Tx) -> None:
             self.inner = inner
 
-        async def fetch(self, name: str, params: Any = None) -> list[tuple[Any, ...]]:
-            return await self.inner.fetch(name, params)
+        async def fetch_rows(self, name: str, params: Any = None) -> list[tuple[Any, ...]]:
+            return await self.inner.fetch_rows(name, params)
 
         async def execute(self, name: str, params: Any = None) -> int:
             if name == "save_projector":

@@ -122,9 +122,9 @@ class _Recording:
     def __init__(self, tx: Tx, names: list[str]) -> None:
         self._tx, self._names = tx, names
 
-    async def fetch(self, name: str, params: Any = None) -> list[tuple[Any, ...]]:
-        self._names.append(name)
-        return await self._tx.fetch(name, params)
+    async def fetch(self, query: Any, params: Any = None) -> list[Any]:
+        self._names.append(getattr(query, "name", query))
+        return await self._tx.fetch(query, params)
 
 
 async def test_list_runs_reads_every_listed_runs_nodes_in_one_query(store_url: str) -> None:

@@ -23,7 +23,16 @@ import pytest
 
 from jobloom.core import lifecycle
 from jobloom.core.options import Backoff
-from jobloom.core.states import ALL_STATES, ALLOWED, BY_NAME, TRANSITIONS, can_transition, transition
+from jobloom.core.states import (
+    ACTIVE_STATES,
+    ALL_STATES,
+    ALLOWED,
+    BY_NAME,
+    FINISHED_STATES,
+    TRANSITIONS,
+    can_transition,
+    transition,
+)
 from jobloom.store import open_store
 from jobloom.store.base import Store, Tx
 from jobloom.store.sql import load_queries
@@ -118,12 +127,15 @@ class Drive:
 DRIVERS: dict[str, Drive] = {
     "promote_due": Drive(due),
     "claim": Drive(candidates),
+    "claim_batch": Drive(candidates, [{"batch": 1}]),
     "finish_attempt": Drive(each_job, targets("finish_attempt")),
     "finish_attempt__bulk": Drive(as_rows, targets("finish_attempt")),
     "release": Drive(each_job),
     "fail_attempt": Drive(each_job),
+    "snooze_attempt": Drive(each_job),
     "cancel_now": Drive(each_job),
     "retry_now": Drive(each_job),
+    "retry_now__bulk": Drive(as_rows),
     "queue_waiting": Drive(each_node),
     "skip_waiting": Drive(each_node),
     "fail_unstarted": Drive(whole_run),
@@ -194,7 +206,7 @@ class Raw:
         self.run("DELETE FROM jobloom_jobs")
         self.run("DELETE FROM jobloom_steps")
         for state in ALL_STATES:
-            started = state == "running" or state in ("succeeded", "failed", "stalled", "cancelled")
+            started = state == "running" or state in FINISHED_STATES - {"skipped"}
             values = {
                 "binding": f"'{BINDING}'", "state": f"'{state}'", "payload": "'{}'", "priority": "0",
                 "run_at": repr(NOW - 10), "attempt": "1" if started else "0", "max_attempts": "3",
@@ -202,7 +214,7 @@ class Raw:
                 "node": f"'{state}'", "lease_owner": "'w1'" if state == "running" else "NULL",
                 "lease_expires": repr(NOW + 30) if state == "running" else "NULL",
                 "started_at": repr(NOW - 5) if started else "NULL",
-                "finished_at": repr(NOW - 1) if state not in ("waiting", "scheduled", "queued", "running") else "NULL",
+                "finished_at": repr(NOW - 1) if state not in ACTIVE_STATES else "NULL",
             }
             self.run(f"INSERT INTO jobloom_jobs ({', '.join(values)}) VALUES ({', '.join(values.values())})")
         self.run(f"INSERT INTO jobloom_steps (job_id, name, result, created_at) "

@@ -167,6 +167,26 @@ class Tick(jobloom.Performer[dict[str, Any], None]):
         return None
 
 
+class Indexer(jobloom.BatchPerformer[dict[str, Any], None]):
+    """Batches of up to 10, one batch at a time across all workers (the gauge counts batches); appends
+    ``pid size`` to ``batches``; an item with ``bad`` fails on its own."""
+
+    batch_size = 10
+    batch_wait = 0.05
+    concurrency = 1
+
+    async def perform_batch(self, items: list[jobloom.BatchItem[dict[str, Any]]]) -> None:
+        gauge(+1)
+        try:
+            append("batches", f"{os.getpid()} {len(items)}")
+            await asyncio.sleep(0.01)
+            for item in items:
+                if item.payload.get("bad"):
+                    item.fail("bad item")
+        finally:
+            gauge(-1)
+
+
 fan_in = jobloom.Flow("fan-in")
 _a = fan_in.node("a", Node, input=lambda inp, up: {"n": 1})
 _b = fan_in.node("b", Node, after=[_a], input=lambda inp, up: {"n": 2, "sleep": 0.01})
@@ -177,7 +197,7 @@ fan_in.node("d", Node, after=[_b, _c], input=lambda inp, up: {"n": up["b"] + up[
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
     performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
-                LoggedAtMostOnce, Poison, Noop, Tick, Spanned],
+                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer],
     flows=[fan_in],
     schedules=[jobloom.Schedule("tick", every=1, performer=Tick, payload=lambda at: {"tick": at.timestamp()})]
     if os.environ.get("JOBLOOM_IT_TICK") else [],

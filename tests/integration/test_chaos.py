@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 import jobloom
+from jobloom.core.states import ACTIVE_STATES
 from tests.conftest import POSTGRES_URL
 from tests.helpers import eventually
 
@@ -26,7 +27,6 @@ from .conftest import Processes
 
 pytestmark = pytest.mark.slow
 
-ACTIVE = ("waiting", "scheduled", "queued", "running")
 
 
 def _peak(spans: list[str], deaths: dict[int, float]) -> int:
@@ -91,7 +91,7 @@ async def test_chaos(app: jobloom.App, procs: Processes) -> None:
 
         async def settled() -> bool:
             counts = await app.counts()
-            return not any(by_state.get(s, 0) for by_state in counts.values() for s in ACTIVE)
+            return not any(by_state.get(s, 0) for by_state in counts.values() for s in ACTIVE_STATES)
 
         await eventually(settled, timeout=90, interval=0.5, what="no job left waiting, queued or running")
     finally:

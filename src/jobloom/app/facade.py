@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobloom.app import reads
+from jobloom.app import bindings as binding_ops
+from jobloom.app import bulk, reads
+from jobloom.app.bindings import BindingInfo
 from jobloom.app.loops import _Core, _SyncBridge
+from jobloom.app.remote import RemoteOps
+from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.core.errors import (
     InvalidOption,
     JobloomError,
@@ -19,19 +22,21 @@ from jobloom.core.errors import (
     UnknownBinding,
     WaitTimeout,
 )
-from jobloom.core.records import backoff_json, check_limits
+from jobloom.core.retrying import Delays
+from jobloom.core.signing import secret_bytes
 from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
-from jobloom.core.types import Attempt, Job, Run, to_datetime
+from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
 from jobloom.engine import coordinator, steps
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
 from jobloom.engine.housekeeper import Housekeeper
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
+from jobloom.engine.remote import RemoteBinding, RemoteJob
 from jobloom.flows.api import FlowOps, register_flows
 from jobloom.flows.flow import Flow
 from jobloom.flows.hooks import FlowHooks
 from jobloom.flows.stop import RunDeadlines
-from jobloom.housekeeping.retention import RetentionKeeper, retention_json
+from jobloom.housekeeping.retention import RetentionKeeper
 from jobloom.housekeeping.stats import Projector, read_stats
 from jobloom.schedules.api import ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
@@ -49,34 +54,41 @@ class App:
     """A jobloom application: ``App("sqlite:///jobloom.db", performers=[...], env=...)``.
 
     ``lease`` is the lease length in seconds: a worker heartbeats to keep its jobs' leases alive,
-    and a lease that expires is reaped. On SQLite, missing migrations are applied at first use
+    and a lease that expires is reaped. ``performers`` may include ``jobloom.RemoteBinding``s (run by
+    remote workers); ``signing_secret`` signs the requests of ``HttpPerformer``s.
+    On SQLite, missing migrations are applied at first use
     (``auto_migrate=True``); on PostgreSQL, ``jobloom migrate`` applies them and the app refuses a
-    store that lacks any.
+    store that lacks any. ``clock``: a clock that decides what time it is for every decision of this
+    app (``jobloom.testing.TestClock`` in tests); by default the store's own.
     """
 
     def __init__(
         self,
         url: str = "sqlite:///jobloom.db",
-        performers: Iterable[type[Performer[Any, Any]]] = (),
+        performers: Iterable[type[Performer[Any, Any]] | RemoteBinding] = (),
         env: Any = None,
         lease: float = 30.0,
         *,
         flows: Iterable[Flow] = (),
         schedules: Iterable[Schedule] = (),
         auto_migrate: bool | None = None,
+        signing_secret: str | bytes | None = None,
+        clock: Clock | None = None,
         **store_options: Any,
     ) -> None:
         self.url = url
+        self.clock = clock
         self.env = env
         from jobloom.core.options import finite
 
         self.lease = finite("lease", lease, minimum=0.0, above=True)
         self.store_options = store_options
+        self.signing_secret = None if signing_secret is None else secret_bytes(signing_secret)
         self.specs: dict[str, PerformerSpec] = {}
-        for cls in performers:
-            spec = inspect_performer(cls)
+        for p in performers:
+            spec = p.spec if isinstance(p, RemoteBinding) else inspect_performer(p)
             self.specs[spec.binding] = spec
-        self.flows = register_flows(flows, set(self.specs))
+        self.flows = register_flows(flows, {b for b, s in self.specs.items() if s.remote is None})
         self.hooks = FlowHooks(self)
         self.internal_bindings = list(self.hooks.internal_bindings)
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
@@ -84,11 +96,14 @@ class App:
         self.schedules = check_schedules(self, schedules)
         self._flow_ops = FlowOps(self)
         self._schedule_ops = ScheduleOps(self)
+        self._remote = RemoteOps(self)
         self.housekeepers: list[Housekeeper] = [RunDeadlines()] if self.flows else []
         self.housekeepers += [self._schedule_ops.keeper, RetentionKeeper(self.specs), Projector()]
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._bridge: _SyncBridge | None = None
         self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Core] | None = None
+        if clock is not None:
+            clock.attach(self)
 
     # -- set-up -------------------------------------------------------------------------------------
 
@@ -103,7 +118,7 @@ class App:
             getattr(performer, "binding", None) or getattr(performer, "__name__", repr(performer))
         )
         spec = self.specs.get(name)
-        if spec is None or (not isinstance(performer, str) and spec.cls is not performer):
+        if spec is None or (not isinstance(performer, str) and performer not in (spec.cls, spec.remote)):
             raise UnknownBinding(name, list(self.specs))
         return spec
 
@@ -122,10 +137,18 @@ class App:
 
     def now(self) -> float:
         """The store's clock (see :meth:`Store.now`), or this host's before any store was opened."""
+        if self.clock is not None:
+            return self.clock.now()
         store = self.store_if_open()
         if store is None:
             store = next((core.store for core in list(self._cores.values()) if core.checked), None)
         return time.time() if store is None else store.now()
+
+    def _open_store(self) -> Store:
+        store = open_store(self.url, **self.store_options)
+        if self.clock is not None:
+            store.clock = self.clock.now
+        return store
 
     async def _core(self) -> _Core:
         loop = asyncio.get_running_loop()
@@ -134,7 +157,7 @@ class App:
             return last[1]
         core = self._cores.get(loop)
         if core is None:
-            core = self._cores[loop] = _Core(open_store(self.url, **self.store_options))
+            core = self._cores[loop] = _Core(self._open_store())
         if not core.checked:
             async with core.ready:
                 if not core.checked:
@@ -157,7 +180,7 @@ class App:
         loop = asyncio.get_running_loop()
         core = self._cores.get(loop)
         if core is None:
-            core = self._cores[loop] = _Core(open_store(self.url, **self.store_options))
+            core = self._cores[loop] = _Core(self._open_store())
         await core.store.open()
         applied = await core.store.migrate()
         core.checked = True
@@ -166,42 +189,27 @@ class App:
     async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
         """Store the performers' limits with their coordinators, and their retention, which every app's
         pruning then applies to their jobs (done by workers at start)."""
-        store = await self.store()
-        now = store.now()
-        rows = []
-        for name in bindings or self.specs:
-            spec = self.specs.get(name)
-            if spec is None:
-                continue
-            p = spec.policy
-            rows.append({
-                "binding": name, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
-                "rate": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
-                "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
-                "retention": retention_json(spec.retention), "now": now,
-            })
-
-        async def work(tx: Tx) -> None:
-            await tx.executemany("upsert_binding", rows)
-
-        await store.transact(work)
+        await binding_ops.register_bindings(self, None if bindings is None else list(bindings))
 
     async def set_limits(self, binding: str, **limits: Any) -> None:
         """Change a binding's limits at run time (``concurrency``, ``key_concurrency``, ``rate_limit``,
         ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit; ``concurrency=0`` holds
         the binding's jobs queued (running ones finish) until it is raised, which wakes the workers."""
-        check_limits(binding, limits)
-        store = await self.store()
+        await binding_ops.set_limits(self, binding, limits)
 
-        async def work(tx: Tx) -> None:
-            row = await tx.fetchone("get_binding", {"binding": binding})
-            current = json.loads(row[6]) if row and row[6] else {}
-            current.update(limits)
-            await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current),
-                                               "now": store.now()})
+    async def pause_binding(self, binding: str) -> BindingInfo:
+        """Pause a binding in every worker: no job of it starts once this returns (running ones finish).
+        Enqueue goes on, schedules keep making its jobs; they wait until :meth:`resume_binding`."""
+        return await binding_ops.set_paused(self, binding, True)
 
-        await store.transact(work)
-        await store.notify()
+    async def resume_binding(self, binding: str) -> BindingInfo:
+        """Resume a paused binding: its waiting jobs start at the workers' next dispatch (they are woken)."""
+        return await binding_ops.set_paused(self, binding, False)
+
+    async def list_bindings(self) -> list[BindingInfo]:
+        """Every binding: paused or not, the limits in force, its jobs by state (succeeded and skipped
+        ones left out, as :meth:`counts` does), and the live workers that serve it."""
+        return await binding_ops.list_bindings(self)
 
     # -- enqueue ------------------------------------------------------------------------------------
 
@@ -217,19 +225,25 @@ class App:
         concurrency_key: str | None = None,
         max_attempts: int | None = None,
         delivery: str | None = None,
+        tags: Sequence[str] | None = None,
+        meta: dict[str, Any] | None = None,
         connection: Any = None,
     ) -> Job:
         """Enqueue one job. Calls made in the same event-loop tick share one transaction.
+
+        ``tags``: up to 16 short strings to search by (:meth:`list_jobs`); ``meta``: a small JSON object
+        kept with the job (``Job.tags``, ``Job.meta``).
 
         ``connection``: the caller's own open connection (a psycopg ``AsyncConnection`` on PostgreSQL,
         a ``sqlite3.Connection`` on SQLite): the job is inserted in the caller's transaction and exists
         if and only if the caller commits.
         """
         if (delay is None and run_at is None and priority is None and unique_key is None and concurrency_key is None
-                and max_attempts is None and delivery is None):
+                and max_attempts is None and delivery is None and tags is None and meta is None):
             options = DEFAULT_OPTIONS
         else:
-            options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery)
+            options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery,
+                                     tags, meta)
         spec = self.spec(performer)
         core = await self._core()
         job = build_job(spec, payload, options, core.store.now())
@@ -298,7 +312,7 @@ class App:
             return self.run_sync(self.enqueue(performer, payload, **options))
         self.run_sync(self.store())  # migrations checked, as for every use
         job = build_job(self.spec(performer), payload, EnqueueOptions(**options), self.now())
-        store = open_store(self.url, **self.store_options)
+        store = self._open_store()
 
         async def work(tx: Tx) -> list[Job]:
             return await insert_in(tx, [job])
@@ -318,10 +332,31 @@ class App:
         return await reads.read_job(await self.store(), job_id)
 
     async def list_jobs(
-        self, state: str | None = None, binding: str | None = None, limit: int = 100, before: int | None = None
-    ) -> list[Job]:
-        """Jobs, newest first, optionally filtered by state and binding (``before``: ids below it)."""
-        return await reads.list_jobs(await self.store(), state, binding, limit, before)
+        self, state: str | Sequence[str] | None = None, binding: str | None = None, limit: int = 100,
+        before: int | None = None, *, tags: Sequence[str] | None = None, unique_key: str | None = None,
+        text: str | None = None, created_after: datetime | float | None = None,
+        created_before: datetime | float | None = None, cursor: str | None = None,
+    ) -> JobPage:
+        """A page of jobs, newest first, matching every filter given (see :class:`JobFilter`; ``tags``: all
+        of them). Pass the page's ``next_cursor`` as ``cursor`` for the next page (``before``: ids below
+        a job id). The page is a sequence of its jobs."""
+        f = JobFilter(state, binding, tags, unique_key, text, created_after, created_before)
+        return await search(await self.store(), f, limit=limit, before=start_id(cursor, before))
+
+    async def retry_many(self, filter: JobFilter) -> int:
+        """Retry every failed, stalled or cancelled job matching ``filter`` (others are skipped), in short
+        transactions of a chunk each; the number retried."""
+        return await bulk.retry_many(await self.store(), filter)
+
+    async def cancel_many(self, filter: JobFilter) -> int:
+        """Cancel every unfinished job matching ``filter`` as :meth:`cancel` does (finished ones are
+        skipped), a chunk per transaction; the number cancelled or, if running, asked to stop."""
+        return await bulk.cancel_many(await self.store(), filter, hooks=self.hooks)
+
+    async def delete_many(self, filter: JobFilter) -> int:
+        """Delete every finished job matching ``filter`` with its history (unfinished ones are skipped),
+        a chunk per transaction; the number deleted."""
+        return await bulk.delete_many(await self.store(), filter)
 
     async def counts(self, *, finished: bool = False) -> dict[str, dict[str, int]]:
         """Number of jobs per binding and state (states with no jobs are left out).
@@ -365,7 +400,7 @@ class App:
         store = await self.store()
         wake = await store.wakeups()
         try:
-            delay = poll
+            delays = Delays(poll, 1.0)
             while True:
                 job = await self.get_job(job_id)
                 if job.finished:
@@ -373,8 +408,8 @@ class App:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise WaitTimeout(f"job {job_id} is still {job.state} after {timeout} s")
+                delay = delays.next()
                 await wake.wait(delay if left is None else min(delay, left))
-                delay = min(delay * 2, 1.0)
         finally:
             await wake.close()
 
@@ -401,6 +436,22 @@ class App:
             self._bridge.run(self.close())
             self._bridge.stop()
             self._bridge = None
+
+    # -- remote workers (the pull protocol: jobloom.app.remote) -------------------------------------
+
+    async def remote_claim(self, worker: str, bindings: list[str], max: int,
+                           wait: float | None = None) -> list[RemoteJob]:
+        """Claim up to ``max`` jobs of remote ``bindings`` for ``worker``, waiting up to ``wait`` s for one."""
+        return await self._remote.claim(worker, bindings, max, wait)
+
+    async def remote_heartbeat(self, worker: str, jobs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Renew the leases of ``worker``'s (job id, attempt)s; return those it still holds and should run."""
+        return await self._remote.heartbeat(worker, jobs)
+
+    async def remote_complete(self, worker: str, job_id: int, attempt: int, outcome: str, result: Any = None,
+                              error: str | None = None, retry_after: float | None = None) -> bool:
+        """Report how ``worker``'s attempt ended; False (nothing changed) if the attempt no longer holds the job."""
+        return await self._remote.complete(worker, job_id, attempt, outcome, result, error, retry_after)
 
     # -- flows --------------------------------------------------------------------------------------
 
@@ -495,6 +546,6 @@ class App:
         return f"App({self.url!r}, performers={sorted(self.specs)})"
 
 
-__all__ = ["App", "EnqueueOptions", "EnqueueRequest", "to_datetime"]
+__all__ = ["App", "EnqueueOptions", "EnqueueRequest", "JobFilter", "JobPage", "to_datetime"]
 
 

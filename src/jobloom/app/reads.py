@@ -1,14 +1,13 @@
-"""Reading jobs for the app's API: one job, a page of jobs, counts per binding and state, a job's
+"""Reading jobs for the app's API: one job, counts per binding and state, a job's
 attempts. Each is one read transaction on the store."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from jobloom.core.errors import InvalidOption, JobNotFound
+from jobloom.core.errors import JobNotFound
+from jobloom.core.queries import Q
 from jobloom.core.records import attempt_from_row, job_from_row
-from jobloom.core.states import ALL_STATES
-from jobloom.core.text import MAX_ID, checked_id
+from jobloom.core.rows import AttemptRow, JobRow, StateCountRow
+from jobloom.core.text import checked_id
 from jobloom.core.types import Attempt, Job
 from jobloom.store import Store, Tx
 
@@ -17,8 +16,8 @@ async def read_job(store: Store, job_id: int) -> Job:
     """The job with that id; ``JobNotFound`` if there is none."""
     job_id = checked_id(job_id)
 
-    async def work(tx: Tx) -> Any:
-        return await tx.fetchone("get_job", {"id": job_id})
+    async def work(tx: Tx) -> JobRow | None:
+        return await tx.fetchone(Q.get_job, {"id": job_id})
 
     row = await store.transact(work, exclusive=False)
     if row is None:
@@ -26,33 +25,16 @@ async def read_job(store: Store, job_id: int) -> Job:
     return job_from_row(row)
 
 
-async def list_jobs(store: Store, state: str | None, binding: str | None, limit: int, before: int | None) -> list[Job]:
-    """Jobs, newest first, optionally filtered by state and binding (``before``: ids below it)."""
-    if state is not None and state not in ALL_STATES:
-        raise InvalidOption("state", state, f"one of {', '.join(ALL_STATES)}")
-    if binding is not None and not isinstance(binding, str):
-        raise InvalidOption("binding", binding, "a binding name")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ID:
-        raise InvalidOption("limit", limit, f"an integer from 1 to {MAX_ID}")
-    if before is not None:
-        before = checked_id(before, "before", clamp=True)
-
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("list_jobs", {"state": state, "binding": binding, "limit": limit, "before": before})
-
-    return [job_from_row(r) for r in await store.transact(work, exclusive=False)]
-
-
 async def count_jobs(store: Store, *, finished: bool) -> dict[str, dict[str, int]]:
     """Number of jobs per binding and state; succeeded and skipped ones only with ``finished``."""
-    query = "count_by_state" if finished else "count_by_state_indexed"
+    query = Q.count_by_state if finished else Q.count_by_state_indexed
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
+    async def work(tx: Tx) -> list[StateCountRow]:
         return await tx.fetch(query)
 
     out: dict[str, dict[str, int]] = {}
-    for binding, state, n in await store.transact(work, exclusive=False):
-        out.setdefault(binding, {})[state] = n
+    for row in await store.transact(work, exclusive=False):
+        out.setdefault(row.binding, {})[row.state] = row.n
     return out
 
 
@@ -60,8 +42,8 @@ async def read_attempts(store: Store, job_id: int) -> list[Attempt]:
     """Every attempt of a job, oldest first; a running attempt is shown with no outcome yet."""
     job_id = checked_id(job_id)
 
-    async def work(tx: Tx) -> tuple[Any, list[tuple[Any, ...]]]:
-        return await tx.fetchone("get_job", {"id": job_id}), await tx.fetch("get_attempts", {"id": job_id})
+    async def work(tx: Tx) -> tuple[JobRow | None, list[AttemptRow]]:
+        return await tx.fetchone(Q.get_job, {"id": job_id}), await tx.fetch(Q.get_attempts, {"id": job_id})
 
     job_row, rows = await store.transact(work, exclusive=False)
     if job_row is None:

@@ -1,7 +1,9 @@
-"""``jobloom jobs …``: list, show, retry, cancel and count jobs, through an app or a bare store URL."""
+"""``jobloom jobs …``: list (search), show, retry, cancel, delete and count jobs, through an app or a store URL."""
 
 from __future__ import annotations
 
+import sys
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -9,25 +11,29 @@ from rich.table import Table
 from rich.text import Text
 
 from jobloom.app.facade import App
+from jobloom.app.search import JobFilter
 from jobloom.cli.common import (
     AppOption,
     JsonOption,
     SchemaOption,
     UrlOption,
+    UsageProblem,
     console,
     fmt_duration,
     fmt_time,
     fmt_value,
     jsonable,
+    note,
     open_target,
     print_json,
     run,
 )
+from jobloom.core.errors import InvalidOption
 from jobloom.core.states import ALL_STATES
 from jobloom.core.types import Attempt, Job
 
 jobs_cli = typer.Typer(
-    name="jobs", help="Look at jobs and act on them: list, show, retry, cancel, counts.", no_args_is_help=True
+    name="jobs", help="Look at jobs and act on them: list, show, retry, cancel, delete, counts.", no_args_is_help=True
 )
 
 STATE_STYLES = {
@@ -175,31 +181,76 @@ def print_action(job: Job, verb: str) -> None:
 JobId = Annotated[int, typer.Argument(help="The job's id.", min=1)]
 
 
+StateOption = Annotated[
+    list[str] | None, typer.Option("--state", help=f"Only jobs in this state ({', '.join(ALL_STATES)}); repeatable.")
+]
+BindingOption = Annotated[str | None, typer.Option(help="Only jobs of this binding (performer).")]
+TagOption = Annotated[
+    list[str] | None, typer.Option("--tag", help="Only jobs with this tag; repeatable (all of them).")
+]
+UniqueKeyOption = Annotated[str | None, typer.Option("--unique-key", help="Only jobs with this unique key.")]
+TextOption = Annotated[str | None, typer.Option("--text", help="Only jobs whose error contains this text.")]
+AfterOption = Annotated[str | None, typer.Option(
+    "--created-after", help="Only jobs enqueued at or after: ISO 8601 (UTC if no offset) or epoch seconds.")]
+BeforeTimeOption = Annotated[str | None, typer.Option(
+    "--created-before", help="Only jobs enqueued before: ISO 8601 (UTC if no offset) or epoch seconds.")]
+
+
+def parse_moment(option: str, text: str | None) -> datetime | float | None:
+    """A moment given on the command line: epoch seconds or an ISO 8601 date-time (UTC if no offset)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidOption(option, text, "an ISO 8601 date-time or epoch seconds") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def job_filter(state: list[str] | None, binding: str | None, tag: list[str] | None, unique_key: str | None,
+               text: str | None, created_after: str | None, created_before: str | None) -> JobFilter:
+    """The search options of a command as a :class:`JobFilter`."""
+    return JobFilter(state or None, binding, tag or None, unique_key, text,
+                     parse_moment("--created-after", created_after), parse_moment("--created-before", created_before))
+
+
 @jobs_cli.command("list")
 def list_command(
     ctx: typer.Context,
-    state: Annotated[
-        str | None, typer.Option(help=f"Only jobs in this state ({', '.join(ALL_STATES)}).")
-    ] = None,
-    binding: Annotated[str | None, typer.Option(help="Only jobs of this binding (performer).")] = None,
+    state: StateOption = None,
+    binding: BindingOption = None,
+    tag: TagOption = None,
+    unique_key: UniqueKeyOption = None,
+    text: TextOption = None,
+    created_after: AfterOption = None,
+    created_before: BeforeTimeOption = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 50,
     before: Annotated[int | None, typer.Option(min=1, help="Only ids below this one (to page back).")] = None,
+    cursor: Annotated[str | None, typer.Option(help="The next page: the cursor a listing printed.")] = None,
     app_ref: AppOption = None,
     url: UrlOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first, matching every filter given (--json: a list; the next page's cursor
+    goes to stderr)."""
     app = open_target(ctx, app_ref, url, schema)
-    jobs = run(app, lambda a: a.list_jobs(state=state, binding=binding, limit=limit, before=before))
+    f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
+    page = run(app, lambda a: a.list_jobs(
+        f.states, f.binding, limit, before, tags=f.tag_list, unique_key=f.unique_key, text=f.text,
+        created_after=f.after_ts, created_before=f.before_ts, cursor=cursor))
     if as_json:
-        print_json(jobs)
-    elif not jobs:
+        print_json(list(page))
+    elif not page:
         console.print("no jobs", style="dim")
     else:
-        console.print(jobs_table(jobs, console.width))
-        if len(jobs) == limit:
-            console.print(f"showing {limit}; older ones with --before {jobs[-1].id}", style="dim")
+        console.print(jobs_table(list(page), console.width))
+    if page.next_cursor is not None:
+        note(f"more: --cursor {page.next_cursor}")
 
 
 @jobs_cli.command("show")
@@ -224,24 +275,89 @@ def show_command(
         print_job(job, attempts)
 
 
+OptionalJobId = Annotated[int | None, typer.Argument(help="The job's id (or filters with --all).", min=1)]
+AllOption = Annotated[bool, typer.Option("--all", help="Act on every job matching the filters.")]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+ACTIONS = {
+    "retry": ("retried", "failed, stalled and cancelled"),
+    "cancel": ("cancelled", "unfinished"),
+    "delete": ("deleted", "finished"),
+}
+
+
+def bulk(app: App, action: str, f: JobFilter, yes: bool) -> None:
+    """Run a bulk action after asking (unless ``yes``), then print how many jobs it changed."""
+    done, which = ACTIONS[action]
+    shown = ", ".join(f"{k}={v}" for k, v in (
+        ("state", ",".join(f.states or ())), ("binding", f.binding), ("tags", ",".join(f.tag_list or ())),
+        ("unique key", f.unique_key), ("text", f.text), ("created after", f.created_after),
+        ("created before", f.created_before)) if v) or "no filter: every job"
+    question = f"{action} the {which} jobs matching {shown}?"
+    if not yes and not sys.stdin.isatty():
+        raise UsageProblem(f"{question} Not confirmed: give --yes to act without a question (stdin is not a terminal)")
+    if not yes and not typer.confirm(question, err=True):
+        raise UsageProblem("not confirmed: nothing was changed")
+    many = {"retry": App.retry_many, "cancel": App.cancel_many, "delete": App.delete_many}[action]
+    n = run(app, lambda a: many(a, f))
+    console.print(f"{n} job{'s' if n != 1 else ''} {done}")
+
+
+def _one_or_all(job_id: int | None, every: bool, f: JobFilter, action: str) -> None:
+    if job_id is not None and (every or f != JobFilter()):
+        raise UsageProblem(f"jobs {action} takes a job id, or filters with --all, not both")
+    if job_id is None and not every:
+        raise UsageProblem(f"jobs {action} needs a job id, or --all (with filters such as --state and --binding) "
+                           "to act on every matching job")
+
+
 @jobs_cli.command("retry")
 def retry_command(
-    ctx: typer.Context, job_id: JobId, app_ref: AppOption = None, url: UrlOption = None,
-    schema: SchemaOption = None,
+    ctx: typer.Context, job_id: OptionalJobId = None, state: StateOption = None, binding: BindingOption = None,
+    tag: TagOption = None, unique_key: UniqueKeyOption = None, text: TextOption = None,
+    created_after: AfterOption = None, created_before: BeforeTimeOption = None, every: AllOption = False,
+    yes: YesOption = False, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
 ) -> None:
-    """Queue a failed, stalled or cancelled job again (its history is kept)."""
+    """Queue a failed, stalled or cancelled job again (its history is kept); with --all, every such job
+    matching the filters."""
+    f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
+    _one_or_all(job_id, every, f, "retry")
     app = open_target(ctx, app_ref, url, schema)
+    if job_id is None:
+        bulk(app, "retry", f, yes)
+        return
     print_action(run(app, lambda a: a.retry(job_id)), "retried")
 
 
 @jobs_cli.command("cancel")
 def cancel_command(
-    ctx: typer.Context, job_id: JobId, app_ref: AppOption = None, url: UrlOption = None,
-    schema: SchemaOption = None,
+    ctx: typer.Context, job_id: OptionalJobId = None, state: StateOption = None, binding: BindingOption = None,
+    tag: TagOption = None, unique_key: UniqueKeyOption = None, text: TextOption = None,
+    created_after: AfterOption = None, created_before: BeforeTimeOption = None, every: AllOption = False,
+    yes: YesOption = False, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
 ) -> None:
-    """Cancel a job: at once unless it is running, in which case its worker is told to stop it."""
+    """Cancel a job: at once unless it is running, in which case its worker is told to stop it; with
+    --all, every unfinished job matching the filters."""
+    f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
+    _one_or_all(job_id, every, f, "cancel")
     app = open_target(ctx, app_ref, url, schema)
+    if job_id is None:
+        bulk(app, "cancel", f, yes)
+        return
     print_action(run(app, lambda a: a.cancel(job_id)), "cancelled")
+
+
+@jobs_cli.command("delete")
+def delete_command(
+    ctx: typer.Context, state: StateOption = None, binding: BindingOption = None,
+    tag: TagOption = None, unique_key: UniqueKeyOption = None, text: TextOption = None,
+    created_after: AfterOption = None, created_before: BeforeTimeOption = None, every: AllOption = False,
+    yes: YesOption = False, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+) -> None:
+    """Delete every finished job matching the filters, with its history (needs --all; unfinished jobs
+    are left alone)."""
+    f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
+    _one_or_all(None, every, f, "delete")
+    bulk(open_target(ctx, app_ref, url, schema), "delete", f, yes)
 
 
 @jobs_cli.command("counts")

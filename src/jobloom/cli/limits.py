@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from jobloom.app.bindings import BindingInfo
 from jobloom.app.facade import App
 from jobloom.cli.common import (
     AppOption,
@@ -22,9 +21,7 @@ from jobloom.cli.common import (
     print_json,
     run,
 )
-from jobloom.core.records import policy_from_row
 from jobloom.core.types import Policy
-from jobloom.store.base import Tx
 
 limits_cli = typer.Typer(
     name="limits", help="Per-binding limits: concurrency, per-key concurrency, rate, priority aging.",
@@ -34,53 +31,13 @@ limits_cli = typer.Typer(
 LIFT_WORDS = ("none", "off", "unlimited")
 
 
-@dataclass(frozen=True, slots=True)
-class BindingLimits:
-    """The limits a binding's coordinator applies: code defaults under run-time overrides."""
-
-    binding: str
-    policy: Policy
-    overridden: tuple[str, ...]
-    registered: bool  # a worker has stored this binding's limits from its code
-    defaults_known: bool = True  # False: only run-time overrides are known (no worker, no app code)
-
-    def as_json(self) -> dict[str, Any]:
-        """Plain JSON values (rate in tokens per second)."""
-        p = self.policy
-        return {
-            "binding": self.binding, "concurrency": p.concurrency, "key_concurrency": p.key_concurrency,
-            "rate_per_second": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
-            "priority_aging": p.priority_aging, "overridden": list(self.overridden),
-            "registered": self.registered, "defaults_known": self.defaults_known,
-        }
+BindingLimits = BindingInfo
+"""A binding's limits as ``limits list`` shows them (the binding as ``App.list_bindings`` reads it)."""
 
 
-async def read_limits(app: App) -> list[BindingLimits]:
+async def read_limits(app: App) -> list[BindingInfo]:
     """The limits of every binding the store knows, plus the app's performers not yet registered."""
-    store = await app.store()
-
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("list_bindings")
-
-    found: dict[str, BindingLimits] = {}
-    for row in await store.transact(work, exclusive=False):
-        name, values, overrides = row[0], tuple(row[1:]), row[7]
-        registered = row[6] is not None  # workers store the backoff when they register; `limits set` does not
-        if not registered and name in app.specs:
-            values = _code_row(app.specs[name].policy, overrides)
-        policy, _bucket, _backoff = policy_from_row(values)
-        changed = tuple(sorted(json.loads(overrides))) if overrides else ()
-        found[name] = BindingLimits(name, policy, changed, registered, registered or name in app.specs)
-    for name, spec in app.specs.items():
-        if name not in found:
-            found[name] = BindingLimits(name, spec.policy, (), False)
-    return [found[name] for name in sorted(found)]
-
-
-def _code_row(p: Policy, overrides: str | None) -> tuple[Any, ...]:
-    """A ``get_binding``-shaped row holding the code's limits, for a binding no worker registered yet."""
-    rate, burst = (p.rate.rate, p.rate.burst) if p.rate else (None, None)
-    return (p.concurrency, p.key_concurrency, rate, burst, p.priority_aging, None, overrides, None, None)
+    return await app.list_bindings()
 
 
 def fmt_rate(policy: Policy) -> str:

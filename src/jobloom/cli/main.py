@@ -22,6 +22,7 @@ from rich.text import Text
 
 from jobloom.app.facade import App
 from jobloom.app.loading import load_app
+from jobloom.cli.bindings import bindings_cli
 from jobloom.cli.common import (
     AppOption,
     JsonOption,
@@ -52,6 +53,7 @@ cli = typer.Typer(
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+cli.add_typer(bindings_cli)
 cli.add_typer(jobs_cli)
 cli.add_typer(limits_cli)
 cli.add_typer(schedules_cli)

@@ -46,6 +46,35 @@ def order(candidates: Iterable[Candidate], now: float, aging: float | None) -> l
     return sorted(candidates, key=lambda c: (-effective_priority(c, now, aging), c.ready_at, c.id))
 
 
+def held(policy: Policy) -> str | None:
+    """Why the binding starts nothing whatever its candidates and counts, or None: ``"paused"``
+    (``App.pause_binding``; running jobs finish, queued ones wait)."""
+    return "paused" if policy.paused else None
+
+
+def room_for_batch(policy: Policy, running_batches: int) -> int:
+    """How many batches a batch performer's binding may start now: one, unless its ``concurrency``
+    (which counts batches, not jobs) is reached."""
+    if policy.concurrency is not None and running_batches >= policy.concurrency:
+        return 0
+    return 1
+
+
+def batch_due(now: float, candidates: Iterable[Candidate], policy: Policy) -> tuple[bool, float | None]:
+    """Whether a batch performer's binding hands out a batch now: when ``batch_size`` candidates wait,
+    or when the one that became runnable first has waited ``batch_wait`` seconds. If not, the moment
+    the wait is over (the worker wakes then). Any other binding: always."""
+    if policy.batch_size is None:
+        return True, None
+    ready = [c.ready_at for c in candidates]
+    if not ready:
+        return False, None
+    if len(ready) >= policy.batch_size:
+        return True, None
+    fill_by = min(ready) + policy.batch_wait
+    return (True, None) if fill_by <= now else (False, fill_by)
+
+
 def decide(
     now: float,
     candidates: Iterable[Candidate],
@@ -60,8 +89,12 @@ def decide(
 
     Greedy in effective-priority order: no free slot (binding concurrency or the asking worker's
     ``capacity``) stops; no rate token stops; a candidate whose key is full is skipped and the next
-    one is considered. Each started job takes one token and one slot of its key.
+    one is considered. Each started job takes one token and one slot of its key. A binding that is
+    :func:`held` starts nothing (``blocked_by`` says why).
     """
+    hold = held(policy)
+    if hold is not None:
+        return Decision((), bucket, hold)
     per_key = dict(running_by_key or {})
     state = refill(bucket, policy, now)
     slots = math.inf if policy.concurrency is None else policy.concurrency - running

@@ -16,7 +16,9 @@ PERMANENT = "permanent"  # the performer raised Permanent: failed at once
 CANCELLED = "cancelled"  # cancelled while running
 LOST = "lost"  # the lease expired: the worker is gone
 SUSPENDED = "suspended"  # a durable sleep or event wait: runs again later, without spending an attempt
-OUTCOMES = frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, SUSPENDED})
+SNOOZED = "snoozed"  # the performer raised Snooze: runs again after its delay, without spending an attempt
+OUTCOMES = frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, SUSPENDED, SNOOZED})
+DEFAULT_MAX_SNOOZES = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +41,13 @@ def next_state(
     backoff: Backoff,
     retry_after: float | None = None,
     rng: random.Random | None = None,
+    snoozes: int = 0,
+    max_snoozes: int = DEFAULT_MAX_SNOOZES,
 ) -> Transition:
     """Apply the retry policy to one finished attempt.
 
-    ``SUSPENDED`` takes ``retry_after`` as the absolute wake-up time.
+    ``SUSPENDED`` takes ``retry_after`` as the absolute wake-up time. ``SNOOZED`` takes it in seconds
+    from now, and fails the job once it was snoozed ``max_snoozes`` times already (``snoozes``).
     ``at_most_once`` jobs are never started again automatically after they may have run: an
     exception, a timeout or a lost worker ends them (``failed``, ``failed``, ``stalled``); only an
     explicit ``Retry`` from the performer (it knows a new start is safe) or a person retries them.
@@ -53,6 +58,10 @@ def next_state(
         return Transition("cancelled")
     if outcome == SUSPENDED:
         return Transition("scheduled", now if retry_after is None else max(now, retry_after))
+    if outcome == SNOOZED:
+        if snoozes >= max_snoozes:
+            return Transition("failed")
+        return Transition("scheduled", now + max(0.0, retry_after or 0.0))
     if outcome == PERMANENT:
         return Transition("failed")
     at_most_once = delivery == "at_most_once"

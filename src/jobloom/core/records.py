@@ -8,40 +8,46 @@ from typing import Any
 
 from jobloom.core.errors import InvalidOption
 from jobloom.core.options import Backoff, RateLimit, concurrency, positive_int, seconds
+from jobloom.core.rows import AttemptRow, BindingRow, JobRow, PolicyRow
 from jobloom.core.types import Attempt, Bucket, Job, Policy, to_datetime
 
 
-def job_from_row(row: tuple[Any, ...]) -> Job:
-    """A ``get_job``-shaped row to a :class:`Job`."""
-    (id_, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-     delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node) = row
+def job_from_row(row: JobRow) -> Job:
+    """A job's record (``get_job``, ``list_jobs``) to a :class:`Job`."""
     return Job(
-        id_, binding, state, attempt, max_attempts, priority, unique_key, concurrency_key, delivery, error,
-        payload, result, run_at, created_at, started_at, finished_at, bool(cancel_requested), run_id, node,
+        row.id, row.binding, row.state, row.attempt, row.max_attempts, row.priority, row.unique_key,
+        row.concurrency_key, row.delivery, row.error, row.payload, row.result, row.run_at, row.created_at,
+        row.started_at, row.finished_at, bool(row.cancel_requested), row.run_id, row.node,
+        tags_json=row.tags, meta_json=row.meta, progress_json=row.progress,
     )
 
 
-def attempt_from_row(row: tuple[Any, ...]) -> Attempt:
-    """A ``get_attempts``-shaped row to an :class:`Attempt`."""
-    job_id, attempt, worker, started, finished, outcome, error, tb, reported, reported_at = row
+def attempt_from_row(row: AttemptRow) -> Attempt:
+    """An attempt's record (``get_attempts``) to an :class:`Attempt`."""
     return Attempt(
-        job_id=job_id, attempt=attempt, worker=worker, started_at=to_datetime(started),  # type: ignore[arg-type]
-        finished_at=to_datetime(finished), outcome=outcome, error=error, traceback=tb,
-        reported_outcome=reported, reported_at=to_datetime(reported_at),
+        job_id=row.job_id, attempt=row.attempt, worker=row.worker,
+        started_at=to_datetime(row.started_at),  # type: ignore[arg-type]
+        finished_at=to_datetime(row.finished_at), outcome=row.outcome, error=row.error, traceback=row.traceback,
+        reported_outcome=row.reported_outcome, reported_at=to_datetime(row.reported_at),
     )
 
 
 LIMIT_FIELDS = ("concurrency", "key_concurrency", "rate_limit", "priority_aging")
 
 
-def policy_from_row(row: tuple[Any, ...] | None) -> tuple[Policy, Bucket | None, Backoff]:
-    """A ``get_binding``-shaped row to the effective policy (code values under run-time overrides)."""
+def policy_from_row(row: PolicyRow | BindingRow | None) -> tuple[Policy, Bucket | None, Backoff]:
+    """A binding's record (``get_binding``, ``lock_binding``, ``list_bindings``) to the effective policy
+    (code values under run-time overrides), its token bucket and its retry backoff."""
     if row is None:
         return Policy(), None, Backoff()
-    concurrency, key_concurrency, rate, burst, aging, backoff, overrides, tokens, tokens_at = row
-    limit = RateLimit(rate, burst or 1.0) if rate else None
-    if overrides:
-        for name, value in json.loads(overrides).items():
+    concurrency: int | None = row.concurrency
+    key_concurrency: int | None = row.key_concurrency
+    aging = row.priority_aging
+    limit = RateLimit(row.rate, row.burst or 1.0) if row.rate else None
+    paused = bool(row.paused)
+    batch_size, batch_wait = row.batch_size, row.batch_wait
+    if row.overrides:
+        for name, value in json.loads(row.overrides).items():
             if name == "concurrency":
                 concurrency = value
             elif name == "key_concurrency":
@@ -51,10 +57,11 @@ def policy_from_row(row: tuple[Any, ...] | None) -> tuple[Policy, Bucket | None,
             elif name == "priority_aging":
                 aging = value
     policy = Policy(
-        concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None
+        concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None,
+        paused=paused, batch_size=batch_size or None, batch_wait=batch_wait or 0.0,
     )
-    bucket = Bucket(tokens, tokens_at) if tokens is not None and tokens_at is not None else None
-    return policy, bucket, Backoff(**json.loads(backoff)) if backoff else Backoff()
+    bucket = Bucket(row.tokens, row.tokens_at) if row.tokens is not None and row.tokens_at is not None else None
+    return policy, bucket, Backoff(**json.loads(row.backoff)) if row.backoff else Backoff()
 
 
 def backoff_json(backoff: Backoff) -> str:

@@ -1,5 +1,6 @@
-"""What a performer raises to steer its own job: :class:`Retry` (another attempt, after a delay) and
-:class:`Permanent` (fail now, no further attempts). They are not errors of jobloom's."""
+"""What a performer raises to steer its own job: :class:`Retry` (another attempt, after a delay),
+:class:`Snooze` (run again later, without spending an attempt) and :class:`Permanent` (fail now, no
+further attempts). They are not errors of jobloom's."""
 
 from __future__ import annotations
 
@@ -15,6 +16,16 @@ class Retry(Exception):
         self.after = after
         self.reason = reason
         super().__init__(reason)
+
+
+class Snooze(Exception):
+    """Raised by a performer to put its job back, ``scheduled`` ``after`` seconds from now, without
+    spending an attempt (the attempt history records a snooze). A job snoozed ``max_snoozes`` times
+    (a performer option) fails instead, so a job that always snoozes cannot loop for ever."""
+
+    def __init__(self, after: float = 0.0) -> None:
+        self.after = finite("after", after, maximum=MAX_DELAY)
+        super().__init__(f"snoozed for {self.after:g} s")
 
 
 class Permanent(Exception):

@@ -36,6 +36,17 @@ UNSTARTED_STATES: Final = INITIAL_STATES
 ACTIVE_STATES: Final = frozenset({WAITING, SCHEDULED, QUEUED, RUNNING})
 FINISHED_STATES: Final = frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SKIPPED})
 
+# A flow run's states: running, stopping (cancelling, or failing past its deadline) while some of its
+# jobs still run, then one of the finished states.
+RUN_RUNNING: Final = "running"
+RUN_CANCELLING: Final = "cancelling"
+RUN_FAILING: Final = "failing"
+RUN_STOPPING: Final[dict[str, str]] = {RUN_CANCELLING: CANCELLED, RUN_FAILING: FAILED}
+"""A run being stopped, and the state it ends in once nothing of it runs any more."""
+RUN_FINISHED_STATES: Final = frozenset({SUCCEEDED, FAILED, CANCELLED})
+RUN_RESUMABLE_STATES: Final = frozenset({FAILED, CANCELLED})
+"""The finished states of a run that ``resume_run`` runs again (and that fail a sub-flow node)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Transition:
@@ -59,9 +70,12 @@ _RESTARTABLE = frozenset({FAILED, STALLED, CANCELLED})
 TRANSITIONS: Final[tuple[Transition, ...]] = (
     _t("promote_due", SCHEDULED, QUEUED, "a delayed or backed-off job is due"),
     _t("claim", QUEUED, RUNNING, "the coordinator dispatches a job to a worker under a lease"),
+    _t("claim_batch", QUEUED, RUNNING, "the coordinator dispatches a batch of a batch performer's jobs to a worker"),
     _t("finish_attempt", RUNNING, frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SCHEDULED}),
        "an attempt ended (or its lease expired): done, failed for good, stalled (at most once), cancelled, "
        "or scheduled again (a retry with backoff, or a durable sleep or event wait)"),
+    _t("snooze_attempt", RUNNING, SCHEDULED,
+       "the performer raised Snooze: the job runs again after the delay, without spending an attempt"),
     _t("fail_attempt", RUNNING, FAILED,
        "an attempt whose outcome cannot be stored is failed with an error that says so (the last resort)"),
     _t("release", RUNNING, QUEUED, "a stopping worker gives back a claimed job that never started"),

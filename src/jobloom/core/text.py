@@ -11,6 +11,9 @@ user code produces and nobody can correct, such as an error or a traceback) made
   as JSON text; ``NaN`` and infinities, lone surrogates and nesting deeper than
   :data:`MAX_JSON_DEPTH` are refused. Checks of text that a serializer produced are cheap; the
   exact walk of the value runs only when the text looks suspicious.
+* Tags and metadata (:func:`check_tags`, :func:`check_meta`): at most :data:`MAX_TAGS` tags, each a
+  name of at most :data:`MAX_TAG_CHARS` characters; metadata is a JSON object of at most
+  :data:`MAX_META_BYTES` bytes as JSON text.
 * Free text (:func:`storable_text`): NUL becomes ``\\x00``, a lone surrogate ``\\udc80`` (its escape),
   and text over the limit is cut in the middle, with a marker saying how much was left out.
 """
@@ -35,6 +38,13 @@ MAX_ERROR_BYTES = 16 * 1024
 """An attempt's (or a job's) error text is cut beyond this many UTF-8 bytes."""
 MAX_TRACEBACK_BYTES = 64 * 1024
 """An attempt's traceback is cut beyond this many UTF-8 bytes."""
+
+MAX_TAGS = 16
+"""Tags of one job, at most."""
+MAX_TAG_CHARS = 64
+"""Characters of one tag, at most."""
+MAX_META_BYTES = 8 * 1024
+"""A job's metadata (``meta``) as JSON text: UTF-8 bytes at most."""
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)
@@ -68,6 +78,43 @@ def check_name(field: str, value: object, limit: int = MAX_KEY_BYTES, binding: s
     if problem is not None:
         raise InvalidOption(field, value, problem, binding)
     return value  # type: ignore[return-value]
+
+
+def check_tags(value: object, binding: str | None = None, field: str = "tags") -> tuple[str, ...] | None:
+    """Tags as stored: ``None`` for none; otherwise a list (or tuple, or set) of at most :data:`MAX_TAGS`
+    names of at most :data:`MAX_TAG_CHARS` characters, duplicates dropped (first one kept), in order.
+    Anything else is :class:`InvalidOption` naming the bad tag."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset):
+        raise InvalidOption(field, value, f"a list of at most {MAX_TAGS} strings (not a single string)", binding)
+    for tag in value:
+        problem = name_problem(tag, 4 * MAX_TAG_CHARS)
+        if problem is None and len(tag) > MAX_TAG_CHARS:
+            problem = f"at most {MAX_TAG_CHARS} characters (it has {len(tag)})"
+        if problem is not None:
+            raise InvalidOption(field, tag, f"each tag {problem}", binding)
+    tags = tuple(dict.fromkeys(value))
+    if len(tags) > MAX_TAGS:
+        raise InvalidOption(field, value, f"at most {MAX_TAGS} tags (it has {len(tags)})", binding)
+    return tags or None
+
+
+def check_meta(value: object, binding: str | None = None) -> str | None:
+    """Metadata as stored (JSON text), or ``None`` for none: a JSON object (string keys) of at most
+    :data:`MAX_META_BYTES` bytes once encoded; anything else is :class:`InvalidOption`."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise InvalidOption("meta", value, "a dict of JSON data with string keys", binding)
+    try:
+        text = plain_json(value)
+    except ValueError as exc:
+        raise InvalidOption("meta", value, f"JSON data: {exc}", binding) from None
+    size = len(text.encode())
+    if size > MAX_META_BYTES:
+        raise InvalidOption("meta", value, f"at most {MAX_META_BYTES} bytes as JSON (it has {size})", binding)
+    return None if not value else text
 
 
 def storable_text(text: str | None, limit: int) -> str | None:

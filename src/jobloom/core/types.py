@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from jobloom.core.options import RateLimit
 from jobloom.core.states import FINISHED_STATES
+
+T = TypeVar("T")
 
 
 def to_datetime(ts: float | None) -> datetime | None:
@@ -18,6 +20,16 @@ def to_datetime(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
 
+class Clock(Protocol):
+    """A clock an app reads instead of its store's (``jobloom.testing.TestClock``)."""
+
+    def now(self) -> float:
+        """The time, in epoch seconds."""
+        ...
+
+    def attach(self, app: Any) -> None:
+        """Called by each ``App`` built with this clock."""
+        ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +59,9 @@ class Job:
     cancel_requested: bool = False
     run_id: str | None = None
     node: str | None = None
+    tags_json: str | None = field(default=None, repr=False)
+    meta_json: str | None = field(default=None, repr=False)
+    progress_json: str | None = field(default=None, repr=False)
 
     @cached_property
     def payload(self) -> Any:
@@ -57,6 +72,16 @@ class Job:
     def result(self) -> Any:
         """The stored result, decoded from JSON (None until succeeded)."""
         return None if self.result_json is None else json.loads(self.result_json)
+
+    @cached_property
+    def tags(self) -> list[str]:
+        """The tags given at enqueue (empty if none)."""
+        return [] if self.tags_json is None else list(json.loads(self.tags_json))
+
+    @cached_property
+    def meta(self) -> dict[str, Any]:
+        """The metadata given at enqueue (empty if none)."""
+        return {} if self.meta_json is None else dict(json.loads(self.meta_json))
 
     @property
     def run_at(self) -> datetime | None:
@@ -83,6 +108,16 @@ class Job:
         """Whether the job is in a terminal state (until retried by hand)."""
         return self.state in FINISHED_STATES
 
+    @cached_property
+    def progress(self) -> Progress | None:
+        """The latest progress its performer reported (``self.ctx.progress``), kept after the job ends;
+        None if it never reported any."""
+        if self.progress_json is None:
+            return None
+        data = json.loads(self.progress_json)
+        return Progress(float(data["fraction"]), data.get("message"), datetime.fromtimestamp(data["at"], UTC),
+                        int(data["attempt"]))
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Job) and self.id == other.id and self.state == other.state and (
             self.attempt == other.attempt
@@ -95,6 +130,17 @@ class Job:
         extra = f", error={self.error!r}" if self.error else ""
         return (f"Job(id={self.id}, binding={self.binding!r}, state={self.state!r}, attempt={self.attempt}, "
                 f"priority={self.priority}, payload={self.payload_json[:80]}{extra})")
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a job got, as its performer said: ``fraction`` (0 to 1), a ``message``, when, and in
+    which attempt."""
+
+    fraction: float
+    message: str | None
+    at: datetime
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +159,38 @@ class Attempt:
     reported_at: datetime | None = None
 
 
+class AttemptControl(Protocol):
+    """The worker's side of one running attempt, behind ``self.ctx`` (``jobloom.engine.control``)."""
+
+    sync: bool
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the worker asked the attempt to stop, or None."""
+        ...
+
+    def progress(self, fraction: float, message: str | None) -> None:
+        """Check and record progress (from the event loop or the job's thread)."""
+        ...
+
+    def call(self, work: Awaitable[T]) -> T:
+        """Run an awaitable on the worker's event loop from the job's thread; its result."""
+        ...
+
+
+class _Recorded:
+    """What an async ``ctx.progress`` returns: already done, awaitable."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield
+
+
+_RECORDED = _Recorded()
+
+
 @dataclass(frozen=True, slots=True)
 class JobContext:
     """What a running performer knows about its job: ``self.ctx``."""
@@ -126,12 +204,39 @@ class JobContext:
     run_id: str | None = None
     node: str | None = None
     spawner: Callable[..., Awaitable[Job]] | None = field(default=None, repr=False, compare=False)
+    control: AttemptControl | None = field(default=None, repr=False, compare=False)
 
-    async def spawn(self, child_id: str, performer: Any, payload: Any, **options: Any) -> Job:
-        """Enqueue a child job, idempotent by ``child_id``: the same id again returns the same job."""
+    @property
+    def sync(self) -> bool:
+        """Whether ``perform`` is a plain ``def``: then ``spawn`` and ``progress`` are synchronous too."""
+        return self.control is not None and self.control.sync
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the worker asked this attempt to stop (a cancel, the timeout, a lost lease, a shutdown).
+
+        An async ``perform`` is cancelled anyway; a sync one checks this to stop cooperatively."""
+        return self.control is not None and self.control.stop_reason is not None
+
+    def spawn(self, child_id: str, performer: Any, payload: Any, **options: Any) -> Any:
+        """Enqueue a child job, idempotent by ``child_id``: the same id again returns the same job.
+
+        ``await`` it in an async ``perform``; in a sync one it returns the job."""
         if self.spawner is None:
-            raise RuntimeError("spawn is only available inside a running job")
-        return await self.spawner(self.job_id, child_id, performer, payload, **options)
+            raise RuntimeError("spawn is only available inside a running job (not in a process-isolated one)")
+        call = self.spawner(self.job_id, child_id, performer, payload, **options)
+        return self.control.call(call) if self.control is not None and self.control.sync else call
+
+    def progress(self, fraction: float, message: str | None = None) -> Any:
+        """Record how far the job got: ``fraction`` from 0 to 1 and an optional ``message``.
+
+        Recorded at once in memory and written to the store at most once a second (the latest value
+        wins); ``Job.progress`` reads it. ``await`` it in an async ``perform``; in a sync one it returns
+        None. A bad fraction raises ``InvalidOption``."""
+        if self.control is None:
+            raise RuntimeError("progress is only available inside a running job")
+        self.control.progress(fraction, message)
+        return None if self.control.sync else _RECORDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +277,9 @@ class Policy:
     key_concurrency: int = 1
     rate: RateLimit | None = None
     priority_aging: float | None = 60.0
+    paused: bool = False
+    batch_size: int | None = None  # a batch performer's: its jobs start in batches, `concurrency` counts batches
+    batch_wait: float = 0.0
 
     @property
     def limited(self) -> bool:

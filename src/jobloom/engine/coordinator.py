@@ -1,7 +1,7 @@
 """The coordinator: every decision about a binding's jobs, each applied inside one store transaction.
 
-One function per transition (enqueue, dispatch, report, reap, promote, heartbeat, cancel, retry,
-release). Each takes an open :class:`~jobloom.store.Tx`, decides with the pure functions of
+One function per transition (enqueue, dispatch (in :mod:`jobloom.engine.dispatch`), report, reap, promote,
+heartbeat, cancel, retry, release). Each takes an open :class:`~jobloom.store.Tx`, decides with the pure functions of
 :mod:`jobloom.core.decide` and :mod:`jobloom.core.lifecycle`, and applies the result with named SQL, fenced
 by the attempt number so that a stale worker can never overwrite a newer truth.
 
@@ -15,18 +15,19 @@ one safe exception and what follows from it are set out in docs/architecture.md 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from jobloom.core import lifecycle
-from jobloom.core.decide import decide, dispatch_time
 from jobloom.core.errors import InvalidTransition, JobNotFound
+from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
+from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
-from jobloom.core.types import Candidate, Policy
-from jobloom.engine.hooks import EngineHooks
-from jobloom.engine.jobs import Claimed, CycleReads, Dispatched, NewJob, Outcome, ReportResult, emit, event
+from jobloom.engine.dispatch import dispatch as dispatch
+from jobloom.engine.hooks import EngineHooks, Finished
+from jobloom.engine.jobs import CycleReads, NewJob, Outcome, ReportResult, emit, event
 from jobloom.store.base import Tx
 
 LEASE_GRACE = 1.0
@@ -43,33 +44,49 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
             continue
         key = {"binding": job.binding, "unique_key": job.unique_key}
         await tx.execute("lock_unique", key)
-        row = await tx.fetchone("find_unique", key)
-        if row is not None:
-            holder_id, holder_state, until = row
-            if holder_state not in FINISHED_STATES or (
-                until is not None and until > now
-            ):
-                out[i] = (holder_id, False)
-                continue
+        holder = await tx.fetchone(Q.find_unique, key)
+        if holder is not None and (holder.state not in FINISHED_STATES or (
+                holder.unique_until is not None and holder.unique_until > now)):
+            out[i] = (holder.id, False)
+            continue
         (new_id,) = await tx.insert_jobs([_with_event(job)], now)
         out[i] = (new_id, True)
+        if job.tags:
+            await insert_tags(tx, [(new_id, job.tags)])
     if plain:
         ids = await tx.insert_jobs([_with_event(jobs[i]) for i in plain], now)
         for i, new_id in zip(plain, ids, strict=True):
             out[i] = (new_id, True)
+        tagged = [(new_id, jobs[i].tags) for i, new_id in zip(plain, ids, strict=True) if jobs[i].tags]
+        if tagged:
+            await insert_tags(tx, tagged)
     return [o for o in out if o is not None]
+
+
+async def insert_tags(tx: Tx, tagged: Iterable[tuple[int, tuple[str, ...] | None]]) -> None:
+    """Index new jobs' tags (``jobloom_job_tags``): one row per tag and job, for search by tag. Only
+    jobs enqueued with tags have any, so an enqueue without tags runs no statement here."""
+    rows = [{"tag": tag, "job_id": job_id} for job_id, tags in tagged for tag in tags or ()]
+    if rows:
+        await tx.executemany("insert_job_tags", rows)
 
 
 async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: float) -> list[int]:
     """Insert jobs without unique keys, chunk by chunk (built as the store asks for them); their ids."""
 
+    tags: list[tuple[str, ...] | None] = []
+
     def rows() -> Iterator[list[dict[str, Any]]]:
         for jobs in chunks:
             if any(job.unique_key is not None for job in jobs):
                 raise ValueError("enqueue_streamed takes jobs without unique keys")
+            tags.extend(job.tags for job in jobs)
             yield [_with_event(job) for job in jobs]
 
-    return await tx.insert_jobs_streamed(rows(), now)
+    ids = await tx.insert_jobs_streamed(rows(), now)
+    if any(tags):
+        await insert_tags(tx, zip(ids, tags, strict=True))
+    return ids
 
 
 def _with_event(job: NewJob) -> dict[str, Any]:
@@ -79,132 +96,9 @@ def _with_event(job: NewJob) -> dict[str, Any]:
     return row
 
 
-async def dispatch(
-    tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
-    binding_rows: list[tuple[Any, ...]] | None = None, clock: Callable[[], float] | None = None,
-) -> Dispatched:
-    """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
-
-    The jobs start at ``now``. A rate-limited binding's jobs start when its lock is held: at ``clock()``
-    read then (a dispatch that waited for the lock does not record its starts as before the wait), and
-    never before the bucket's last update (:func:`~jobloom.core.decide.dispatch_time`); the bucket spends
-    their tokens at that moment.
-    ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction."""
-    if capacity <= 0:
-        return Dispatched([])
-    if binding_rows is None:
-        binding_rows = await tx.fetch("get_binding", {"binding": binding})
-    row = binding_rows[0] if binding_rows else None
-    policy, bucket, _ = policy_from_row(row)
-    locked = False
-    running: int | None = None
-    key = {"binding": binding}
-    if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
-        counted = policy.concurrency is not None
-        lock_rows, *count_rows = await tx.fetch_batch(
-            [("lock_binding", key), *([("count_running", key)] if counted else [])])
-        policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
-        locked = True
-        if count_rows:
-            running = count_rows[0][0][0] if count_rows[0] else 0
-        if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
-            now = dispatch_time(clock() if clock is not None else now, bucket)
-    if policy.concurrency is not None and running is None:
-        running = (await tx.fetchone("count_running", key) or (0,))[0]
-    running = running or 0
-    by_key: dict[str, int] | None = None
-    full: set[str] = set()
-    selected: list[int] = []
-    next_token_at: float | None = None
-    room = capacity
-    for _ in range(8):
-        want = min(room, policy.concurrency - running if policy.concurrency is not None else room)
-        if want <= 0:
-            break
-        # under the binding's lock, the running count per key comes along (cheap, and no round trip of
-        # its own); it is only used if a candidate has a key
-        cands, key_rows, fresh = await _candidates(tx, binding, policy, sorted(full), want + 16,
-                                                   with_keys=locked and by_key is None, with_policy=not locked)
-        if fresh is not None and policy_from_row(fresh[0] if fresh else None)[0] != policy:
-            # the limits changed since they were read (set_limits committed in between; the candidates
-            # may include jobs enqueued after it): decide again by the limits in force, under the lock
-            return await dispatch(tx, binding, capacity=capacity, worker=worker, now=now, lease=lease,
-                                  binding_rows=fresh, clock=clock)
-        if not cands:
-            break
-        if by_key is None and any(c.key is not None for c in cands):
-            if not locked:
-                await tx.fetchone("lock_binding", {"binding": binding})
-                locked = True
-            if key_rows is None:
-                key_rows = await tx.fetch("running_by_key", {"binding": binding})
-            by_key = {k: n for k, n in key_rows}
-            newly_full = {k for k, n in by_key.items() if n >= policy.key_concurrency}
-            if any(c.key in newly_full for c in cands):
-                full |= newly_full
-                continue
-        decision = decide(
-            now, cands, policy, bucket, running=running, running_by_key=by_key, capacity=room
-        )
-        bucket = decision.bucket
-        next_token_at = decision.next_token_at
-        if not decision.selected:
-            break
-        selected.extend(decision.selected)
-        picked = set(decision.selected)
-        for c in cands:
-            if c.id in picked and c.key is not None and by_key is not None:
-                by_key[c.key] = by_key.get(c.key, 0) + 1
-                if by_key[c.key] >= policy.key_concurrency:
-                    full.add(c.key)
-        running += len(decision.selected)
-        room -= len(decision.selected)
-        if not decision.skipped_keys or decision.blocked_by is not None:
-            break
-    if policy.rate is not None and bucket is not None:
-        # nothing reads its result: a store may send it with the next statement
-        await tx.executemany(
-            "save_bucket", [{"binding": binding, "tokens": bucket.tokens, "tokens_at": bucket.updated_at}]
-        )
-    if not selected:
-        return Dispatched([], next_token_at)
-    rows = await tx.fetch(
-        "claim", {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
-    )
-    await emit(tx, [event(now, r[0], r[1], "started", r[3]) for r in rows])
-    return Dispatched(
-        [Claimed(r[0], r[1], r[2], r[3], r[4], r[5], r[6], now, r[7], r[8]) for r in rows], next_token_at
-    )
-
-
-async def _candidates(
-    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool, with_policy: bool
-) -> tuple[list[Candidate], list[tuple[Any, ...]] | None, list[tuple[Any, ...]] | None]:
-    """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
-    aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
-    with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
-    was committed when it began: limits set before any candidate was enqueued are seen)."""
-    params = {"binding": binding, "full_keys": full_keys, "limit": limit}
-    queries: list[tuple[str, dict[str, Any] | None]] = [("candidates_by_priority", params)]
-    if policy.priority_aging:
-        queries.append(("candidates_by_age", params))
-    if with_keys:
-        queries.append(("running_by_key", {"binding": binding}))
-    if with_policy:
-        queries.append(("get_binding", {"binding": binding}))
-    results = await tx.fetch_batch(queries)
-    rows = results[0]
-    if policy.priority_aging:
-        seen = {r[0] for r in rows}
-        rows += [r for r in results[1] if r[0] not in seen]
-    key_rows = results[1 + bool(policy.priority_aging)] if with_keys else None
-    fresh = results[-1] if with_policy else None
-    return [Candidate(r[0], r[1], r[2], r[3]) for r in rows], key_rows, fresh
-
-
 async def report(
     tx: Tx, outcomes: Sequence[Outcome], now: float, *, hooks: EngineHooks,
-    locked: list[tuple[Any, ...]] | None = None,
+    locked: list[RunningRow] | None = None,
 ) -> ReportResult:
     """Apply attempt outcomes. A report for an attempt that is no longer running is never applied.
 
@@ -219,27 +113,31 @@ async def report(
     outcomes = list(unique.values())
     held = sorted({o.run_id for o in outcomes if o.run_id is not None})
     if locked is None:  # the runs first, then the jobs (in one batch: they run in this order)
-        *_, rows = await tx.fetch_batch([*(("lock_run", {"id": run_id}) for run_id in held),
-                                         ("lock_running", {"ids": [o.job_id for o in outcomes]})])
+        *_, rows = await tx.fetch_batch([*((Q.lock_run, {"id": run_id}) for run_id in held),
+                                         (Q.lock_running, {"ids": [o.job_id for o in outcomes]})])
     else:
         rows = locked
-    current = {r[0]: r for r in rows}
+    current: dict[int, RunningRow] = {r.id: r for r in rows}
     finishes: list[dict[str, Any]] = []
     attempts: list[dict[str, Any]] = []
     backoffs: dict[str, Any] = {}
     events: list[dict[str, Any]] = []
-    in_runs: list[tuple[int, str, str, str]] = []
+    in_runs: list[Finished] = []
     # an outcome without its run id (a caller that did not know it) has its run locked late, out of order
-    for run_id in sorted({r[10] for r in rows if r[10] is not None} - set(held)):
-        await tx.fetchone("lock_run", {"id": run_id})
+    for run_id in sorted({r.run_id for r in rows if r.run_id is not None} - set(held)):
+        await tx.fetchone(Q.lock_run, {"id": run_id})
     spawned = await _spawned(tx, outcomes, current, hooks)
+    moved: set[int] = set()  # jobs an earlier outcome of this report moved: no longer running
+    snoozing = [o.job_id for o in outcomes if o.kind == lifecycle.SNOOZED]
+    snoozes = {r.id: r.snoozes for r in await tx.fetch(Q.get_snoozes, {"ids": snoozing})} if snoozing else {}
+    snoozed: list[dict[str, Any]] = []
     holds: list[dict[str, Any]] = []
     for o in outcomes:
         row = current.get(o.job_id)
-        if row is None or row[2] != "running" or row[3] != o.attempt:
+        if row is None or row.state != "running" or row.attempt != o.attempt or o.job_id in moved:
             await _stale(tx, o, now, result)
             continue
-        _, binding, _, attempt, retries_from, max_attempts, delivery, cancel_requested, _, _, run_id, node = row
+        binding, run_id, node = row.binding, row.run_id, row.node
         if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, run_id, node, hooks):
             o.retry_after = now
         if o.kind == lifecycle.SUCCEEDED and o.job_id in spawned:  # a flow node that spawned children
@@ -248,7 +146,7 @@ async def report(
                 holds.append({"id": o.job_id, "attempt": o.attempt, "result": o.result, "payload": o.payload})
                 attempts.append(_attempt_row(o))
                 events.append(event(now, o.job_id, binding, "waiting", o.attempt, o.finished_at - o.started_at))
-                current[o.job_id] = (*row[:2], "waiting", *row[3:])
+                moved.add(o.job_id)
                 continue
             if spawn_error is not None:
                 o.error = spawn_error
@@ -257,12 +155,22 @@ async def report(
             nxt = lifecycle.Transition("succeeded")
         else:
             if binding not in backoffs:
-                backoffs[binding] = policy_from_row(await tx.fetchone("get_binding", {"binding": binding}))[2]
+                backoffs[binding] = policy_from_row(await tx.fetchone(Q.get_binding, {"binding": binding}))[2]
             nxt = lifecycle.next_state(
-                o.kind, now=now, attempt=attempt, retries_from=retries_from, max_attempts=max_attempts,
-                delivery=delivery, cancel_requested=bool(cancel_requested), backoff=backoffs[binding],
+                o.kind, now=now, attempt=row.attempt, retries_from=row.retries_from, max_attempts=row.max_attempts,
+                delivery=row.delivery, cancel_requested=bool(row.cancel_requested), backoff=backoffs[binding],
                 retry_after=o.retry_after, rng=_rng,
+                snoozes=snoozes.get(o.job_id, 0), max_snoozes=o.max_snoozes or lifecycle.DEFAULT_MAX_SNOOZES,
             )
+            if o.kind == lifecycle.SNOOZED and nxt.state == "scheduled":  # no attempt spent, one snooze counted
+                snoozed.append({"id": o.job_id, "attempt": o.attempt, "run_at": nxt.run_at})
+                attempts.append(_attempt_row(o))
+                events.append(event(now, o.job_id, binding, "snoozed", o.attempt, o.finished_at - o.started_at))
+                moved.add(o.job_id)
+                continue
+            if o.kind == lifecycle.SNOOZED and nxt.state == "failed":
+                o.error = (f"snoozed {snoozes.get(o.job_id, 0)} times, the most its performer's max_snoozes allows: "
+                           "failed rather than snoozed again")
         finished = nxt.state != "scheduled"
         suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
         finishes.append({
@@ -278,26 +186,29 @@ async def report(
             result.finished.append(o.job_id)
             if run_id is not None:
                 in_runs.append((o.job_id, run_id, node, nxt.state))
-        current[o.job_id] = (*row[:2], nxt.state, *row[3:])
+        moved.add(o.job_id)
     await tx.executemany("finish_attempt", finishes)
+    if snoozed:
+        await tx.executemany("snooze_attempt", snoozed)
     if holds:
         await tx.executemany("hold_node", holds)
     await tx.executemany("insert_attempt", attempts)
     await emit(tx, events)
-    result.applied += len(finishes) + len(holds)
+    result.applied += len(finishes) + len(holds) + len(snoozed)
     if in_runs:
         await hooks.finished(tx, in_runs, now)
     return result
 
 
 async def _spawned(
-    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, tuple[Any, ...]], hooks: EngineHooks
+    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, RunningRow], hooks: EngineHooks
 ) -> dict[int, tuple[bool, str | None]]:
     """For each succeeding flow job that spawned children (``<node>/<child>``, under its run's lock):
     whether one is still active, and the error if one did not succeed. One batch, on a small index."""
-    asked = [(o.job_id, row[10], row[11]) for o in outcomes
+    asked = [(o.job_id, row.run_id, row.node) for o in outcomes
              if o.kind == lifecycle.SUCCEEDED and (row := current.get(o.job_id)) is not None
-             and row[2] == "running" and row[3] == o.attempt and row[10] is not None and row[11] is not None]
+             and row.state == "running" and row.attempt == o.attempt and row.run_id is not None
+             and row.node is not None]
     if not asked:
         return {}
     return await hooks.spawned(tx, asked)
@@ -320,12 +231,12 @@ async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None, hooks
         over = await hooks.wait_over(tx, o.wait, run_id, node)
         if over is not None:
             return over
-    return await tx.fetchone("get_signal", {"job_id": o.job_id, "name": o.wait}) is not None
+    return await tx.fetchone(Q.get_signal, {"job_id": o.job_id, "name": o.wait}) is not None
 
 
 async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
-    prior = await tx.fetchone("get_attempt", {"job_id": o.job_id, "attempt": o.attempt})
-    if prior is not None and prior[0] == o.worker and prior[1] == o.kind:
+    prior = await tx.fetchone(Q.get_attempt, {"job_id": o.job_id, "attempt": o.attempt})
+    if prior is not None and prior.worker == o.worker and prior.outcome == o.kind:
         result.duplicate += 1  # the same report, applied before: idempotent
         return
     result.stale.append(o.job_id)
@@ -342,7 +253,7 @@ PROMOTE_LIMIT = 1000
 
 async def reap(
     tx: Tx, now: float, *, hooks: EngineHooks, limit: int = REAP_LIMIT,
-    expired: list[tuple[Any, ...]] | None = None,
+    expired: list[RunningRow] | None = None,
 ) -> list[int]:
     """Expired leases: the worker is gone. Retry (at-least-once) or ``stalled`` (at-most-once).
 
@@ -352,33 +263,34 @@ async def reap(
     locked and checked again, both skipping rows that another transaction holds: this may run after
     other locks in a worker's cycle, so it never waits (the jobs it skips are reaped later)."""
     cutoff = now - LEASE_GRACE
-    rows = expired if expired is not None else await tx.fetch("expired_leases", {"cutoff": cutoff, "limit": limit})
+    rows = expired if expired is not None else await tx.fetch(Q.expired_leases, {"cutoff": cutoff, "limit": limit})
     if not rows:
         return []
-    run_ids = sorted({r[10] for r in rows if r[10] is not None})
+    run_ids = sorted({r.run_id for r in rows if r.run_id is not None})
     if run_ids:
-        held = {r[0][0] for r in await tx.fetch_batch([("lock_run_skip", {"id": i}) for i in run_ids]) if r}
-        rows = [r for r in rows if r[10] is None or r[10] in held]
+        held = {r[0].id for r in await tx.fetch_batch([(Q.lock_run_skip, {"id": i}) for i in run_ids]) if r}
+        rows = [r for r in rows if r.run_id is None or r.run_id in held]
     if rows:
-        rows = await tx.fetch("lock_expired", {"ids": sorted(r[0] for r in rows), "cutoff": cutoff})
+        rows = await tx.fetch(Q.lock_expired, {"ids": sorted(r.id for r in rows), "cutoff": cutoff})
     if not rows:
         return []
     outcomes = [
-        Outcome(job_id=r[0], attempt=r[3], kind=lifecycle.LOST, worker=r[8] or "?", started_at=r[9] or now,
-                finished_at=now, error="lease expired: the worker stopped heartbeating", run_id=r[10])
+        Outcome(job_id=r.id, attempt=r.attempt, kind=lifecycle.LOST, worker=r.lease_owner or "?",
+                started_at=r.started_at or now, finished_at=now,
+                error="lease expired: the worker stopped heartbeating", run_id=r.run_id)
         for r in rows
     ]
     await report(tx, outcomes, now, hooks=hooks, locked=rows)
-    return [r[0] for r in rows]
+    return [r.id for r in rows]
 
 
 async def promote(tx: Tx, now: float, *, limit: int = PROMOTE_LIMIT,
-                  promoted: list[tuple[Any, ...]] | None = None) -> int:
+                  promoted: list[MovedRow] | None = None) -> int:
     """``scheduled`` jobs whose time has come become ``queued``.
 
     ``promoted``: the ``promote_due`` rows if that statement already ran in this transaction."""
-    rows = promoted if promoted is not None else await tx.fetch("promote_due", {"now": now, "limit": limit})
-    await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+    rows = promoted if promoted is not None else await tx.fetch(Q.promote_due, {"now": now, "limit": limit})
+    await emit(tx, [event(now, r.id, r.binding, "queued", r.attempt) for r in rows])
     return len(rows)
 
 
@@ -393,25 +305,31 @@ async def read_cycle(
     :func:`promote` and :func:`dispatch`.
 
     A job being reported is left out of the expired leases: its report, applied first, finishes it.
+    The bindings are read after ``hold_dispatch``, which serializes the cycle with a pause of any
+    of them (``App.pause_binding``).
     """
-    queries: list[tuple[str, dict[str, Any] | None]] = []
+    queries: list[tuple[Query[Any] | str, dict[str, Any] | None]] = []
+    if bindings:  # first, before any row lock: a pause waits for this cycle, which holds nothing it waits for
+        queries.append(("hold_dispatch", {"bindings": list(bindings)}))
     run_ids = sorted({r for r in runs if r is not None}) if reporting else []
-    queries += [("lock_run", {"id": run_id}) for run_id in run_ids]
+    queries += [(Q.lock_run, {"id": run_id}) for run_id in run_ids]
     if reporting:
-        queries.append(("lock_running", {"ids": list(reporting)}))
-    queries.append(("expired_leases", {"cutoff": now - LEASE_GRACE, "limit": REAP_LIMIT}))
-    queries.append(("promote_due", {"now": now, "limit": PROMOTE_LIMIT}))
+        queries.append((Q.lock_running, {"ids": list(reporting)}))
+    queries.append((Q.expired_leases, {"cutoff": now - LEASE_GRACE, "limit": REAP_LIMIT}))
+    queries.append((Q.promote_due, {"now": now, "limit": PROMOTE_LIMIT}))
     if watching:
-        queries.append(("cancel_requests", {"worker": worker}))
-    queries += [("get_binding", {"binding": b}) for b in bindings]
+        queries.append((Q.cancel_requests, {"worker": worker}))
+    queries += [(Q.get_binding, {"binding": b}) for b in bindings]
     results = iter(await tx.fetch_batch(queries))
+    if bindings:
+        next(results)
     for _ in run_ids:
         next(results)
     locked = next(results) if reporting else None
     ids = set(reporting)
-    expired = [r for r in next(results) if r[0] not in ids]
+    expired = [r for r in next(results) if r.id not in ids]
     promoted = next(results)
-    cancels = {(r[0], r[1]) for r in next(results)} if watching else set()
+    cancels = {(r.id, r.attempt) for r in next(results)} if watching else set()
     return CycleReads(locked, expired, promoted, cancels, {b: next(results) for b in bindings})
 
 
@@ -421,33 +339,34 @@ async def heartbeat(
     """Extend the leases of ``worker``'s running attempts, given as (job id, attempt): an attempt that is
     no longer the job's current one is not renewed. Returns (still held, cancel requested)."""
     pairs = sorted(set(keys))
-    rows = await tx.fetch("heartbeat", {
+    rows = await tx.fetch(Q.heartbeat, {
         "ids": [k[0] for k in pairs], "attempts": [k[1] for k in pairs], "pairs": [list(k) for k in pairs],
         "worker": worker, "lease_expires": now + lease,
     })
-    return {(r[0], r[1]) for r in rows}, {(r[0], r[1]) for r in rows if r[2]}
+    return {(r.id, r.attempt) for r in rows}, {(r.id, r.attempt) for r in rows if r.cancel_requested}
 
 
 async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, hooks: EngineHooks) -> str:
     """Cancel at once if not running; ask the worker if running. Returns the resulting state.
 
     A flow node's run is locked before the node's job (the lock order): its run id is read first."""
-    found = await tx.fetchone("job_run", {"id": job_id})
+    found = await tx.fetchone(Q.job_run, {"id": job_id})
     if found is None:
         raise JobNotFound(job_id)
-    if found[0] is not None:
-        _, rows = await tx.fetch_batch([("lock_run", {"id": found[0]}), ("lock_job", {"id": job_id})])
+    row: LockedJobRow | None
+    if found.run_id is not None:
+        _, rows = await tx.fetch_batch([(Q.lock_run, {"id": found.run_id}), (Q.lock_job, {"id": job_id})])
         row = rows[0] if rows else None
     else:
-        row = await tx.fetchone("lock_job", {"id": job_id})
+        row = await tx.fetchone(Q.lock_job, {"id": job_id})
     if row is None:
         raise JobNotFound(job_id)
-    state = row[1]
+    state = row.state
     if state in CANCELLABLE_AT_ONCE:
         await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
-        await emit(tx, [event(now, job_id, row[3], "cancelled", row[2])])
-        if row[4] is not None:
-            await hooks.finished(tx, [(job_id, row[4], row[5], "cancelled")], now)
+        await emit(tx, [event(now, job_id, row.binding, "cancelled", row.attempt)])
+        if row.run_id is not None:
+            await hooks.finished(tx, [(job_id, row.run_id, row.node, "cancelled")], now)
         return "cancelled"
     if state == "running":
         await tx.execute("request_cancel", {"id": job_id})
@@ -457,23 +376,23 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, 
 
 async def retry(tx: Tx, job_id: int, now: float) -> None:
     """A person's retry of a ``failed``, ``stalled`` or ``cancelled`` job: queued again, history kept."""
-    row = await tx.fetchone("lock_job", {"id": job_id})
+    row = await tx.fetchone(Q.lock_job, {"id": job_id})
     if row is None:
         raise JobNotFound(job_id)
-    if row[1] not in RETRYABLE_STATES:
-        raise InvalidTransition(job_id, row[1], "retry")
+    if row.state not in RETRYABLE_STATES:
+        raise InvalidTransition(job_id, row.state, "retry")
     await tx.execute("retry_now", {"id": job_id, "now": now})
-    await emit(tx, [event(now, job_id, row[3], "requeued", row[2])])
+    await emit(tx, [event(now, job_id, row.binding, "requeued", row.attempt)])
 
 
 async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
     """Fail an attempt whose outcome cannot be applied, by the narrowest statement there is (no result,
     no traceback, no flow bookkeeping): the last resort that keeps one bad job from wedging a worker."""
-    row = await tx.fetchone("fail_attempt", {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
+    row = await tx.fetchone(Q.fail_attempt, {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
     if row is None:
         return False
     await tx.execute("insert_attempt", _attempt_row(o) | {"outcome": lifecycle.PERMANENT})
-    await emit(tx, [event(now, o.job_id, row[0], "failed", o.attempt, o.finished_at - o.started_at)])
+    await emit(tx, [event(now, o.job_id, row.binding, "failed", o.attempt, o.finished_at - o.started_at)])
     return True
 
 
@@ -490,10 +409,10 @@ async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int, str]], n
 async def next_due(tx: Tx) -> float | None:
     """The earliest moment something becomes due: a scheduled job, or a lease to reap."""
     moments = []
-    row = await tx.fetchone("next_scheduled")
-    if row and row[0] is not None:
-        moments.append(float(row[0]))
-    row = await tx.fetchone("next_lease_expiry")
-    if row and row[0] is not None:
-        moments.append(float(row[0]) + LEASE_GRACE)
+    row = await tx.fetchone(Q.next_scheduled)
+    if row and row.at is not None:
+        moments.append(float(row.at))
+    row = await tx.fetchone(Q.next_lease_expiry)
+    if row and row.at is not None:
+        moments.append(float(row.at) + LEASE_GRACE)
     return min(moments) if moments else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -11,13 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption
+from jobloom.core.queries import Q
 from jobloom.core.records import job_from_row
-from jobloom.core.text import MAX_KEY_BYTES, check_name
+from jobloom.core.text import MAX_KEY_BYTES, check_meta, check_name, check_tags
 from jobloom.core.types import Job
 from jobloom.engine import coordinator
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec
+from jobloom.engine.remote import RemoteBinding
 
 if TYPE_CHECKING:
     from jobloom.store.base import Store, Tx
@@ -34,6 +37,8 @@ class EnqueueOptions:
     concurrency_key: str | None = None
     max_attempts: int | None = None
     delivery: str | None = None
+    tags: Sequence[str] | None = None
+    meta: dict[str, Any] | None = None
 
 
 DEFAULT_OPTIONS = EnqueueOptions()
@@ -84,7 +89,7 @@ def build_job(
         state="queued" if run_at <= now else "scheduled", max_attempts=max_attempts, delivery=delivery,
         timeout=spec.timeout, unique_key=o.unique_key,
         unique_until=None if o.unique_key is None else now + spec.unique_for,
-        concurrency_key=key, created_at=now,
+        concurrency_key=key, created_at=now, tags=check_tags(o.tags, b), meta=check_meta(o.meta, b),
     )
 
 
@@ -92,7 +97,8 @@ def job_from_new(job_id: int, new: NewJob) -> Job:
     """The :class:`Job` just inserted, without reading it back."""
     return Job(
         job_id, new.binding, new.state, 0, new.max_attempts, new.priority, new.unique_key, new.concurrency_key,
-        new.delivery, None, new.payload, None, new.run_at, new.created_at, None, None,
+        new.delivery, None, new.payload, None, new.run_at, new.created_at, None, None, False, new.run_id, new.node,
+        None if new.tags is None else json.dumps(new.tags), new.meta,
     )
 
 
@@ -113,7 +119,8 @@ class Enqueuer:
         async def work(tx: Tx) -> list[Job]:
             return await _insert(tx, jobs)
 
-        return await self._committed(work, single_statement=all(job.unique_key is None for job in jobs))
+        single = all(job.unique_key is None and not job.tags for job in jobs)  # tags take a statement of their own
+        return await self._committed(work, single_statement=single)
 
     async def insert_streamed(self, chunks: Callable[[], Iterable[Sequence[NewJob]]]) -> list[Job]:
         """Insert jobs without unique keys in one transaction, built chunk by chunk while the store
@@ -157,7 +164,7 @@ async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
         if created:
             out.append(job_from_new(job_id, new))
         else:
-            row = await tx.fetchone("get_job", {"id": job_id})
+            row = await tx.fetchone(Q.get_job, {"id": job_id})
             assert row is not None
             out.append(job_from_row(row))
     return out
@@ -168,7 +175,7 @@ async def insert_in(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
     return await _insert(tx, jobs)
 
 
-PerformerRef = type[Performer[Any, Any]] | str
+PerformerRef = type[Performer[Any, Any]] | RemoteBinding | str
 
 
 @dataclass(frozen=True, slots=True)

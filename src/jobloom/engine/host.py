@@ -19,6 +19,7 @@ class Host(Protocol):
 
     lease: float
     env: Any
+    signing_secret: bytes | None
 
     @property
     def specs(self) -> Mapping[str, PerformerSpec]:

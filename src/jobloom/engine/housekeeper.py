@@ -29,6 +29,11 @@ class Housekeeper(Protocol):
         """Do the due work in ``store`` (own transactions); return True if jobs became runnable."""
         ...
 
+    async def planned(self, store: Store, now: float) -> float | None:
+        """The next moment at which the work depends on the time (a schedule's tick, a run's deadline),
+        leaving out periodic passes; a test clock (``jobloom.testing``) stops at each one as it moves on."""
+        ...
+
 
 log = logging.getLogger("jobloom.worker")
 

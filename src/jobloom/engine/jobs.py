@@ -3,10 +3,12 @@ outbox's event rows (appended in the transaction that made the change they recor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobloom.core.rows import MovedRow, PolicyRow, RunningRow
 from jobloom.store.base import Tx
 
 
@@ -28,6 +30,8 @@ class NewJob:
     created_at: float
     run_id: str | None = None
     node: str | None = None
+    tags: tuple[str, ...] | None = None
+    meta: str | None = None  # JSON text
 
     def params(self) -> dict[str, Any]:
         """The row as named parameters."""
@@ -36,7 +40,7 @@ class NewJob:
             "run_at": self.run_at, "max_attempts": self.max_attempts, "delivery": self.delivery,
             "timeout": self.timeout, "unique_key": self.unique_key, "unique_until": self.unique_until,
             "concurrency_key": self.concurrency_key, "created_at": self.created_at, "run_id": self.run_id,
-            "node": self.node,
+            "node": self.node, "tags": None if self.tags is None else json.dumps(self.tags), "meta": self.meta,
         }
 
 
@@ -73,6 +77,7 @@ class Outcome:
     payload: str | None = None  # a flow node's payload, built when it ran
     wait: str | None = None  # SUSPENDED on wait_for_event: the event's name
     run_id: str | None = None  # the job's flow run (Claimed.run_id): its lock is taken before the job's
+    max_snoozes: int | None = None  # SNOOZED: the performer's max_snoozes
 
 
 @dataclass(slots=True)
@@ -91,17 +96,18 @@ class Dispatched:
 
     claimed: list[Claimed]
     next_token_at: float | None = None
+    batch: bool = False  # a batch performer's binding: the claimed jobs are one batch
 
 
 @dataclass(slots=True)
 class CycleReads:
     """What a worker's cycle reads first, in one batch: see :func:`read_cycle`."""
 
-    locked: list[tuple[Any, ...]] | None
-    expired: list[tuple[Any, ...]]
-    promoted: list[tuple[Any, ...]]
+    locked: list[RunningRow] | None
+    expired: list[RunningRow]
+    promoted: list[MovedRow]
     cancels: set[tuple[int, int]]
-    bindings: dict[str, list[tuple[Any, ...]]]
+    bindings: dict[str, list[PolicyRow]]
 
 
 def event(

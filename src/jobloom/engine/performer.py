@@ -14,10 +14,11 @@ import pydantic
 from pydantic_core import PydanticSerializationError
 
 from jobloom.core import options as opt
-from jobloom.core.errors import InvalidOption, InvalidPayload, PayloadTooLarge
+from jobloom.core.errors import InvalidOption, InvalidPayload, JobloomError, PayloadTooLarge
+from jobloom.core.lifecycle import DEFAULT_MAX_SNOOZES
 from jobloom.core.options import Backoff, Delivery, RateLimit
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
-from jobloom.core.types import JobContext, Policy
+from jobloom.core.types import AttemptControl, JobContext, Policy
 from jobloom.engine.steps import StepContext
 
 P = TypeVar("P")
@@ -49,22 +50,47 @@ class Performer(Generic[P, R]):
     unique_for: ClassVar[float] = 24 * 3600.0
     retention: ClassVar[dict[str, float] | float | None] = None
     isolation: ClassVar[str] = "thread"
+    pushes: ClassVar[bool] = False
+    """Whether each attempt is an HTTP request that the worker's pooled client sends (``HttpPerformer``)."""
+    max_snoozes: ClassVar[int] = DEFAULT_MAX_SNOOZES
 
     ctx: JobContext
     env: Any
     _steps: StepContext
 
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON)."""
-        return await self._steps.step(name, fn, *args)
+    def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON).
 
-    async def sleep(self, name: str, seconds: float) -> None:
-        """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt."""
-        await self._steps.sleep(name, seconds)
+        ``await`` it in an async ``perform``; in a plain ``def perform`` it returns the result (``fn``
+        runs in the job's thread)."""
+        steps, control = self._durable()
+        if control is not None:
+            return steps.step_sync(control, name, fn, *args)
+        return steps.step(name, fn, *args)
 
-    async def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
-        """Suspend until ``app.send_event(job_id, name, data)``; return ``data`` (``EventTimeout`` on timeout)."""
-        return await self._steps.wait_for_event(name, timeout)
+    def sleep(self, name: str, seconds: float) -> Any:
+        """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt.
+
+        ``await`` it in an async ``perform``; call it in a plain ``def perform``."""
+        steps, control = self._durable()
+        return steps.sleep(name, seconds) if control is None else control.call(steps.sleep(name, seconds))
+
+    def wait_for_event(self, name: str, timeout: float | None = None) -> Any:
+        """Suspend until ``app.send_event(job_id, name, data)``; return ``data`` (``EventTimeout`` on timeout).
+
+        ``await`` it in an async ``perform``; in a plain ``def perform`` it returns ``data``."""
+        steps, control = self._durable()
+        wait = steps.wait_for_event(name, timeout)
+        return wait if control is None else control.call(wait)
+
+    def _durable(self) -> tuple[StepContext, AttemptControl | None]:
+        """The attempt's steps, and its control if ``perform`` is sync (the calls then block)."""
+        steps = getattr(self, "_steps", None)
+        if steps is None:
+            raise JobloomError("durable steps are only available inside a running job, and not in a "
+                               "process-isolated one")
+        control = self.ctx.control
+        return steps, (control if control is not None and control.sync else None)
 
     def perform(self, payload: P) -> R | Awaitable[R]:  # pragma: no cover - always overridden
         """Do the work for one payload; the return value is stored as the job's result.
@@ -72,6 +98,10 @@ class Performer(Generic[P, R]):
         Override it as ``async def perform(self, payload: P) -> R`` or as a plain ``def``.
         """
         raise NotImplementedError
+
+    @classmethod
+    def check_options(cls, binding: str) -> None:
+        """Refuse bad values of options that a kind of performer adds (``InvalidOption``); checked once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +124,9 @@ class PerformerSpec:
     payload_adapter: pydantic.TypeAdapter[Any]
     result_adapter: pydantic.TypeAdapter[Any]
     nulls_may_hide_nan: bool = True  # a payload or result type whose own config may write NaN as null
+    push: bool = False  # an HttpPerformer: the worker hands it its pooled HTTP client
+    remote: Any = None  # the RemoteBinding of a binding run by remote workers (never by this app's)
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     def dump_payload(self, payload: Any) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON."""
@@ -150,6 +183,17 @@ class PerformerSpec:
             return None
         key = fn(payload)
         return None if key is None else check_name("concurrency_key", str(key), MAX_KEY_BYTES, self.binding)
+
+
+def check_local(spec: PerformerSpec, signing_secret: bytes | None) -> None:
+    """Refuse to run ``spec``'s jobs in this app's workers when they cannot be: a remote binding (remote
+    workers claim its jobs), or a push performer while the app has no ``signing_secret``."""
+    if spec.remote is not None:
+        raise InvalidOption("bindings", spec.binding, "bindings this app performs (a RemoteBinding's jobs are "
+                            "claimed by remote workers)", spec.binding)
+    if spec.push and signing_secret is None:
+        raise InvalidOption("signing_secret", None, f"App(signing_secret=...) to sign the requests of the "
+                            f"HttpPerformer {spec.binding}", spec.binding)
 
 
 def describe_validation(exc: pydantic.ValidationError) -> str:
@@ -214,6 +258,18 @@ def _isolation(cls: type[Performer[Any, Any]], binding: str, is_async: bool) -> 
     return str(value)
 
 
+def _batching(cls: type[Performer[Any, Any]], binding: str) -> tuple[int | None, float]:
+    """A batch performer's ``batch_size`` and ``batch_wait`` (checked); ``(None, 0.0)`` for any other."""
+    run = getattr(cls, "perform_batch", None)
+    if run is None:
+        return None, 0.0
+    if not inspect.iscoroutinefunction(run):
+        raise InvalidOption("perform_batch", run, "an async def perform_batch(self, items)", binding)
+    size = opt.positive_int("batch_size", getattr(cls, "batch_size", None), binding, allow_none=False) or 1
+    wait = opt.seconds("batch_wait", getattr(cls, "batch_wait", None), binding, allow_none=False) or 0.0
+    return size, wait
+
+
 def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
     if not (isinstance(cls, type) and issubclass(cls, Performer)):
@@ -229,7 +285,9 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     key_fn = cls.concurrency_key
     if key_fn is not None and not callable(key_fn):
         raise InvalidOption("concurrency_key", key_fn, "a function payload -> str | None", binding)
+    batch_size, batch_wait = _batching(cls, binding)
     policy = Policy(
+        batch_size=batch_size, batch_wait=batch_wait,
         concurrency=opt.concurrency(cls.concurrency, binding),
         key_concurrency=opt.positive_int("key_concurrency", cls.key_concurrency, binding, allow_none=False) or 1,
         rate=rate,
@@ -238,7 +296,8 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     payload_t, result_t = _type_args(cls)
     payload_adapter, payload_nulls = _adapter(payload_t)
     result_adapter, result_nulls = _adapter(result_t)
-    is_async = inspect.iscoroutinefunction(cls.perform)
+    is_async = batch_size is not None or inspect.iscoroutinefunction(cls.perform)
+    cls.check_options(binding)
     if isinstance(key_fn, staticmethod):
         key_fn = key_fn.__func__
     return PerformerSpec(
@@ -258,6 +317,8 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         payload_adapter=payload_adapter,
         result_adapter=result_adapter,
         nulls_may_hide_nan=payload_nulls or result_nulls,
+        push=bool(cls.pushes),
+        max_snoozes=opt.positive_int("max_snoozes", cls.max_snoozes, binding, allow_none=False) or 1,
     )
 
 

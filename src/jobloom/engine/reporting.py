@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from jobloom.core import lifecycle
-from jobloom.core.signals import Permanent, Retry
+from jobloom.core.queries import Q
+from jobloom.core.signals import Permanent, Retry, Snooze
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.engine import coordinator, runners
 from jobloom.engine.jobs import Outcome
@@ -53,6 +54,8 @@ def ending_of(exc: BaseException, stop_reason: str | None, timeout: float | None
         return ending
     if isinstance(exc, runners.JobError):  # from a child process, or a BaseException from a sync thread
         return Ending(exc.kind, exc.error, exc.tb)
+    if isinstance(exc, Snooze):
+        return Ending(lifecycle.SNOOZED, str(exc), retry_after=exc.after)
     if isinstance(exc, Retry):
         return Ending(lifecycle.RETRY, exc.reason, retry_after=exc.after)
     if isinstance(exc, Permanent):
@@ -100,8 +103,8 @@ async def release_orphans(store: Store, worker: str, known: set[tuple[int, int]]
     runs or has outcomes of): claims that committed in a cycle whose answer the worker never heard."""
 
     async def work(tx: Tx) -> int:
-        rows = await tx.fetch("running_of_worker", {"worker": worker})
-        orphans = [(r[0], r[1], r[2]) for r in rows if (r[0], r[1]) not in known]
+        rows = await tx.fetch(Q.running_of_worker, {"worker": worker})
+        orphans = [(r.id, r.attempt, r.binding) for r in rows if (r.id, r.attempt) not in known]
         return await coordinator.release(tx, worker, orphans, now()) if orphans else 0
 
     released = await store.transact(work)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import multiprocessing
 import os
@@ -29,9 +30,11 @@ from typing import Any
 
 from jobloom.core import lifecycle
 from jobloom.core.errors import JobloomError
-from jobloom.core.signals import Permanent, Retry
-from jobloom.core.types import JobContext
+from jobloom.core.signals import Permanent, Retry, Snooze
+from jobloom.core.types import AttemptControl, JobContext
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer, resolve_class
+from jobloom.engine.progress import progress_json
+from jobloom.engine.steps import Suspended
 
 log = logging.getLogger("jobloom.worker")
 _Work = Callable[[], Any]
@@ -144,6 +147,8 @@ class SyncRun:
                 self.stop()
         if self.stopped_at is not None:
             raise self._stopped(value, error)
+        if isinstance(error, Suspended):  # a durable sleep or wait in a sync perform
+            raise error
         if error is not None and not isinstance(error, Exception):  # SystemExit, KeyboardInterrupt...
             raise JobError(lifecycle.FAILED, f"{type(error).__name__}: {error}",
                            "".join(traceback.format_exception(error)))
@@ -187,6 +192,7 @@ class ChildRun(SyncRun):
         self._lock = threading.Lock()
         self._launched = False
         self._exitcode: int | None = None
+        self.control: AttemptControl | None = None  # the attempt's, to relay the child's progress
 
     def stop(self) -> None:
         """Kill the child (SIGKILL); a child not launched yet never is."""
@@ -230,6 +236,10 @@ class ChildRun(SyncRun):
                     break
                 if message[0] == "started":
                     super()._started()
+                elif message[0] == "progress":
+                    if self.control is not None:
+                        with contextlib.suppress(Exception):
+                            self.control.progress(message[1], message[2])
                 else:
                     last = message
         finally:
@@ -251,6 +261,8 @@ class ChildRun(SyncRun):
                 return None, exc
         if message[0] == "retry":
             return None, Retry(after=message[1], reason=message[2])
+        if message[0] == "snooze":
+            return None, Snooze(after=message[1])
         return None, JobError(message[1], message[2], message[3])
 
     def relay(self, outcome: Any, error: BaseException | None) -> None:
@@ -291,6 +303,7 @@ class SyncRunner:
             args=(conn[1], spec.cls.__module__, spec.cls.__qualname__, raw_payload, fields, *_env_blob(performer)),
         )
         child = ChildRun(self, started, spec, process, conn)
+        child.control = ctx.control
         with self._lock:
             self._children.add(child)
         self._threads.submit(child._started, child.supervise, child.relay)
@@ -340,6 +353,25 @@ class _Unavailable:
         return self.__getattr__("__getitem__")
 
 
+class _ChildControl:
+    """``self.ctx``'s control in a child process: progress goes to the worker over the pipe."""
+
+    sync = True
+    stop_reason = None  # a child is killed, never asked
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def progress(self, fraction: float, message: str | None) -> None:
+        progress_json(fraction, message, 0.0, 0)  # refused here, in the job, if bad
+        self._conn.send(("progress", fraction, message))
+
+    def call(self, work: Any) -> Any:
+        if inspect.iscoroutine(work):
+            work.close()
+        raise JobloomError("durable steps and spawn are not available in a process-isolated job")
+
+
 def _watch_parent(conn: Any) -> None:
     """End the child at once if the worker process dies (its end of the pipe closes)."""
     with contextlib.suppress(Exception):
@@ -359,13 +391,15 @@ def child_main(conn: Any, module: str, qualname: str, raw_payload: str, fields: 
         spec = inspect_performer(cls)
         payload = spec.load_payload(raw_payload)
         performer = cls()
-        performer.ctx = JobContext(**fields)
+        performer.ctx = JobContext(**fields, control=_ChildControl(conn))
         performer.env = pickle.loads(env_blob) if env_blob is not None else _Unavailable(env_why or "")
         conn.send(("started",))
         value = performer.perform(payload)
         message: tuple[Any, ...] = ("ok", spec.dump_result(value))
     except Retry as exc:
         message = ("retry", exc.after, exc.reason)
+    except Snooze as exc:
+        message = ("snooze", exc.after)
     except Permanent as exc:
         message = ("error", lifecycle.PERMANENT, f"Permanent: {exc}", traceback.format_exc())
     except BaseException as exc:

@@ -27,6 +27,7 @@ class Running:
     stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
     timer: asyncio.TimerHandle | None = None
     sync: runners.SyncRun | None = None  # a sync perform under way: stopped through it, not by cancelling
+    batch: int = 0  # a batch performer's job: the size of its batch (it shares the batch's task)
     key: Key = field(init=False)
 
     def __post_init__(self) -> None:
@@ -38,6 +39,7 @@ class CycleResult:
     """What one cycle did: jobs claimed, cancels asked, the next due moment, whether to wake others."""
 
     claimed: list[Claimed] = field(default_factory=list)
+    batches: list[list[Claimed]] = field(default_factory=list)  # of batch performers (also in claimed)
     cancels: set[Key] = field(default_factory=set)
     next_due: float | None = None
     notify: bool = False

@@ -17,9 +17,12 @@ from pydantic_core import to_json, to_jsonable_python
 
 from jobloom.core.errors import JobloomError, PayloadTooLarge
 from jobloom.core.options import MAX_DELAY, finite
+from jobloom.core.queries import Q
+from jobloom.core.rows import SignalRow, StepRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name, dumped_problem
 
 if TYPE_CHECKING:
+    from jobloom.core.types import AttemptControl
     from jobloom.store.base import Store, Tx
 
 MAX_STEP_BYTES = 128 * 1024
@@ -61,10 +64,10 @@ class StepContext:
 
     async def _records(self) -> dict[str, str | None]:
         if self._done is None:
-            async def load(tx: Tx) -> list[tuple[Any, ...]]:
-                return await tx.fetch("get_steps", {"job_id": self.job_id})
+            async def load(tx: Tx) -> list[StepRow]:
+                return await tx.fetch(Q.get_steps, {"job_id": self.job_id})
 
-            self._done = {r[0]: r[1] for r in await self.store.transact(load, exclusive=False)}
+            self._done = {r.name: r.result for r in await self.store.transact(load, exclusive=False)}
         return self._done
 
     async def _save(self, name: str, data: str | None) -> None:
@@ -77,20 +80,42 @@ class StepContext:
             raise LeaseLost(f"job {self.job_id} attempt {self.attempt} lost its lease; step {name!r} not recorded")
         (await self._records())[name] = data
 
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` once for this job and remember its result (as JSON) across attempts."""
+    async def recorded(self, name: str) -> tuple[bool, Any]:
+        """Whether step ``name`` finished in an earlier run, and its remembered result."""
         check_name("step name", name, MAX_NAME_BYTES)
         done = await self._records()
         key = f"step:{name}"
-        if key in done:
-            data = done[key]
-            return None if data is None else json.loads(data)
+        if key not in done:
+            return False, None
+        data = done[key]
+        return True, None if data is None else json.loads(data)
+
+    async def remember(self, name: str, value: Any) -> Any:
+        """Record step ``name``'s result (fenced by the lease); return it as it reads back from JSON."""
+        data = None if value is None else _step_json(name, value)
+        await self._save(f"step:{name}", data)
+        return None if data is None else json.loads(data)
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` once for this job and remember its result (as JSON) across attempts."""
+        found, value = await self.recorded(name)
+        if found:
+            return value
         value = fn(*args)
         if inspect.isawaitable(value):
             value = await value
-        data = None if value is None else _step_json(name, value)
-        await self._save(key, data)
-        return None if data is None else json.loads(data)
+        return await self.remember(name, value)
+
+    def step_sync(self, control: AttemptControl, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """:meth:`step` from a sync job's thread: ``fn`` runs in that thread, the store is reached on the
+        worker's event loop through ``control``."""
+        found, value = control.call(self.recorded(name))
+        if found:
+            return value
+        value = fn(*args)
+        if inspect.isawaitable(value):
+            value = control.call(value)
+        return control.call(self.remember(name, value))
 
     async def sleep(self, name: str, seconds: float) -> None:
         """Suspend the job for ``seconds`` (durably: a restart does not shorten or repeat the sleep)."""
@@ -111,12 +136,12 @@ class StepContext:
         check_name("event name", name, MAX_NAME_BYTES)
         if timeout is not None:
             timeout = finite("timeout", timeout)
-        async def signal(tx: Tx) -> Any:
-            return await tx.fetchone("get_signal", {"job_id": self.job_id, "name": name})
+        async def signal(tx: Tx) -> SignalRow | None:
+            return await tx.fetchone(Q.get_signal, {"job_id": self.job_id, "name": name})
 
         row = await self.store.transact(signal, exclusive=False)
         if row is not None:
-            return None if row[0] is None else json.loads(row[0])
+            return None if row.data is None else json.loads(row.data)
         done = await self._records()
         key = f"wait:{name}"
         if key in done:
@@ -149,14 +174,14 @@ async def send_event(tx: Tx, job_id: int, name: str, data: str | None, now: floa
     The job's row is locked first, so the event and a report of the job suspending to wait for it
     are serialized: either the report sees the event (and the job runs again at once), or the job
     is suspended when the event arrives (and is woken). Raises :class:`~jobloom.JobNotFound`."""
-    if await tx.fetchone("lock_job", {"id": job_id}) is None:
+    if await tx.fetchone(Q.lock_job, {"id": job_id}) is None:
         from jobloom.core.errors import JobNotFound
 
         raise JobNotFound(job_id)
     await tx.execute("put_signal", {"job_id": job_id, "name": name, "data": data, "now": now})
-    rows = await tx.fetch("wake_waiting_for", {"id": job_id, "now": now, "step": f"wait:{name}"})
+    rows = await tx.fetch(Q.wake_waiting_for, {"id": job_id, "now": now, "step": f"wait:{name}"})
     if rows:
         from jobloom.engine.jobs import emit, event
 
-        await emit(tx, [event(now, r[0], r[1], "queued", r[2]) for r in rows])
+        await emit(tx, [event(now, r.id, r.binding, "queued", r.attempt) for r in rows])
     return bool(rows)

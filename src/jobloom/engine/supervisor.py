@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from jobloom.core.retrying import Delays
+
 log = logging.getLogger("jobloom.supervisor")
 _IDLE_WAKE = 0.5  # seconds: the loop's longest sleep (a child's exit also wakes it, through SIGCHLD)
 
@@ -238,7 +240,7 @@ class _Supervisor:
             self.status = 1
             self.stopping = True
             return
-        delay = min(self.backoff_max, self.backoff_first * 2 ** (c.failures - 1))
+        delay = Delays(self.backoff_first, self.backoff_max).nth(c.failures)
         c.restart_at = now + delay
         log.warning("worker_process_exited slot=%d %s ready=no crashes_before_ready=%d restart_in=%.2fs", c.slot,
                     what, c.failures, delay)

@@ -27,11 +27,18 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from jobloom.core import lifecycle
+from jobloom.core.errors import StoreError
+from jobloom.core.retrying import Delays
 from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
-from jobloom.engine import coordinator, reporting, runners
+from jobloom.engine import batches, coordinator, registry, reporting, runners
+from jobloom.engine.control import Control
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.engine.leases import LeaseKeeping
+from jobloom.engine.performer import check_local
+from jobloom.engine.progress import ProgressBuffer
+from jobloom.engine.push import PushClient
 from jobloom.engine.running import CycleResult, Key, Running, worker_name
 from jobloom.engine.steps import StepContext
 from jobloom.store.base import Store, Tx, Wakeups
@@ -47,7 +54,7 @@ millisecond late (the poll's resolution), and a rate token lost to lateness is n
 ABANDON_MARGIN = 2.0  # seconds after the grace period at which a stuck shutdown is abandoned
 
 
-class Worker:
+class Worker(LeaseKeeping):
     """Runs an app's performers in this process, at most ``concurrency`` jobs at once."""
 
     def __init__(
@@ -61,10 +68,11 @@ class Worker:
     ) -> None:
         self.app = app
         self.concurrency = concurrency
-        self.bindings = list(bindings) if bindings else [*app.specs, *app.hooks.internal_bindings]
+        self.bindings = list(bindings) if bindings else [
+            *(b for b, s in app.specs.items() if s.remote is None), *app.hooks.internal_bindings]
         for b in self.bindings:
             if b not in app.hooks.internal_bindings:
-                app.spec(b)
+                check_local(app.spec(b), app.signing_secret)
         self.name = name or worker_name()
         self.grace = grace
         self.lease = app.lease
@@ -80,7 +88,11 @@ class Worker:
         self._rotation = 0
         self._sync = runners.SyncRunner(app.specs)
         self._unsure = False
+        self._batched = 0  # jobs running in batches beyond the first of each: they take no slot
         self._store: Store | None = None  # the store of the loop it runs on, once it runs
+        self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
+        self.next_due: float | None = None
+        self.progress = ProgressBuffer()
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -120,9 +132,11 @@ class Worker:
             asyncio.get_running_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
         store = await self.app.store()
         await self.app.register_bindings(self.bindings)
+        await store.transact(self._beat)
         wake = await store.wakeups()
         helpers = [asyncio.create_task(self._listen(wake)), asyncio.create_task(self._heartbeats()),
-                   asyncio.create_task(self._lease_watch()), asyncio.create_task(self._housekeeping_loop())]
+                   asyncio.create_task(self._lease_watch()), asyncio.create_task(self._housekeeping_loop()),
+                   asyncio.create_task(self.progress.run(self.app.store, self.name))]
         try:
             try:
                 while not self._stopping:
@@ -151,22 +165,36 @@ class Worker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(wake.close(), 1.0)
             self._sync.close()
+            await self._close_push()
 
     async def drain(self) -> int:
-        """Run every due job in-process until nothing is runnable or running; return attempts run."""
-        self._store = await self.app.store()
+        """Run every due job in-process until nothing is runnable or running, and the housekeepers due on
+        the way; return the attempts run. :attr:`next_due` is then when a job is next due (or None)."""
+        store = self._store = await self.app.store()
         await self.app.register_bindings(self.bindings)
+        made: list[bool] = []
         while True:
+            made.clear()
+            await run_due(self.app.housekeepers, store, now=self._now, stopping=lambda: False,
+                          made_runnable=lambda: made.append(True))
             result = await self._cycle(claim=True)
+            self.next_due = result.next_due
             if self.running:
                 await self._kick.wait()
                 self._kick.clear()
                 await asyncio.sleep(0)
                 continue
-            if not result.claimed and not self.outcomes:
+            if not result.claimed and not self.outcomes and not made:
                 break
         self._sync.close()
+        await self._close_push()
         return self.attempts_run
+
+    async def _close_push(self) -> None:
+        if self._push is not None:
+            push, self._push = self._push, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(push.aclose(), 1.0)
 
     # -- housekeeping -----------------------------------------------------------------------------
 
@@ -194,7 +222,7 @@ class Worker:
         return time.time() if store is None else store.now()
 
     def _free(self) -> int:
-        return self.concurrency - len(self.running)
+        return self.concurrency - len(self.running) + self._batched  # a batch takes one slot
 
     async def _listen(self, wake: Wakeups) -> None:
         while True:
@@ -211,8 +239,6 @@ class Worker:
         self._kick.clear()
 
     def _transient(self, exc: BaseException) -> bool:
-        from jobloom.core.errors import StoreError
-
         if isinstance(exc, StoreError):  # unreachable, busy for too long, or a COMMIT of unknown outcome
             return True
         store = self.app.store_if_open()
@@ -222,7 +248,7 @@ class Worker:
         return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
 
     async def _cycle_with_retry(self, *, claim: bool) -> CycleResult | None:
-        delay = 0.05
+        delays = Delays(0.05, 5.0)
         while True:
             try:
                 if self._unsure:
@@ -231,17 +257,17 @@ class Worker:
             except Exception as exc:
                 self._unsure = True  # a claim may have committed without our knowing
                 if self._transient(exc):  # the store is unreachable or failing: keep outcomes, back off
-                    log.warning("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, delay)
+                    log.warning("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc,
+                                delays.current)
                 elif self.outcomes and await self._isolate_outcomes(exc):
-                    delay = 0.05
+                    delays.reset()
                     continue
                 else:
-                    log.error("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, delay,
-                              exc_info=exc)
+                    log.error("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc,
+                              delays.current, exc_info=exc)
                 if self._stopping and (not self.outcomes or self._past_deadline()):
                     return None
-                await self._pause(delay)
-                delay = min(delay * 2, 5.0)
+                await self._pause(delays.next())
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less when the stop deadline comes first."""
@@ -268,6 +294,7 @@ class Worker:
         self._rotation = (self._rotation + 1) % max(1, len(self.bindings))
         watching = bool(self.running)
         began = time.monotonic()  # the leases of jobs claimed now expire no earlier than began + lease
+        progress = self.progress.take((o.job_id, o.attempt) for o in outcomes) if outcomes else []
 
         async def work(tx: Tx) -> CycleResult:
             now = self._now()
@@ -277,6 +304,7 @@ class Worker:
                 bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
             )
             if outcomes:
+                await self.progress.write(tx, self.name, progress)  # their last progress, while still running
                 await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
             reaped = await coordinator.reap(tx, now, hooks=self.app.hooks, expired=reads.expired)
             promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
@@ -292,7 +320,11 @@ class Worker:
                     binding_rows=reads.bindings[binding], clock=self._now,
                 )
                 res.claimed.extend(got.claimed)
-                room -= len(got.claimed)
+                if got.batch and got.claimed:  # one batch: one slot of this worker
+                    res.batches.append(got.claimed)
+                    room -= 1
+                else:
+                    room -= len(got.claimed)
                 if got.next_token_at is not None:
                     token_at = got.next_token_at if token_at is None else min(token_at, got.next_token_at)
             if not res.claimed:
@@ -308,6 +340,14 @@ class Worker:
             await store.notify()
         for key in result.cancels:
             self._stop_job(key, "cancel")
+        if result.batches:
+            in_batches = {c.id for batch in result.batches for c in batch}
+            for batch in result.batches:
+                self._start_batch(batch, began + self.lease)
+            for claimed in result.claimed:
+                if claimed.id not in in_batches:
+                    self._start(claimed, began + self.lease)
+            return result
         for claimed in result.claimed:
             self._start(claimed, began + self.lease)
         return result
@@ -323,6 +363,46 @@ class Worker:
         if claimed.timeout is not None and (spec is None or spec.is_async):  # a sync job's clock starts with it
             rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, rec.key, "timeout")
 
+    def _start_batch(self, claims: list[Claimed], lease_until: float) -> None:
+        """Start a batch performer's batch: one task for all its jobs, each job its own attempt."""
+        recs = [Running(c, lease_until, batch=len(claims)) for c in claims]
+        task = asyncio.get_running_loop().create_task(self._execute_batch(recs))
+        for rec in recs:
+            rec.task = task
+            self.running[rec.key] = rec
+        self._batched += len(recs) - 1
+        if claims[0].timeout is not None:  # the timeout is the whole call's
+            recs[0].timer = task.get_loop().call_later(claims[0].timeout, self._stop_job, recs[0].key, "timeout")
+
+    async def _execute_batch(self, recs: list[Running]) -> None:
+        spec = self.app.specs[recs[0].claimed.binding]
+        by_id = {r.claimed.id: r for r in recs}
+        for rec in recs:
+            rec.started = True
+        self.attempts_run += len(recs)
+        deadline = None if recs[0].claimed.timeout is None else time.time() + recs[0].claimed.timeout
+
+        def context(c: Claimed) -> JobContext:
+            return JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts, c.run_id, c.node,
+                              self.app.spawn_child if c.run_id is None else self.app.hooks.spawner(c))
+
+        try:
+            outcomes = await batches.run_batch(
+                spec, [r.claimed for r in recs], worker=self.name, env=self.app.env, context=context,
+                node_payload=self.app.hooks.node_payload, stopped=lambda c: by_id[c.id].stop_reason, now=self._now)
+        except BaseException as exc:  # jobloom's own failure around the call: every job fails this attempt
+            kind, error, tb, *_ = reporting.ending_of(exc, None, None)
+            outcomes = [Outcome(r.claimed.id, r.claimed.attempt, kind, self.name, r.claimed.started_at, self._now(),
+                                error=error, traceback=tb, run_id=r.claimed.run_id) for r in recs]
+        if recs[0].timer is not None:
+            recs[0].timer.cancel()
+        self.outcomes.extend(outcomes)
+        for rec in recs:
+            if self.running.get(rec.key) is rec:
+                del self.running[rec.key]
+        self._batched -= len(recs) - 1
+        self._kick.set()
+
     def _arm(self, rec: Running) -> None:
         """(Re)start a sync job's timeout clock: its thread, or its child process, has started."""
         if rec.timer is not None:
@@ -335,6 +415,8 @@ class Worker:
         rec = self.running.get(key)
         if rec is not None and rec.task is not None and rec.stop_reason is None:
             rec.stop_reason = reason
+            if rec.batch and reason in ("cancel", "lease_lost"):
+                return  # one job of a batch: it ends so when the batch call returns; the others go on
             if rec.sync is not None:
                 rec.sync.stop()  # kills a child process; a thread runs on, and its slot stays taken until it ends
             else:
@@ -344,7 +426,7 @@ class Worker:
         c = rec.claimed
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
         payload_json: str | None = None
-        deadline = None if c.timeout is None else time.time() + c.timeout
+        deadline = None if c.timeout is None else self._now() + c.timeout
         try:
             rec.started = True
             self.attempts_run += 1
@@ -361,9 +443,14 @@ class Worker:
                 performer = spec.cls()
                 performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
                                            c.run_id, c.node, self.app.spawn_child if c.run_id is None
-                                           else self.app.hooks.spawner(c))
+                                           else self.app.hooks.spawner(c),
+                                           Control(rec, self.progress, self._now, sync=not spec.is_async))
                 performer.env = self.app.env
                 performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
+                if spec.push:
+                    if self._push is None:
+                        self._push = PushClient(self.app.signing_secret or b"", self.app.specs)
+                    performer._push = self._push  # type: ignore[attr-defined]
                 if spec.is_async:
                     value = await performer.perform(payload)
                 else:
@@ -376,8 +463,11 @@ class Worker:
         if rec.timer is not None:
             rec.timer.cancel()
         finished = self._now()
-        self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb,
-                                     retry_after, payload_json, wait, c.run_id))
+        outcome = Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb, retry_after,
+                          payload_json, wait, c.run_id)
+        if kind == lifecycle.SNOOZED and (spec := self.app.specs.get(c.binding)) is not None:
+            outcome.max_snoozes = spec.max_snoozes
+        self.outcomes.append(outcome)
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]
         self._kick.set()
@@ -387,51 +477,6 @@ class Worker:
                 c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000,
                 f" error={error!r}" if error else "",
             )
-
-    # -- leases -----------------------------------------------------------------------------------
-
-    async def _heartbeats(self) -> None:
-        """Renew the leases of this worker's attempts every lease/3 (with one batched statement)."""
-        interval = self.lease / 3
-        while True:
-            await asyncio.sleep(interval)
-            # attempts that finished here but whose outcome is not reported yet keep their lease too
-            keys = list(self.running) + [k for o in self.outcomes if (k := (o.job_id, o.attempt)) not in self.running]
-            if not keys:
-                continue
-            sent = time.monotonic()
-            try:
-                store = await self.app.store()
-
-                async def work(tx: Tx, keys: list[Key] = keys) -> tuple[set[Key], set[Key]]:
-                    return await coordinator.heartbeat(tx, self.name, keys, self._now(), self.lease)
-
-                held, cancels = await store.transact(work)
-            except Exception as exc:
-                log.warning("heartbeat failed (%s: %s)", type(exc).__name__, exc)
-                continue
-            for key in keys:
-                rec = self.running.get(key)
-                if key in held:
-                    if rec is not None:
-                        rec.lease_until = max(rec.lease_until, sent + self.lease)
-                else:
-                    self._stop_job(key, "lease_lost")
-            for key in cancels:
-                self._stop_job(key, "cancel")
-
-    async def _lease_watch(self) -> None:
-        """Stop every attempt whose lease this worker could not renew before it expired: the job may
-        be reaped and started elsewhere from then on, and two live attempts of one job must never run."""
-        while True:
-            now = time.monotonic()
-            for rec in list(self.running.values()):
-                if rec.lease_until <= now and rec.stop_reason is None:
-                    log.warning("job %d attempt %d: lease not renewed in time; stopping it", *rec.key)
-                    self._stop_job(rec.key, "lease_lost")
-            live = [r.lease_until for r in self.running.values() if r.stop_reason is None]
-            wait = self.lease / 3 if not live else max(0.01, min(self.lease / 3, min(live) - now))
-            await asyncio.sleep(wait)
 
     async def _shutdown(self) -> None:
         """Let running jobs finish within the grace period; interrupt the rest; report everything."""
@@ -479,5 +524,11 @@ class Worker:
                             len(unstarted), type(exc).__name__, exc)
         if self.outcomes:
             await self._cycle_with_retry(claim=False)
-        with contextlib.suppress(Exception):
-            await store.notify()
+        # the registry row goes with the worker, within what is left of the stop's budget (a store that
+        # does not answer leaves it to be pruned as stale)
+        budget = min(1.0, deadline + ABANDON_MARGIN - time.monotonic())
+        if budget > 0 and not self._abandoned:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(budget):
+                    await store.notify()
+                    await store.transact(lambda tx: registry.forget(tx, self.name))

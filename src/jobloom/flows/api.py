@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobloom.core.options import MAX_DELAY, finite
+from jobloom.core.queries import Q
+from jobloom.core.rows import RunJobRow, RunRow, RunsJobRow
 from jobloom.core.text import MAX_KEY_BYTES, check_name, plain_json
 from jobloom.core.types import NodeState, Run, to_datetime
 from jobloom.engine.enqueue import EnqueueOptions, build_job
@@ -19,24 +22,25 @@ if TYPE_CHECKING:
     from jobloom.store.base import Tx
 
 
-def _run_from(row: tuple[Any, ...], jobs: list[tuple[Any, ...]]) -> Run:
+def _run_from(row: RunRow, jobs: Sequence[RunJobRow | RunsJobRow]) -> Run:
     nodes = {
-        r[1]: NodeState(name=r[1], job_id=r[0], state=r[2], attempt=r[5],
-                        result=None if r[3] is None else json.loads(r[3]), error=r[4])
-        for r in sorted(jobs, key=lambda r: r[0])
+        r.node: NodeState(name=r.node, job_id=r.id, state=r.state, attempt=r.attempt,
+                          result=None if r.result is None else json.loads(r.result), error=r.error)
+        for r in sorted(jobs, key=lambda r: r.id) if r.node is not None
     }
     return Run(
-        id=row[0], flow=row[1], state=row[2], input=json.loads(row[3]), deadline=to_datetime(row[5]),
-        parent_job_id=row[6], error=row[8], created_at=to_datetime(row[9]),  # type: ignore[arg-type]
-        finished_at=to_datetime(row[10]), nodes=nodes,
+        id=row.id, flow=row.flow, state=row.state, input=json.loads(row.input), deadline=to_datetime(row.deadline),
+        parent_job_id=row.parent_job_id, error=row.error, created_at=to_datetime(row.created_at),  # type: ignore[arg-type]
+        finished_at=to_datetime(row.finished_at), nodes=nodes,
     )
 
 
 async def _read_run(tx: Tx, run_id: str) -> Run:
-    row = await tx.fetchone("get_run", {"id": run_id})
+    row = await tx.fetchone(Q.get_run, {"id": run_id})
     if row is None:
         raise runs.RunNotFound(run_id)
-    return _run_from(row, await tx.fetch("run_jobs", {"run_id": run_id}))
+    jobs = await tx.fetch(Q.run_jobs, {"run_id": run_id})
+    return _run_from(row, jobs)
 
 
 def _node_jobs(app: FlowHost, flow: Flow, inp: Any, run_id: str, now: float) -> list[NewJob]:
@@ -140,12 +144,12 @@ class FlowOps:
         store = await self.host.store()
 
         async def work(tx: Tx) -> list[Run]:
-            rows = await tx.fetch("list_runs", {"flow": flow, "state": state, "limit": limit, "before": before})
-            jobs: dict[str, list[tuple[Any, ...]]] = {r[0]: [] for r in rows}
+            rows = await tx.fetch(Q.list_runs, {"flow": flow, "state": state, "limit": limit, "before": before})
+            jobs: dict[str, list[RunsJobRow]] = {r.id: [] for r in rows}
             if jobs:  # every listed run's nodes in one query
-                for j in await tx.fetch("runs_jobs", {"run_ids": list(jobs)}):
-                    jobs[j[7]].append(j)
-            return [_run_from(r, jobs[r[0]]) for r in rows]
+                for j in await tx.fetch(Q.runs_jobs, {"run_ids": list(jobs)}):
+                    jobs[j.run_id or ""].append(j)
+            return [_run_from(r, jobs[r.id]) for r in rows]
 
         return await store.transact(work, exclusive=False)
 
@@ -211,4 +215,5 @@ def node_options(node: Node) -> EnqueueOptions:
     """The enqueue options a node declares."""
     o = node.options
     return EnqueueOptions(delay=o.get("delay"), priority=o.get("priority"), concurrency_key=o.get("concurrency_key"),
-                          max_attempts=o.get("max_attempts"), delivery=o.get("delivery"))
+                          max_attempts=o.get("max_attempts"), delivery=o.get("delivery"), tags=o.get("tags"),
+                          meta=o.get("meta"))

@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidOption, shown
+from jobloom.core.queries import Q, Query
+from jobloom.core.rows import ChildRow, NodeResultRow, RunRow
 from jobloom.core.signals import Permanent
-from jobloom.core.states import ACTIVE_STATES
+from jobloom.core.states import ACTIVE_STATES, RUN_RESUMABLE_STATES
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
 from jobloom.engine.steps import FOREVER, Suspended
@@ -49,14 +51,15 @@ class NodeContexts:
 
     async def _read(self, tx: Tx, jobs: list[Claimed]) -> list[_Loaded | None]:
         run_ids = sorted({c.run_id for c in jobs if c.run_id is not None})
-        runs = {r[0][0]: r[0] for r in await tx.fetch_batch([("get_run", {"id": i}) for i in run_ids]) if r}
+        runs: dict[str, RunRow] = {
+            r[0].id: r[0] for r in await tx.fetch_batch([(Q.get_run, {"id": i}) for i in run_ids]) if r}
         found = [(c, runs.get(c.run_id or "")) for c in jobs]
         ups = [[] if run is None else _ups(run, c) for c, run in found]
-        queries: list[tuple[str, dict[str, Any]]] = []
+        queries: list[tuple[Query[Any], dict[str, Any] | None]] = []
         for (c, run), node_ups in zip(found, ups, strict=True):
             if run is not None:
-                queries.append(("node_results", {"run_id": c.run_id, "nodes": node_ups}))
-                queries += [("children_of", {"run_id": c.run_id, "prefix": like_prefix(up)}) for up in node_ups]
+                queries.append((Q.node_results, {"run_id": c.run_id, "nodes": node_ups}))
+                queries += [(Q.children_of, {"run_id": c.run_id, "prefix": like_prefix(up)}) for up in node_ups]
         answers = iter(await tx.fetch_batch(queries))
         out: list[_Loaded | None] = []
         for (_, run), node_ups in zip(found, ups, strict=True):
@@ -64,17 +67,18 @@ class NodeContexts:
                 out.append(None)
             else:
                 results = next(answers)
-                out.append((run, results, [(up, *r) for up in node_ups for r in next(answers)]))
+                out.append((run, results, [(up, r) for up in node_ups for r in next(answers)]))
         return out
 
 
-def _ups(run: tuple[Any, ...], c: Claimed) -> list[str]:
+def _ups(run: RunRow, c: Claimed) -> list[str]:
     """The upstream nodes of node job ``c`` in ``run``'s graph (a fan-out child: its node's)."""
-    graph: dict[str, list[str]] = json.loads(run[4])
+    graph: dict[str, list[str]] = json.loads(run.graph)
     return graph.get(top_node(c.node) or "", [])
 
 
-_Loaded = tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]
+_Loaded = tuple[RunRow, list[NodeResultRow], list[tuple[str, ChildRow]]]
+"""A node job's run, its upstream nodes' results, and each upstream fan-out's children."""
 
 
 async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any, dict[str, Any], int]:
@@ -83,29 +87,29 @@ async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any,
     if loaded is None:
         raise Permanent(f"run {c.run_id!r} of node {c.node!r} no longer exists")
     run, results, children = loaded
-    flow = app.flows.get(run[1])
+    flow = app.flows.get(run.flow)
     if flow is None:
-        raise Permanent(f"this worker does not know flow {run[1]!r}")
+        raise Permanent(f"this worker does not know flow {run.flow!r}")
     node = flow.nodes.get(top_node(c.node) or "")
     if node is None:
         raise Permanent(f"flow {flow.name!r} has no node {c.node!r} (was the flow changed?)")
     up: dict[str, Any] = {}
-    for name, _state, result in results:
-        up[name] = None if result is None else json.loads(result)
-    for name in {r[0] for r in children}:
-        up[name] = fanout_summary([(r[1], r[2], r[3], r[4]) for r in children if r[0] == name])
-    return flow, node, json.loads(run[3]), up, int(run[7])
+    for r in results:
+        up[r.node or ""] = None if r.result is None else json.loads(r.result)
+    for name in {up_name for up_name, _ in children}:
+        up[name] = fanout_summary([child for up_name, child in children if up_name == name])
+    return flow, node, json.loads(run.input), up, int(run.depth)
 
 
-def fanout_summary(children: list[tuple[str, str, str | None, str | None]]) -> dict[str, Any]:
+def fanout_summary(children: list[ChildRow]) -> dict[str, Any]:
     """What downstream nodes see of a fan-out (``children`` in the order they were made, item order):
     counts, and results in item order (None where failed)."""
     ordered = children
     return {
         "total": len(ordered),
-        "succeeded": sum(1 for r in ordered if r[1] == "succeeded"),
-        "failed": sum(1 for r in ordered if r[1] != "succeeded"),
-        "results": [None if r[2] is None else json.loads(r[2]) for r in ordered],
+        "succeeded": sum(1 for r in ordered if r.state == "succeeded"),
+        "failed": sum(1 for r in ordered if r.state != "succeeded"),
+        "results": [None if r.result is None else json.loads(r.result) for r in ordered],
     }
 
 
@@ -137,19 +141,19 @@ async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
         jobs.append(job)
     store = await app.store()
 
-    async def spawn(tx: Tx) -> tuple[str | None, list[tuple[Any, ...]]]:
-        run = await tx.fetchone("lock_run", {"id": c.run_id})  # a cancel or deadline of the run waits
-        if run is None or run[2] != "running":
-            return None if run is None else run[2], []
+    async def spawn(tx: Tx) -> tuple[str | None, list[ChildRow]]:
+        run = await tx.fetchone(Q.lock_run, {"id": c.run_id})  # a cancel or deadline of the run waits
+        if run is None or run.state != "running":
+            return None if run is None else run.state, []
         await insert_children(tx, jobs, now)
-        return run[2], await tx.fetch("children_of", {"run_id": c.run_id, "prefix": like_prefix(node.name)})
+        return run.state, await tx.fetch(Q.children_of, {"run_id": c.run_id, "prefix": like_prefix(node.name)})
 
     state, children = await store.transact(spawn)
     if state != "running":
         raise Permanent(f"run {c.run_id!r} is {state or 'gone'}: the children of {node.name!r} are not made")
     await store.notify()
-    if all(r[1] not in ACTIVE_STATES for r in children):
-        return fanout_summary([(r[0], r[1], r[2], r[3]) for r in children])
+    if all(r.state not in ACTIVE_STATES for r in children):
+        return fanout_summary(children)
     raise Suspended(FOREVER, wait=CHILDREN_DONE)
 
 
@@ -190,7 +194,7 @@ async def run_subflow(contexts: NodeContexts, c: Claimed) -> Any:
         raise Permanent(str(exc)) from exc
     if run.state == "succeeded":
         return {name: n.result for name, n in run.nodes.items()}
-    if run.state in ("failed", "cancelled"):
+    if run.state in RUN_RESUMABLE_STATES:
         raise Permanent(f"sub-flow run {child_id!r} {run.state}: {run.error}")
     raise Suspended(FOREVER, wait=SUBFLOW_DONE)
 
@@ -210,9 +214,9 @@ def run_spawner(app: FlowHost, c: Claimed) -> Callable[..., Awaitable[Job]]:
         store = await app.store()
 
         async def work(tx: Tx) -> Job:
-            run = await tx.fetchone("lock_run", {"id": c.run_id})  # the run first: a cancel waits, or wins
-            if run is None or run[2] != "running":
-                raise Permanent(f"run {c.run_id!r} is {'gone' if run is None else run[2]}: "
+            run = await tx.fetchone(Q.lock_run, {"id": c.run_id})  # the run first: a cancel waits, or wins
+            if run is None or run.state != "running":
+                raise Permanent(f"run {c.run_id!r} is {'gone' if run is None else run.state}: "
                                 f"child {child_id!r} of node {c.node!r} is not spawned")
             return (await insert_in(tx, [job]))[0]
 

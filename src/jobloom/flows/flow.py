@@ -14,7 +14,7 @@ from typing import Any
 
 from jobloom.core.errors import JobloomError, shown
 from jobloom.core.options import MAX_DELAY, finite
-from jobloom.core.text import MAX_NAME_BYTES, name_problem
+from jobloom.core.text import MAX_NAME_BYTES, check_meta, check_tags, name_problem
 from jobloom.engine.performer import Performer
 
 InputFn = Callable[[Any, dict[str, Any]], Any]
@@ -67,7 +67,7 @@ class Node:
         return p if isinstance(p, str) else (p.binding or p.__name__)
 
 
-_NODE_OPTIONS = frozenset({"priority", "max_attempts", "delivery", "concurrency_key", "delay"})
+_NODE_OPTIONS = frozenset({"priority", "max_attempts", "delivery", "concurrency_key", "delay", "tags", "meta"})
 
 
 class Flow:
@@ -100,6 +100,9 @@ class Flow:
                 f"node {node.name!r} in flow {self.name!r}: unknown option(s) {', '.join(sorted(bad))}; "
                 f"nodes take {', '.join(sorted(_NODE_OPTIONS))} (not unique_key)"
             )
+        where = f"node {node.name!r} in flow {self.name!r}"
+        check_tags(node.options.get("tags"), where)
+        check_meta(node.options.get("meta"), where)
         self.nodes[node.name] = node
         return node
 

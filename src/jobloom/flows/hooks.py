@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from jobloom.core.queries import Q
 from jobloom.flows import execute, runs
 from jobloom.flows.api import flow_bindings
 from jobloom.flows.flow import MAP_BINDING
@@ -33,7 +34,7 @@ class FlowHooks:
 
     async def spawned(self, tx: Tx, asked: Sequence[tuple[int, str, str]]) -> dict[int, tuple[bool, str | None]]:
         """Whether the children each succeeding node spawned are still active, or one did not succeed."""
-        found = await tx.fetch_batch([("spawned_of", {"run_id": run_id, **runs.spawn_range(node)})
+        found = await tx.fetch_batch([(Q.spawned_of, {"run_id": run_id, **runs.spawn_range(node)})
                                       for _, run_id, node in asked])
         return {job_id: runs.spawned_outcome(rows) for (job_id, _, _), rows in zip(asked, found, strict=True) if rows}
 

@@ -18,21 +18,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobloom.core.errors import InvalidTransition, JobloomError
-from jobloom.core.states import ACTIVE_STATES
+from jobloom.core.queries import Q, Query
+from jobloom.core.rows import NodeStateRow, RunRow
+from jobloom.core.states import (
+    ACTIVE_STATES,
+    RUN_FINISHED_STATES,
+    RUN_RESUMABLE_STATES,
+    RUN_RUNNING,
+    RUN_STOPPING,
+)
 from jobloom.engine.coordinator import enqueue as insert_jobs
+from jobloom.engine.coordinator import insert_tags
 from jobloom.engine.jobs import NewJob, emit, event
 from jobloom.store.base import Tx
 
-ACTIVE = ACTIVE_STATES
 CHILDREN_DONE = "jobloom.children"  # what a fan-out node waits for
 SUBFLOW_DONE = "jobloom.subflow"  # what a sub-flow node waits for
 
 
-RUN_RUNNING = "running"
-STOPPING = {"cancelling": "cancelled", "failing": "failed"}
-"""A run being stopped (cancelled, or failed at its deadline) and the state it ends in once nothing of
-it runs any more."""
-RUN_FINISHED = frozenset({"succeeded", "failed", "cancelled"})
 
 
 def top_node(node: str | None) -> str | None:
@@ -55,11 +58,11 @@ def spawn_range(node: str) -> dict[str, str]:
     return {"lo": node + "/", "hi": node + "0"}
 
 
-def spawned_outcome(rows: Sequence[tuple[Any, ...]]) -> tuple[bool, str | None]:
-    """From ``spawned_of`` rows: whether a spawned child is still active, and the error of a node one
+def spawned_outcome(rows: Sequence[NodeStateRow]) -> tuple[bool, str | None]:
+    """From ``spawned_of`` records: whether a spawned child is still active, and the error of a node one
     of whose spawned children did not succeed (None: all that finished succeeded)."""
-    active = any(r[1] in ACTIVE for r in rows)
-    failed = [r[0] for r in rows if r[1] not in ACTIVE and r[1] != "succeeded"]
+    active = any(r.state in ACTIVE_STATES for r in rows)
+    failed = [r.node for r in rows if r.state not in ACTIVE_STATES and r.state != "succeeded"]
     return active, (f"spawned child {failed[0]!r} did not succeed" if failed else None)
 
 
@@ -83,8 +86,10 @@ async def insert_children(tx: Tx, jobs: Sequence[NewJob], now: float) -> int:
     inserted = 0
     for start in range(0, len(jobs), CHILD_CHUNK):
         rows = [job.params() for job in jobs[start:start + CHILD_CHUNK]]
-        new = await tx.fetch("insert_children", {"rows": json.dumps(rows)})
-        await emit(tx, [event(now, r[0], r[1], "enqueued") for r in new])
+        new = await tx.fetch(Q.insert_children, {"rows": json.dumps(rows)})
+        await emit(tx, [event(now, r.id, r.binding, "enqueued") for r in new])
+        if jobs[0].tags:  # the children of one node share its tags
+            await insert_tags(tx, [(r.id, jobs[0].tags) for r in new])
         inserted += len(new)
     return inserted
 
@@ -108,8 +113,8 @@ async def start_run(
 
     ``deadline``: its length in seconds (the run is due at ``now + deadline``)."""
     if parent_run_id is not None:  # the parent's row first (the lock order): its cancel waits, or wins
-        parent = await tx.fetchone("lock_run", {"id": parent_run_id})
-        if parent is None or parent[2] != RUN_RUNNING:
+        parent = await tx.fetchone(Q.lock_run, {"id": parent_run_id})
+        if parent is None or parent.state != RUN_RUNNING:
             return False
     inserted = await tx.execute("insert_run", {
         "id": run_id, "flow": flow, "input": input_json, "graph": json.dumps(graph),
@@ -122,7 +127,9 @@ async def start_run(
     return True
 
 
-Move = tuple[str, dict[str, Any], str | None]
+Move = tuple[Query[Any] | str, dict[str, Any], str | None]
+"""A named statement that moves jobs (or a run) on, its parameters, and the event of the jobs it moves
+(None: no event; its rows are not jobs that moved)."""
 """A statement on a run's jobs or its row, its parameters, and the event its returned jobs record."""
 
 
@@ -142,25 +149,25 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
     for _, run_id, node, state in finished:
         by_run.setdefault(run_id, []).append((node, state))
     order = sorted(by_run)
-    queries: list[tuple[str, dict[str, Any] | None]] = []
+    queries: list[tuple[Query[Any], dict[str, Any] | None]] = []
     parents: list[tuple[str, str]] = []
     owners: list[tuple[str, str]] = []
     for run_id in order:
-        queries += [("lock_run", {"id": run_id}), ("node_states", {"run_id": run_id})]
+        queries += [(Q.lock_run, {"id": run_id}), (Q.node_states, {"run_id": run_id})]
         nodes = [n for n, _ in by_run[run_id] if n is not None]
         for parent in sorted({n.split(":", 1)[0] for n in nodes if ":" in n and "/" not in n}):
             parents.append((run_id, parent))
-            queries.append(("child_active", {"run_id": run_id, **child_range(parent)}))
+            queries.append((Q.child_active, {"run_id": run_id, **child_range(parent)}))
         for owner in sorted({spawn_owner(n) or "" for n in nodes if "/" in n}):
             owners.append((run_id, owner))
-            queries += [("node_results", {"run_id": run_id, "nodes": [owner]}),
-                        ("spawned_of", {"run_id": run_id, **spawn_range(owner)})]
+            queries += [(Q.node_results, {"run_id": run_id, "nodes": [owner]}),
+                        (Q.spawned_of, {"run_id": run_id, **spawn_range(owner)})]
     reads = iter(await tx.fetch_batch(queries))
-    runs: list[tuple[tuple[Any, ...], dict[str | None, str]]] = []
+    runs: list[tuple[RunRow, dict[str | None, str]]] = []
     done: set[tuple[str, str]] = set()
     settle: list[Move] = []
     for run_id in order:
-        found, states = next(reads), {r[0]: r[1] for r in next(reads)}
+        found, states = next(reads), {r.node: r.state for r in next(reads)}
         for rid, parent in parents:
             if rid == run_id and not next(reads):
                 done.add((run_id, parent))
@@ -168,40 +175,40 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
             if rid == run_id:
                 owner_rows, spawned = next(reads), next(reads)
                 busy, error = spawned_outcome(spawned)
-                if owner_rows and owner_rows[0][1] == "waiting" and not busy:
+                if owner_rows and owner_rows[0].state == "waiting" and not busy:
                     state = "failed" if error else "succeeded"
-                    settle.append(("settle_node", {"run_id": run_id, "node": owner, "state": state, "error": error,
+                    settle.append((Q.settle_node, {"run_id": run_id, "node": owner, "state": state, "error": error,
                                                    "now": now}, state))
         if found:
             runs.append((found[0], states))
     moves: list[Move] = []
-    ending: list[tuple[tuple[Any, ...], dict[str | None, str]]] = []
+    ending: list[tuple[RunRow, dict[str | None, str]]] = []
     for run, states in runs:
-        moves += _moves(run, by_run[run[0]], states, done, now)
-        if not any(s in ACTIVE for s in states.values()):
+        moves += _moves(run, by_run[run.id], states, done, now)
+        if not any(s in ACTIVE_STATES for s in states.values()):
             ending.append((run, states))
     if ending:
-        active = await tx.fetch_batch([("run_child_active", {"run_id": run[0]}) for run, _ in ending])
+        active = await tx.fetch_batch([(Q.run_child_active, {"run_id": run.id}) for run, _ in ending])
         for (run, states), rows in zip(ending, active, strict=True):
             if not rows:
                 moves += _end(run, states, now)
     await _apply(tx, moves, now)
     if settle:  # the settled nodes finished: their downstream, their run, their own owner move on
         results = await _apply(tx, settle, now)
-        settled = [(r[0], str(params["run_id"]), str(params["node"]), str(params["state"]))
+        settled = [(r.id, str(params["run_id"]), str(params["node"]), str(params["state"]))
                    for (_, params, _), rows in zip(settle, results, strict=True) for r in rows]
         if settled:
             await on_finished(tx, settled, now)
 
 
 def _moves(
-    run: tuple[Any, ...], nodes: list[tuple[str | None, str]], states: dict[str | None, str],
+    run: RunRow, nodes: list[tuple[str | None, str]], states: dict[str | None, str],
     done: set[tuple[str, str]], now: float,
 ) -> list[Move]:
     """What ``nodes`` reaching their states moves on in ``run`` (``states``: its top-level nodes' states,
     updated; ``done``: the (run, fan-out node) pairs none of whose children is active)."""
-    run_id = run[0]
-    graph: dict[str, list[str]] = json.loads(run[4])
+    run_id = run.id
+    graph: dict[str, list[str]] = json.loads(run.graph)
     down: dict[str, list[str]] = {n: [] for n in graph}
     for n, ups in graph.items():
         for up in ups:
@@ -215,12 +222,12 @@ def _moves(
             parent = node.split(":", 1)[0]
             if (run_id, parent) in done and parent not in woken:
                 woken.add(parent)
-                moves.append(("wake_node", {"run_id": run_id, "node": parent, "now": now}, "queued"))
+                moves.append((Q.wake_node, {"run_id": run_id, "node": parent, "now": now}, "queued"))
             continue
-        if state == "succeeded" and run[2] == RUN_RUNNING:
+        if state == "succeeded" and run.state == RUN_RUNNING:
             for d in down.get(node, []):  # the run is locked: a node seen waiting is still waiting
                 if states.get(d) == "waiting" and all(states.get(u) == "succeeded" for u in graph[d]):
-                    moves.append(("queue_waiting", {"run_id": run_id, "node": d, "now": now}, "queued"))
+                    moves.append((Q.queue_waiting, {"run_id": run_id, "node": d, "now": now}, "queued"))
                     states[d] = "queued"
         elif state != "succeeded":
             moves += _skip_downstream(run_id, node, down, states, now)
@@ -236,7 +243,7 @@ def _skip_downstream(
         d = todo.pop()
         if states.get(d) != "waiting":
             continue
-        moves.append(("skip_waiting", {
+        moves.append((Q.skip_waiting, {
             "run_id": run_id, "node": d, "now": now, "reason": f"skipped: upstream node {node!r} did not succeed",
         }, "skipped"))
         states[d] = "skipped"
@@ -244,11 +251,11 @@ def _skip_downstream(
     return moves
 
 
-def _end(run: tuple[Any, ...], states: dict[str | None, str], now: float, *, wake: bool = True) -> list[Move]:
+def _end(run: RunRow, states: dict[str | None, str], now: float, *, wake: bool = True) -> list[Move]:
     """Ending ``run`` once none of its jobs is active (``states``: at least its top-level nodes'), and
     waking the job that waits for it (unless ``wake`` is False: the caller settles that job)."""
-    run_id, state, parent_job_id = run[0], run[2], run[6]
-    if any(s in ACTIVE for s in states.values()):
+    run_id, state, parent_job_id = run.id, run.state, run.parent_job_id
+    if any(s in ACTIVE_STATES for s in states.values()):
         return []
     moves: list[Move] = []
     if state == RUN_RUNNING:
@@ -258,23 +265,23 @@ def _end(run: tuple[Any, ...], states: dict[str | None, str], now: float, *, wak
         error = None if ok else f"nodes did not succeed: {', '.join(failed)}"
         moves.append(("set_run_state", {"id": run_id, "state": "succeeded" if ok else "failed", "error": error,
                                         "finished_at": now}, None))
-    elif state in STOPPING:
-        moves.append(("set_run_state", {"id": run_id, "state": STOPPING[state], "error": run[8],
+    elif state in RUN_STOPPING:
+        moves.append(("set_run_state", {"id": run_id, "state": RUN_STOPPING[state], "error": run.error,
                                         "finished_at": now}, None))
     else:
         return []
     if parent_job_id is not None and wake:  # its job is locked first: the wake-up and its report are serialized
-        moves.append(("lock_job", {"id": parent_job_id}, None))
-        moves.append(("wake_suspended", {"id": parent_job_id, "now": now}, "queued"))
+        moves.append((Q.lock_job, {"id": parent_job_id}, None))
+        moves.append((Q.wake_suspended, {"id": parent_job_id, "now": now}, "queued"))
     return moves
 
 
-async def _apply(tx: Tx, moves: list[Move], now: float) -> list[list[tuple[Any, ...]]]:
-    """Run the moves in one batch and record an event for every job they moved; their rows."""
+async def _apply(tx: Tx, moves: list[Move], now: float) -> list[list[Any]]:
+    """Run the moves in one batch and record an event for every job they moved; their records."""
     if not moves:
         return []
     results = await tx.fetch_batch([(query, params) for query, params, _ in moves])
-    await emit(tx, [event(now, r[0], r[1], kind, r[2])
+    await emit(tx, [event(now, r.id, r.binding, kind, r.attempt)
                     for (_, _, kind), rows in zip(moves, results, strict=True) if kind is not None for r in rows])
     return results
 
@@ -283,28 +290,29 @@ async def wait_over(tx: Tx, wait: str, run_id: str, node: str) -> bool | None:
     """Whether a suspending node's run-level wait is already over: its children or its sub-run ended
     (None: ``wait`` names an event, which the engine looks up itself)."""
     if wait == CHILDREN_DONE:  # its children exist: it made them
-        return not await tx.fetch("child_active", {"run_id": run_id, **child_range(node)})
+        return not await tx.fetch(Q.child_active, {"run_id": run_id, **child_range(node)})
     if wait == SUBFLOW_DONE:
-        child = await tx.fetchone("get_run", {"id": f"{run_id}/{node}"})
-        return child is not None and child[2] in RUN_FINISHED
+        child = await tx.fetchone(Q.get_run, {"id": f"{run_id}/{node}"})
+        return child is not None and child.state in RUN_FINISHED_STATES
     return None
 
 
 async def resume_run(tx: Tx, run_id: str, now: float) -> int:
     """Run a failed (or cancelled) run again: succeeded nodes are kept, the rest run again, and the
     deadline is armed again for the run's deadline length from ``now``."""
-    run = await tx.fetchone("lock_run", {"id": run_id})
+    run = await tx.fetchone(Q.lock_run, {"id": run_id})
     if run is None:
         raise RunNotFound(run_id)
-    if run[2] not in ("failed", "cancelled"):
-        raise InvalidTransition(0, run[2], f"resume run {run_id!r}")
-    jobs = await tx.fetch("run_jobs", {"run_id": run_id})
-    if any(r[2] in ACTIVE for r in jobs):
+    if run.state not in RUN_RESUMABLE_STATES:
+        raise InvalidTransition(0, run.state, f"resume run {run_id!r}")
+    jobs = await tx.fetch(Q.run_jobs, {"run_id": run_id})
+    if any(r.state in ACTIVE_STATES for r in jobs):
         raise InvalidTransition(0, "still stopping", f"resume run {run_id!r}")
-    graph: dict[str, list[str]] = json.loads(run[4])
-    states = {r[1]: r[2] for r in jobs}
+    graph: dict[str, list[str]] = json.loads(run.graph)
+    states = {r.node: r.state for r in jobs}
     reset = 0
-    for job_id, node, state, _, _, attempt, binding in jobs:
+    for job in jobs:
+        job_id, node, state, attempt, binding = job.id, job.node, job.state, job.attempt, job.binding
         if state == "succeeded" or node is None:
             continue
         top = top_node(node) or node
@@ -315,8 +323,8 @@ async def resume_run(tx: Tx, run_id: str, now: float) -> int:
             reset += 1
             await emit(tx, [event(now, job_id, binding, "requeued" if ready else "waiting", attempt)])
     await tx.execute("set_run_state", {"id": run_id, "state": RUN_RUNNING, "error": None, "finished_at": None})
-    if run[11] is not None:
-        await tx.execute("set_run_deadline", {"id": run_id, "deadline": now + float(run[11])})
+    if run.deadline_seconds is not None:
+        await tx.execute("set_run_deadline", {"id": run_id, "deadline": now + float(run.deadline_seconds)})
     return reset
 
 

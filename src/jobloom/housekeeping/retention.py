@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from jobloom.core.queries import Q
+from jobloom.core.rows import PruneRow, RetentionRow
 from jobloom.engine.performer import _retention
 from jobloom.store.sql import load_queries
 
@@ -56,10 +59,10 @@ def parse_retention(text: str) -> dict[str, float]:
 async def stored_retentions(store: Store) -> dict[str, dict[str, float]]:
     """The retention stored with each binding by the app that performs it."""
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("binding_retentions")
+    async def work(tx: Tx) -> list[RetentionRow]:
+        return await tx.fetch(Q.binding_retentions)
 
-    return {str(b): parse_retention(text) for b, text in await store.transact(work, exclusive=False)}
+    return {str(r.binding): parse_retention(r.retention or "") for r in await store.transact(work, exclusive=False)}
 
 
 def retention_groups(
@@ -89,24 +92,29 @@ async def prune_batch(
     ``others=False``: jobs of ``bindings``; ``others=True``: jobs of every other binding that has no
     stored retention.
     """
-    history = _history_queries(store.dialect)
 
     async def work(tx: Tx) -> int:
-        rows = await tx.fetch("prune_pick_others" if others else "prune_pick",
+        rows = await tx.fetch(Q.prune_pick_others if others else Q.prune_pick,
                               {"state": state, "cutoff": cutoff, "bindings": bindings, "limit": limit})
-        ids = [int(r[0]) for r in rows]
-        if not ids:
-            return 0
-        for name in history:
-            await tx.execute(name, {"ids": ids})
-        deleted = await tx.execute("prune_jobs", {"ids": ids})
-        runs = sorted({r[1] for r in rows if r[1] is not None})
-        if runs:  # a finished flow run goes with the last of its jobs
-            await tx.fetch("lock_pruned_runs", {"ids": runs})
-            await tx.execute("prune_runs", {"ids": runs})
-        return deleted
+        return await delete_jobs(tx, rows, store.dialect)
 
     return await store.transact(work)
+
+
+async def delete_jobs(tx: Tx, rows: Sequence[PruneRow], dialect: str) -> int:
+    """Delete the picked (and locked) jobs, ``(id, run_id)`` rows, with their history (every
+    ``prune_history_*`` query) and the finished flow runs whose last jobs they were; the number deleted."""
+    ids = [int(r.id) for r in rows]
+    if not ids:
+        return 0
+    for name in _history_queries(dialect):
+        await tx.execute(name, {"ids": ids})
+    deleted = await tx.execute("prune_jobs", {"ids": ids})
+    runs = sorted({r.run_id for r in rows if r.run_id is not None})
+    if runs:  # a finished flow run goes with the last of its jobs
+        await tx.fetch(Q.lock_pruned_runs, {"ids": runs})
+        await tx.execute("prune_runs", {"ids": runs})
+    return deleted
 
 
 async def prune(store: Store, specs: Mapping[str, PerformerSpec], now: float, *, batch: int = 500,
@@ -157,6 +165,10 @@ class RetentionKeeper:
         """When to prune next (kept in memory)."""
         return self._next
 
+    async def planned(self, store: Store, now: float) -> float | None:
+        """Nothing: pruning catches up at whatever moment it runs."""
+        return None
+
     async def run(self, store: Store, now: float) -> bool:
         """Prune one round; deleting jobs never makes any runnable, so this returns False."""
         self._next = now + self.interval
@@ -168,6 +180,6 @@ class RetentionKeeper:
 
 
 __all__ = [
-    "DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "parse_retention", "prune", "prune_batch",
+    "DEFAULTS", "STATS_RETENTION", "RetentionKeeper", "delete_jobs", "parse_retention", "prune", "prune_batch",
     "retention_groups", "retention_json", "stored_retentions",
 ]

@@ -25,6 +25,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidOption
+from jobloom.core.queries import Q
+from jobloom.core.rows import ProjectedEventRow, StatsRow
 
 if TYPE_CHECKING:
     from jobloom.store.base import Store, Tx
@@ -102,11 +104,12 @@ class Tally:
             self.histogram[b] = self.histogram.get(b, 0) + n
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> Tally:
-        """From the columns after (binding, minute) of a ``jobloom_stats`` row."""
-        counts = dict(zip(COUNTERS, (int(v) for v in row[:7]), strict=True))
-        hist = {int(k): int(v) for k, v in json.loads(row[10] or "{}").items()}
-        return cls(counts, int(row[7]), float(row[8]), None if row[9] is None else float(row[9]), hist)
+    def from_row(cls, row: StatsRow) -> Tally:
+        """From a ``jobloom_stats`` record (its counters, run times and histogram)."""
+        counts = {name: int(getattr(row, name)) for name in COUNTERS}
+        hist = {int(k): int(v) for k, v in json.loads(row.histogram or "{}").items()}
+        return cls(counts, int(row.runs), float(row.run_time), None if row.run_max is None else float(row.run_max),
+                   hist)
 
     def params(self, binding: str, minute: int) -> dict[str, Any]:
         """The parameters of ``upsert_stats``."""
@@ -158,15 +161,15 @@ class Stats:
 # -- folding ------------------------------------------------------------------------------------------
 
 
-def fold(events: Iterable[tuple[Any, ...]]) -> dict[tuple[str, int], Tally]:
-    """Tally ``project_events`` rows (seq, at, binding, kind, duration) per (binding, minute)."""
+def fold(events: Iterable[ProjectedEventRow]) -> dict[tuple[str, int], Tally]:
+    """Tally ``project_events`` records per (binding, minute)."""
     out: dict[tuple[str, int], Tally] = {}
-    for _seq, at, binding, kind, duration in events:
-        key = (binding, int(at // 60))
+    for e in events:
+        key = (e.binding, int(e.at // 60))
         tally = out.get(key)
         if tally is None:
             tally = out[key] = Tally()
-        tally.add_event(kind, duration)
+        tally.add_event(e.kind, e.duration)
     return out
 
 
@@ -175,22 +178,22 @@ async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) 
 
     async def work(tx: Tx) -> int:
         await tx.execute("init_projector", {"name": name, "now": store.now()})
-        cursor = await tx.fetchone("lock_projector", {"name": name})
+        cursor = await tx.fetchone(Q.lock_projector, {"name": name})
         if cursor is None:  # another worker is projecting (PostgreSQL): it will fold these events
             return 0
-        events = await tx.fetch("project_events", {"limit": limit})
+        events = await tx.fetch(Q.project_events, {"limit": limit})
         if not events:
             return 0
         tallies = fold(events)
         minutes = [m for _, m in tallies]
         bindings = sorted({b for b, _ in tallies})
-        for row in await tx.fetch("stats_rows_for", {"bindings": bindings, "lo": min(minutes), "hi": max(minutes)}):
-            key = (row[0], int(row[1]))
+        for row in await tx.fetch(Q.stats_rows_for, {"bindings": bindings, "lo": min(minutes), "hi": max(minutes)}):
+            key = (row.binding, int(row.minute))
             if key in tallies:
-                tallies[key].merge(Tally.from_row(row[2:]))
+                tallies[key].merge(Tally.from_row(row))
         await tx.executemany("upsert_stats", [t.params(b, m) for (b, m), t in tallies.items()])
-        await tx.execute("prune_projected_events", {"seqs": [int(e[0]) for e in events]})
-        await tx.execute("save_projector", {"name": name, "last_seq": int(events[-1][0]), "now": store.now()})
+        await tx.execute("prune_projected_events", {"seqs": [int(e.seq) for e in events]})
+        await tx.execute("save_projector", {"name": name, "last_seq": int(events[-1].seq), "now": store.now()})
         return len(events)
 
     return await store.transact(work)
@@ -214,6 +217,10 @@ class Projector:
     async def next_due(self, store: Store, now: float) -> float | None:
         """When to fold next (kept in memory)."""
         return self._next
+
+    async def planned(self, store: Store, now: float) -> float | None:
+        """Nothing: folding events depends on no moment."""
+        return None
 
     async def run(self, store: Store, now: float) -> bool:
         """Fold one batch; the read model never makes jobs runnable, so this returns False."""
@@ -248,20 +255,20 @@ async def read_stats(store: Store, *, binding: str | None = None, since: Any = N
     """
     start = int(_since(since, store.now()) // 60)
 
-    async def work(tx: Tx) -> tuple[list[tuple[Any, ...]], int]:
-        rows = await tx.fetch("stats_since", {"minute": start, "binding": binding})
-        pending = await tx.fetchone("count_unprojected")
-        return rows, int(pending[0]) if pending else 0
+    async def work(tx: Tx) -> tuple[list[StatsRow], int]:
+        rows = await tx.fetch(Q.stats_since, {"minute": start, "binding": binding})
+        pending = await tx.fetchone(Q.count_unprojected)
+        return rows, int(pending.n) if pending else 0
 
     rows, pending = await store.transact(work, exclusive=False)
     total = Tally()
     per_binding: dict[str, Tally] = {}
     per_minute: dict[int, Tally] = {}
     for row in rows:
-        tally = Tally.from_row(row[2:])
+        tally = Tally.from_row(row)
         total.merge(tally)
-        per_binding.setdefault(row[0], Tally()).merge(tally)
-        per_minute.setdefault(int(row[1]), Tally()).merge(tally)
+        per_binding.setdefault(row.binding, Tally()).merge(tally)
+        per_minute.setdefault(int(row.minute), Tally()).merge(tally)
     return Stats(
         since=datetime.fromtimestamp(start * 60, UTC), total=total.figures(),
         bindings={b: t.figures() for b, t in sorted(per_binding.items())},

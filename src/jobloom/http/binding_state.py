@@ -55,7 +55,7 @@ def router(ctx: Context) -> APIRouter:
     app = ctx.app
 
     async def shown(name: str) -> dict[str, Any]:
-        for info in await app.list_bindings():  # type: ignore[attr-defined]
+        for info in await app.list_bindings():
             if describe(ctx, info)["name"] == name:
                 return describe(ctx, info)
         raise NotFound(f"unknown binding {name!r}", "name")
@@ -63,21 +63,21 @@ def router(ctx: Context) -> APIRouter:
     @api.get("", response_model=BindingsOut, **read)
     async def list_bindings() -> Response:
         """Every binding: limits in force, paused or not, counts by state, payload schema."""
-        found = await app.list_bindings()  # type: ignore[attr-defined]
+        found = await app.list_bindings()
         return json_response(dumps({"bindings": [describe(ctx, b) for b in found]}))
 
     @api.post("/{name}/pause", response_model=BindingOut, **operate)
     async def pause_binding(name: Binding) -> Response:
         """Stop dispatching the binding's jobs (running ones finish; enqueue is still accepted)."""
         check_name("binding", name, MAX_NAME_BYTES)
-        await app.pause_binding(name)  # type: ignore[attr-defined]
+        await app.pause_binding(name)
         return json_response(dumps(await shown(name)))
 
     @api.post("/{name}/resume", response_model=BindingOut, **operate)
     async def resume_binding(name: Binding) -> Response:
         """Dispatch the binding's jobs again."""
         check_name("binding", name, MAX_NAME_BYTES)
-        await app.resume_binding(name)  # type: ignore[attr-defined]
+        await app.resume_binding(name)
         return json_response(dumps(await shown(name)))
 
     return api

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
+from jobloom.core.queries import Q
+from jobloom.core.rows import PolicyRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
@@ -24,11 +26,11 @@ async def overrides(ctx: Context, binding: str) -> dict[str, Any]:
     """The run-time limits stored for ``binding``."""
     store = await ctx.app.store()
 
-    async def work(tx: Tx) -> Any:
-        return await tx.fetchone("get_binding", {"binding": binding})
+    async def work(tx: Tx) -> PolicyRow | None:
+        return await tx.fetchone(Q.get_binding, {"binding": binding})
 
     row = await store.transact(work, exclusive=False)
-    found: dict[str, Any] = json.loads(row[6]) if row and row[6] else {}
+    found: dict[str, Any] = json.loads(row.overrides) if row and row.overrides else {}
     return found
 
 

@@ -10,6 +10,8 @@ from fastapi.responses import Response
 
 from jobloom.app.facade import App
 from jobloom.core.errors import UnknownBinding
+from jobloom.core.queries import Q
+from jobloom.core.rows import BindingRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
 from jobloom.http.auth import SCHEME, Guard
@@ -69,8 +71,8 @@ class Context:
     async def _read_known(self) -> None:
         store = await self.app.store()
 
-        async def work(tx: Tx) -> list[tuple[Any, ...]]:
-            return await tx.fetch("list_bindings")
+        async def work(tx: Tx) -> list[BindingRow]:
+            return await tx.fetch(Q.list_bindings)
 
-        self._known = {str(r[0]) for r in await store.transact(work, exclusive=False)}
+        self._known = {r.binding for r in await store.transact(work, exclusive=False)}
         self._known_at = time.monotonic()

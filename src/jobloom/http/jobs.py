@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
 
 from jobloom.core.errors import JobloomError
+from jobloom.core.queries import Q
 from jobloom.core.records import job_from_row
 from jobloom.core.text import MAX_ID
 from jobloom.core.types import Job
@@ -50,7 +51,7 @@ async def enqueue_unique(ctx: Context, spec: PerformerSpec, payload: Any, option
 
     async def work(tx: Tx) -> tuple[Any, bool]:
         [(job_id, created)] = await coordinator.enqueue(tx, [new], now)
-        return await tx.fetchone("get_job", {"id": job_id}), created
+        return await tx.fetchone(Q.get_job, {"id": job_id}), created
 
     row, created = await store.transact(work)
     if created:

@@ -52,7 +52,7 @@ class ChangedOut(BaseModel):
 
 def job_filter(body: FilterBody) -> Any:
     """The ``jobloom.JobFilter`` of a request."""
-    from jobloom import JobFilter  # type: ignore[attr-defined]
+    from jobloom import JobFilter
 
     return JobFilter(**body.model_dump(exclude_none=True))
 
@@ -76,10 +76,10 @@ def router(ctx: Context) -> APIRouter:
         cursor: Annotated[str | None, Query(description="The next_cursor of the page before.")] = None,
     ) -> Response:
         """Jobs, newest first, filtered; follow ``next_cursor`` for the next page."""
-        page = await app.list_jobs(  # type: ignore[call-arg]
+        page = await app.list_jobs(
             state=state, binding=binding, tags=tags, unique_key=unique_key, text=text, created_after=created_after,
             created_before=created_before, limit=limit, cursor=cursor)
-        jobs, cursor = page.jobs, page.next_cursor  # type: ignore[attr-defined]
+        jobs, cursor = page.jobs, page.next_cursor
         return json_response(jobs_json(list(jobs), extra=f',"next_cursor":{dumps(cursor).decode()}'))
 
     for action in ("retry", "cancel", "delete"):

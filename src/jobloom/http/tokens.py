@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobloom.core.errors import InvalidOption, JobloomError
+from jobloom.core.queries import Q
+from jobloom.core.rows import TokenRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.store import Store, Tx
 
@@ -89,13 +91,13 @@ def check_scopes(scopes: Any) -> tuple[str, ...]:
     return tuple(sorted(set(items), key=SCOPES.index))
 
 
-def _info(row: tuple[Any, ...]) -> TokenInfo:
+def _info(row: TokenRow) -> TokenInfo:
     def dt(ts: float | None) -> datetime | None:
         return None if ts is None else datetime.fromtimestamp(ts, UTC)
 
-    created = dt(row[4])
+    created = dt(row.created_at)
     assert created is not None
-    return TokenInfo(row[0], row[1], tuple(row[3].split(",")), created, dt(row[5]))
+    return TokenInfo(row.name, row.prefix, tuple(row.scopes.split(",")), created, dt(row.revoked_at))
 
 
 async def create_token(store: Store, name: str, scopes: Any) -> tuple[str, TokenInfo]:
@@ -107,16 +109,16 @@ async def create_token(store: Store, name: str, scopes: Any) -> tuple[str, Token
     prefix, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
     now = store.now()
 
-    async def work(tx: Tx) -> tuple[Any, ...]:
-        row = await tx.fetchone("get_token", {"name": name})
-        if row is not None and row[5] is None:
+    async def work(tx: Tx) -> TokenRow:
+        row = await tx.fetchone(Q.get_token, {"name": name})
+        if row is not None and row.revoked_at is None:
             raise TokenExists(f"a token named {name!r} exists; revoke it first (jobloom tokens revoke {name})")
         await tx.execute("delete_revoked_token", {"name": name})
         await tx.execute("insert_token", {"name": name, "prefix": prefix, "secret_hash": hash_secret(secret),
                                           "scopes": ",".join(chosen), "now": now})
-        found = await tx.fetchone("get_token", {"name": name})
+        found = await tx.fetchone(Q.get_token, {"name": name})
         assert found is not None
-        return tuple(found)
+        return found
 
     row = await store.transact(work)
     return f"{PREFIX}{prefix}_{secret}", _info(row)
@@ -125,8 +127,8 @@ async def create_token(store: Store, name: str, scopes: Any) -> tuple[str, Token
 async def list_tokens(store: Store) -> list[TokenInfo]:
     """Every token, revoked ones included, by name."""
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("list_tokens")
+    async def work(tx: Tx) -> list[TokenRow]:
+        return await tx.fetch(Q.list_tokens)
 
     return [_info(r) for r in await store.transact(work, exclusive=False)]
 
@@ -135,10 +137,9 @@ async def revoke_token(store: Store, name: str) -> TokenInfo:
     """Revoke a token: requests carrying it are refused (within a second, see ``TokenCache``)."""
     now = store.now()
 
-    async def work(tx: Tx) -> tuple[Any, ...] | None:
+    async def work(tx: Tx) -> TokenRow | None:
         await tx.execute("revoke_token", {"name": name, "now": now})
-        row = await tx.fetchone("get_token", {"name": name})
-        return None if row is None else tuple(row)
+        return await tx.fetchone(Q.get_token, {"name": name})
 
     row = await store.transact(work)
     if row is None:
@@ -149,8 +150,9 @@ async def revoke_token(store: Store, name: str) -> TokenInfo:
 async def active_tokens(store: Store) -> dict[str, StoredToken]:
     """The active tokens by prefix."""
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("list_tokens")
+    async def work(tx: Tx) -> list[TokenRow]:
+        return await tx.fetch(Q.list_tokens)
 
     rows = await store.transact(work, exclusive=False)
-    return {r[1]: StoredToken(r[0], r[2], frozenset(r[3].split(","))) for r in rows if r[5] is None}
+    return {r.prefix: StoredToken(r.name, r.secret_hash, frozenset(r.scopes.split(",")))
+            for r in rows if r.revoked_at is None}

@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import JobloomError
+from jobloom.core.queries import Q
+from jobloom.core.rows import StoredScheduleRow
 from jobloom.engine import coordinator
-from jobloom.engine.enqueue import EnqueueOptions, build_job
+from jobloom.engine.enqueue import build_job
 from jobloom.schedules.keeper import SchedulerKeeper, ScheduleRow, _flow_of, read_rows
 from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 
@@ -127,7 +129,7 @@ class ScheduleOps:
         now = store.now()
 
         async def work(tx: Tx) -> None:
-            existing = await tx.fetchone("lock_schedule_row", {"name": schedule.name})
+            existing = await tx.fetchone(Q.lock_schedule_row, {"name": schedule.name})
             if existing is not None and not replace:
                 raise JobloomError(f"schedule {schedule.name!r} exists; add_schedule(..., replace=True) replaces it")
             if existing is not None:
@@ -178,7 +180,7 @@ class ScheduleOps:
             run = await self.host.start(_flow_of(self.host, schedule), arguments, id=key)
 
             async def record_run(tx: Tx) -> None:
-                current = await tx.fetchone("lock_schedule_row", {"name": name})
+                current = await tx.fetchone(Q.lock_schedule_row, {"name": name})
                 assert current is not None
                 r = ScheduleRow.from_row(current)
                 r.last_run_id, r.last_run_at, r.fired = key, now, r.fired + 1
@@ -186,10 +188,10 @@ class ScheduleOps:
 
             await store.transact(record_run)
             return run
-        job = build_job(self.host.spec(schedule.binding or ""), arguments, EnqueueOptions(unique_key=key), now)
+        job = build_job(self.host.spec(schedule.binding or ""), arguments, schedule.options(key), now)
 
         async def work(tx: Tx) -> int:
-            current = await tx.fetchone("lock_schedule_row", {"name": name})
+            current = await tx.fetchone(Q.lock_schedule_row, {"name": name})
             assert current is not None
             r = ScheduleRow.from_row(current)
             [(job_id, _)] = await coordinator.enqueue(tx, [job], now)
@@ -231,13 +233,13 @@ class ScheduleOps:
     async def _ensure_row(self, store: Store, name: str, now: float) -> ScheduleRow:
         schedule = self.schedules.get(name)
 
-        async def work(tx: Tx) -> tuple[Any, ...] | None:
+        async def work(tx: Tx) -> StoredScheduleRow | None:
             if schedule is not None:
                 await tx.execute("insert_schedule_row", {
                     "name": name, "origin": "code", "definition": schedule.definition_json(), "last_tick": now,
                     "next_run": schedule.next_tick(now), "now": now,
                 })
-            return await tx.fetchone("get_schedule_row", {"name": name})
+            return await tx.fetchone(Q.get_schedule_row, {"name": name})
 
         row = await store.transact(work)
         if row is None:
@@ -250,7 +252,7 @@ class ScheduleOps:
         await self._ensure_row(store, name, now)
 
         async def work(tx: Tx) -> None:
-            current = await tx.fetchone("lock_schedule_row", {"name": name})
+            current = await tx.fetchone(Q.lock_schedule_row, {"name": name})
             assert current is not None
             row = ScheduleRow.from_row(current)
             if row.paused == paused:

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import JobloomError
+from jobloom.core.queries import Q
+from jobloom.core.rows import StoredScheduleRow
 from jobloom.core.states import FINISHED_STATES
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.engine import coordinator
-from jobloom.engine.enqueue import EnqueueOptions, build_job
+from jobloom.engine.enqueue import build_job
 from jobloom.engine.jobs import NewJob
 from jobloom.schedules.planner import TickPlan, plan_ticks, tick_key
 from jobloom.schedules.schedule import InvalidSchedule, Schedule
@@ -34,8 +36,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobloom.schedules")
 
 REFRESH = 5.0  # how often a worker re-reads the schedules (pause, resume, add from other processes)
-_COLUMNS = ("name", "origin", "definition", "paused", "last_tick", "next_run", "last_run_at", "last_job_id",
-            "last_run_id", "last_error", "last_error_at", "fired", "skipped")
 
 
 # -- rows and listings --------------------------------------------------------------------------------
@@ -60,24 +60,22 @@ class ScheduleRow:
     skipped: int
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> ScheduleRow:
-        """From a row of the ``*_schedule_row(s)`` queries."""
-        values = dict(zip(_COLUMNS, row, strict=True))
-        values["paused"] = bool(values["paused"])
-        return cls(**values)
+    def from_row(cls, row: StoredScheduleRow) -> ScheduleRow:
+        """From a record of the ``*_schedule_row(s)`` queries."""
+        return cls(**row._replace(paused=bool(row.paused))._asdict())
 
     def state(self) -> dict[str, Any]:
         """The parameters of ``save_schedule_state``."""
-        return {k: getattr(self, k) for k in _COLUMNS if k not in ("origin", "definition", "paused")}
+        return {k: getattr(self, k) for k in StoredScheduleRow._fields if k not in ("origin", "definition", "paused")}
 
 
 async def read_rows(store: Store) -> dict[str, ScheduleRow]:
     """Every stored schedule row, by name."""
 
-    async def work(tx: Tx) -> list[tuple[Any, ...]]:
-        return await tx.fetch("list_schedule_rows")
+    async def work(tx: Tx) -> list[StoredScheduleRow]:
+        return await tx.fetch(Q.list_schedule_rows)
 
-    return {r[0]: ScheduleRow.from_row(r) for r in await store.transact(work, exclusive=False)}
+    return {r.name: ScheduleRow.from_row(r) for r in await store.transact(work, exclusive=False)}
 
 
 # -- firing -------------------------------------------------------------------------------------------
@@ -114,6 +112,12 @@ class SchedulerKeeper:
         if not self.synced:
             return now
         return min([self._refresh_at, *self._due.values()])
+
+    async def planned(self, store: Store, now: float) -> float | None:
+        """The earliest tick of an active schedule (``now`` until the schedules were read)."""
+        if not self.synced:
+            return now
+        return min(self._due.values(), default=None)
 
     async def run(self, store: Store, now: float) -> bool:
         """Fire the due ticks; return True if jobs were made."""
@@ -166,7 +170,7 @@ class SchedulerKeeper:
                 arguments = schedule.arguments(schedule.local(tick))
                 if schedule.flow is None:
                     spec = app.spec(schedule.binding or "")
-                    firing.jobs.append((tick, build_job(spec, arguments, EnqueueOptions(unique_key=key), now)))
+                    firing.jobs.append((tick, build_job(spec, arguments, schedule.options(key), now)))
                 else:
                     firing.runs.append((tick, key))
             except Exception as exc:
@@ -181,7 +185,7 @@ class SchedulerKeeper:
         async def work(tx: Tx) -> bool:
             made = False
             for f in firings:
-                current = await tx.fetchone("lock_schedule_row", {"name": f.schedule.name})
+                current = await tx.fetchone(Q.lock_schedule_row, {"name": f.schedule.name})
                 if current is None:
                     continue
                 row = ScheduleRow.from_row(current)
@@ -196,8 +200,8 @@ class SchedulerKeeper:
 async def _unfinished_job(tx: Tx, job_id: int | None) -> bool:
     if job_id is None:
         return False
-    row = await tx.fetchone("schedule_job_state", {"id": job_id})
-    return row is not None and row[0] not in FINISHED_STATES  # a pruned job is finished
+    row = await tx.fetchone(Q.schedule_job_state, {"id": job_id})
+    return row is not None and row.state not in FINISHED_STATES  # a pruned job is finished
 
 
 async def _apply(tx: Tx, f: _Firing, row: ScheduleRow, now: float) -> bool:

@@ -15,7 +15,7 @@ moments it fires) come from :meth:`Schedule.next_tick` and :meth:`Schedule.prev_
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -24,7 +24,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter  # type: ignore[import-untyped]
 
 from jobloom.core.errors import InvalidOption, JobloomError
-from jobloom.core.text import name_problem
+from jobloom.core.text import check_meta, check_tags, name_problem
+from jobloom.engine.enqueue import EnqueueOptions
 
 Overlap = Literal["skip", "allow"]
 CatchUp = Literal["latest", "all", "none"]
@@ -166,6 +167,8 @@ class Schedule:
     timezone: str = "UTC"
     overlap: Overlap = "skip"
     catch_up: CatchUp = "latest"
+    tags: Sequence[str] | None = None
+    meta: dict[str, Any] | None = None
     _zone: ZoneInfo = field(init=False, repr=False)
     _expr: str = field(init=False, repr=False)
     _seconds_field: bool = field(init=False, repr=False)
@@ -212,6 +215,16 @@ class Schedule:
             raise InvalidSchedule(name, "overlap", self.overlap, "expected 'skip' or 'allow'")
         if self.catch_up not in CATCH_UPS:
             raise InvalidSchedule(name, "catch_up", self.catch_up, "expected 'latest', 'all' or 'none'")
+        if self.flow is not None and (self.tags is not None or self.meta is not None):
+            raise InvalidSchedule(name, "tags/meta", (self.tags, self.meta),
+                                  "tags= and meta= go with performer= (a flow's nodes declare their own)")
+        tags = check_tags(self.tags, f"schedule {name!r}")
+        object.__setattr__(self, "tags", None if tags is None else list(tags))
+        check_meta(self.meta, f"schedule {name!r}")
+
+    def options(self, unique_key: str) -> EnqueueOptions:
+        """The enqueue options of a tick's job: the tick as unique key, the schedule's tags and meta."""
+        return EnqueueOptions(unique_key=unique_key, tags=self.tags, meta=self.meta)
 
     # -- what it does -------------------------------------------------------------------------------
 
@@ -293,7 +306,7 @@ class Schedule:
             "arguments": arguments if self.stored_arguments else None,
             "arguments_from_tick": not self.stored_arguments,
             "overlap": self.overlap, "catch_up": self.catch_up,
-        }
+        } | ({"tags": self.tags} if self.tags else {}) | ({"meta": self.meta} if self.meta else {})
 
     def definition_json(self, payload_json: str | None = None) -> str:
         """The stored form; ``payload_json`` is the payload already encoded by its performer."""
@@ -312,6 +325,7 @@ class Schedule:
             name, cron=data.get("cron"), every=data.get("every"), performer=data["binding"],
             payload=data.get("arguments"), timezone=data.get("timezone") or "UTC",
             overlap=data.get("overlap") or "skip", catch_up=data.get("catch_up") or "latest",
+            tags=data.get("tags"), meta=data.get("meta"),
         )
 
 

@@ -10,9 +10,10 @@ import abc
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from jobloom.core.errors import StoreError
+from jobloom.core.queries import QUERIES, Query, R
 
 T = TypeVar("T")
 Params = Mapping[str, Any]
@@ -25,17 +26,45 @@ class Tx(abc.ABC):
     """Whether this transaction wakes idle workers itself when it commits (so no :meth:`Store.notify`)."""
 
     @abc.abstractmethod
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
-        """Run a named query and return all rows."""
+    async def fetch_rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+        """Run a named query and return all its rows as the driver reads them (plain tuples).
+        Code outside the store calls :meth:`fetch`, which names the columns."""
 
-    async def fetch_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
-        """Run named queries that do not depend on each other, in order; all their rows, per query.
-        A driver may send them together (one round trip)."""
-        return [await self.fetch(name, params) for name, params in queries]
+    async def fetch_rows_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
+        """:meth:`fetch_rows` of queries that do not depend on each other, in order. A driver may send
+        them together (one round trip)."""
+        return [await self.fetch_rows(name, params) for name, params in queries]
 
-    async def fetchone(self, name: str, params: Params | None = None) -> tuple[Any, ...] | None:
-        """Run a named query and return its first row, if any."""
-        rows = await self.fetch(name, params)
+    @overload
+    async def fetch(self, query: Query[R], params: Params | None = None) -> list[R]: ...
+    @overload
+    async def fetch(self, query: str, params: Params | None = None) -> list[Any]: ...
+
+    async def fetch(self, query: Query[Any] | str, params: Params | None = None) -> list[Any]:
+        """Run a named query and return all its rows as records (:mod:`jobloom.core.rows`).
+
+        Given a bare name, its rows are records if the name has a handle in ``queries.Q``, else tuples."""
+        q = _handle(query)
+        if q is None:
+            return await self.fetch_rows(query, params)  # type: ignore[arg-type]
+        return list(map(q.make, await self.fetch_rows(q.name, params)))
+
+    async def fetch_batch(self, queries: Sequence[tuple[Query[Any] | str, Params | None]]) -> list[list[Any]]:
+        """Run named queries that do not depend on each other, in order; all their rows, per query, as
+        records (see :meth:`fetch`). A driver may send them together (one round trip)."""
+        handles = [_handle(query) for query, _ in queries]
+        answers = await self.fetch_rows_batch([(q.name if q else query, params)  # type: ignore[misc]
+                                               for (query, params), q in zip(queries, handles, strict=True)])
+        return [list(map(q.make, rows)) if q else rows for q, rows in zip(handles, answers, strict=True)]
+
+    @overload
+    async def fetchone(self, query: Query[R], params: Params | None = None) -> R | None: ...
+    @overload
+    async def fetchone(self, query: str, params: Params | None = None) -> Any: ...
+
+    async def fetchone(self, query: Query[Any] | str, params: Params | None = None) -> Any:
+        """Run a named query and return its first row as a record (see :meth:`fetch`), if any."""
+        rows = await self.fetch(query, params)
         return rows[0] if rows else None
 
     @abc.abstractmethod
@@ -46,9 +75,15 @@ class Tx(abc.ABC):
     async def executemany(self, name: str, rows: Sequence[Params]) -> None:
         """Run a named statement once per parameter set."""
 
-    @abc.abstractmethod
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
-        """Run a named INSERT once per row; return the new ids in row order."""
+        """Run a named ``INSERT ... RETURNING id`` once per row (in one batch: :meth:`fetch_rows_batch`);
+        return the new ids in row order. A driver whose INSERT returns no row gives its own."""
+        ids: list[int] = []
+        for answer in await self.fetch_rows_batch([(name, row) for row in rows]):
+            if not answer:
+                raise StoreError(f"query {name!r} returned no id")
+            ids.append(answer[0][0])
+        return ids
 
     async def insert_jobs(self, rows: Sequence[Params], at: float) -> list[int]:
         """Insert new jobs (``insert_job`` rows, each with the ``event`` kind to record at ``at``) and
@@ -70,6 +105,10 @@ class Tx(abc.ABC):
         for rows in chunks:
             ids += await self.insert_jobs(rows, at)
         return ids
+
+
+def _handle(query: Query[Any] | str) -> Query[Any] | None:
+    return QUERIES.get(query) if isinstance(query, str) else query
 
 
 class Wakeups(abc.ABC):
@@ -142,11 +181,17 @@ class Store(abc.ABC):
     clock_offset = 0.0
     """Seconds to add to this host's clock to read the store's (0 for a store without a server)."""
 
+    clock: Callable[[], float] | None = None
+    """A clock that replaces the store's own (epoch seconds): an ``App`` built with ``clock=`` (such as
+    ``jobloom.testing.TestClock``) sets it, so that a test decides the time of every decision."""
+
     def now(self) -> float:
         """The store's clock in epoch seconds: the time every decision on this store compares with.
 
         A store on one machine (SQLite) uses that machine's clock; a server's store estimates the
         server's clock, so that hosts whose clocks disagree still agree on leases and delays."""
+        if self.clock is not None:
+            return self.clock()
         return time.time() + self.clock_offset
 
     def is_transient(self, exc: BaseException) -> bool:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
+from jobloom.core.retrying import Delays
 from jobloom.store.base import Wakeups, wait_event
 
 log = logging.getLogger("jobloom.store.postgres")
@@ -65,17 +65,16 @@ class Listener:
         return conn
 
     async def _run(self) -> None:
-        delay = 0.05
+        delays = Delays(0.05, 5.0, jitter=True)
         while not self._closed:
             if self.conn is None:
                 try:
                     self.conn = await self._listen()
                 except Exception as exc:
-                    log.debug("jobloom LISTEN reconnect failed (%s); next try in %.2f s", exc, delay)
-                    await asyncio.sleep(delay * (0.5 + random.random() / 2))
-                    delay = min(delay * 2, 5.0)
+                    log.debug("jobloom LISTEN reconnect failed (%s); next try in %.2f s", exc, delays.current)
+                    await asyncio.sleep(delays.next())
                     continue
-                delay = 0.05
+                delays.reset()
                 log.info("jobloom LISTEN connection re-established")
                 self._signal()  # notifications may have been missed while disconnected
             conn = self.conn

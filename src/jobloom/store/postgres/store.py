@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -25,6 +24,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from jobloom.core.errors import CommitUnknown, StoreError
+from jobloom.core.retrying import Delays
 from jobloom.store.base import Store, Tx, Wakeups, run_without_loop
 from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, _server_unavailable, is_transient
 from jobloom.store.postgres.listen import Listener
@@ -123,18 +123,17 @@ class PostgresStore(Store):
 
     async def _check_server(self) -> None:
         deadline = time.monotonic() + self.retry_deadline
-        delay = 0.05
+        delays = Delays(0.05, 5.0)
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(
                     self.url, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT)
                 )
             except psycopg.Error as exc:
-                if not _server_unavailable(exc) or time.monotonic() + delay > deadline:
+                if not _server_unavailable(exc) or time.monotonic() + delays.current > deadline:
                     raise StoreError(f"cannot connect to PostgreSQL at {_safe_url(self.url)}: {exc}") from exc
-                log.warning("PostgreSQL is not reachable (%s); trying again in %.2f s", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                log.warning("PostgreSQL is not reachable (%s); trying again in %.2f s", exc, delays.current)
+                await asyncio.sleep(delays.next())
                 continue
             try:
                 await self._measure_clock(conn)
@@ -171,6 +170,8 @@ class PostgresStore(Store):
         """The server's clock, as estimated from this host's: every time that decides (leases, delays,
         deadlines, schedules, retention) is read from it, so hosts whose clocks disagree still agree on
         the order of things. The offset is measured at open and again every ``CLOCK_RESYNC`` seconds."""
+        if self.clock is not None:
+            return self.clock()
         if time.monotonic() - self._clock_synced > CLOCK_RESYNC and self._pool is not None and (
             self._clock_task is None or self._clock_task.done()
         ):
@@ -254,7 +255,7 @@ class PostgresStore(Store):
         phase unsure raises :class:`CommitUnknown`: running it again could apply it twice."""
         pool = await self._ready()
         deadline = time.monotonic() + self.retry_deadline
-        delay = 0.002  # a lock conflict clears in milliseconds; a lost server backs off to 2 s
+        delays = Delays(0.002, 2.0, jitter=True)  # a lock conflict clears in milliseconds; a lost server: 2 s
         while True:
             phase = _Phase()
             done = False
@@ -271,13 +272,12 @@ class PostgresStore(Store):
                         f"the connection failed during {unsure_step} ({type(exc).__name__}: {exc}); "
                         "it may or may not have been applied"
                     ) from exc
-                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                if not is_transient(exc) or time.monotonic() + delays.current > deadline:
                     raise
                 conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
                 log.log(logging.DEBUG if conflict else logging.WARNING,
                         "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
-                await asyncio.sleep(delay * (0.5 + random.random() / 2))
-                delay = min(delay * 2, 2.0)
+                await asyncio.sleep(delays.next())
 
     async def transact_on(self, conn: Any, fn: Callable[[Tx], Awaitable[T]]) -> T:
         """Run ``fn`` inside the caller's open transaction on ``conn``; the caller commits (or not).

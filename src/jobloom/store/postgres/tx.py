@@ -170,10 +170,10 @@ class PostgresTx(Tx):
             cur = await self.conn.execute(query, params or {})
         return cur
 
-    async def fetch_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
+    async def fetch_rows_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
         """Run independent named queries in one pipeline: one round trip for all of them."""
         if self._left is not None:
-            return await super().fetch_batch(queries)
+            return await super().fetch_rows_batch(queries)
         async with self.conn.pipeline():
             await self._send_pending()
             cursors = [await self.conn.execute(self._locks.query(name, params), params or {})
@@ -205,7 +205,7 @@ class PostgresTx(Tx):
         if self._begun:
             await self.conn.execute("ROLLBACK")
 
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+    async def fetch_rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
         cur = await self._run(name, params)
         return await cur.fetchall() if cur.description is not None else []
@@ -225,20 +225,6 @@ class PostgresTx(Tx):
         else:
             self._pending.append((_query(name), rows, True))
 
-    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
-        """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
-        if not rows:
-            return []
-        conn = await self.connection()
-        ids: list[int] = []
-        async with conn.cursor() as cur:
-            await cur.executemany(_query(name), rows, returning=True)
-            async for result in cur.results():
-                row = await result.fetchone()
-                if row is None:
-                    raise StoreError(f"query {name!r} returned no id")
-                ids.append(row[0])
-        return ids
 
 
 def _json_rows(rows: Sequence[Params]) -> str:
@@ -269,7 +255,7 @@ class SyncPostgresTx(Tx):
     def _run(self, name: str, params: Params | None) -> psycopg.Cursor[TupleRow]:
         return self.conn.execute(self._locks.query(name, params), params or {})
 
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+    async def fetch_rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
         cur = self._run(name, params)
         return cur.fetchall() if cur.description is not None else []
@@ -284,19 +270,11 @@ class SyncPostgresTx(Tx):
             with self.conn.cursor() as cur:
                 cur.executemany(_query(name), rows)
 
-    async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
-        """Run a named ``INSERT ... RETURNING id`` once per row; the new ids in row order."""
-        if not rows:
-            return []
-        ids: list[int] = []
-        with self.conn.cursor() as cur:
-            cur.executemany(_query(name), rows, returning=True)
-            for result in cur.results():
-                row = result.fetchone()
-                if row is None:
-                    raise StoreError(f"query {name!r} returned no id")
-                ids.append(row[0])
-        return ids
+    async def fetch_rows_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
+        """Run independent named queries in one pipeline: one round trip for all of them."""
+        with self.conn.pipeline():
+            cursors = [self._run(name, params) for name, params in queries]
+        return [cur.fetchall() if cur.description is not None else [] for cur in cursors]
 
 
 __all__ = ["AsyncConn", "PostgresTx", "SyncConn", "SyncPostgresTx", "to_psycopg"]

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from jobloom.core.errors import StoreError
+from jobloom.core.retrying import Delays
 from jobloom.store.base import Params, Store, Tx, Wakeups, run_without_loop
 from jobloom.store.sql import load_migrations, load_queries
 from jobloom.store.sqlite.wake import SocketWakeups, WakeFolder
@@ -157,7 +158,7 @@ class SQLiteTx(Tx):
             values = [_json_lists(v) for v in values]
         return self.conn.executemany(sql, values)
 
-    async def fetch(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
+    async def fetch_rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all rows."""
         return self._one(name, params).fetchall()
 
@@ -241,7 +242,7 @@ class SQLiteStore(Store):
         if not exclusive:
             self.conn.execute("BEGIN")
             return
-        delay = 0.0002
+        delays = Delays(0.0002, 0.005)
         deadline = time.monotonic() + _BUSY_DEADLINE
         while True:
             try:
@@ -252,8 +253,7 @@ class SQLiteStore(Store):
                     raise
                 if time.monotonic() > deadline:
                     raise StoreError(f"the SQLite write lock stayed busy for {_BUSY_DEADLINE:.0f} s") from exc
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.005)
+                await asyncio.sleep(delays.next())
 
     async def transact(self, fn: Callable[[Tx], Awaitable[T]], *, exclusive: bool = True) -> T:
         """Run ``fn`` in one transaction (``BEGIN IMMEDIATE`` when it writes)."""

@@ -10,12 +10,12 @@ WITH r AS (
     SELECT * FROM json_to_recordset(:rows::json) AS r(
         i int, binding text, state text, payload text, priority int, run_at float8, max_attempts int,
         delivery text, timeout float8, unique_key text, unique_until float8, concurrency_key text,
-        created_at float8, run_id text, node text, event text)
+        created_at float8, run_id text, node text, tags text, meta text, event text)
 ), j AS (
     INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                              unique_key, unique_until, concurrency_key, created_at, run_id, node)
+                              unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta)
     SELECT binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-           unique_key, unique_until, concurrency_key, created_at, run_id, node
+           unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta
     FROM r ORDER BY i
     RETURNING id
 ), n AS (
@@ -54,3 +54,16 @@ SET state = u.state, result = u.result, error = u.error, run_at = u.run_at, fini
     payload = coalesce(u.payload, j.payload)
 FROM u
 WHERE j.id = ANY(ARRAY(SELECT id FROM u)) AND j.id = u.id AND j.attempt = u.attempt AND (j.state || '') = 'running'
+
+-- name: insert_job_tags__bulk
+INSERT INTO jobloom_job_tags (tag, job_id)
+SELECT tag, job_id FROM json_to_recordset(:rows::json) AS r(tag text, job_id bigint)
+ON CONFLICT DO NOTHING
+
+-- name: retry_now__bulk
+-- retry_now for a chunk of retry_many: every row's job that is failed, stalled or cancelled is queued again.
+UPDATE jobloom_jobs AS j
+SET state = 'queued', retries_from = j.attempt, run_at = u.now, error = NULL, result = NULL, finished_at = NULL,
+    cancel_requested = false
+FROM json_to_recordset(:rows::json) AS u(id bigint, now float8)
+WHERE j.id = u.id AND j.state IN ('failed', 'stalled', 'cancelled')

@@ -62,13 +62,13 @@ ORDER BY node COLLATE "C" LIMIT 1
 -- Fan-out children, a chunk in one statement (:rows: a JSON array of insert_job rows); a child that
 -- exists (the same run and node) is left as it is. Returns the children inserted now.
 INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta)
 SELECT binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-       unique_key, unique_until, concurrency_key, created_at, run_id, node
+       unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta
 FROM json_to_recordset(:rows::json) AS r(
     binding text, state text, payload text, priority int, run_at float8, max_attempts int, delivery text,
     timeout float8, unique_key text, unique_until float8, concurrency_key text, created_at float8,
-    run_id text, node text)
+    run_id text, node text, tags text, meta text)
 ON CONFLICT DO NOTHING
 RETURNING id, binding
 
@@ -172,7 +172,7 @@ SELECT id FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL AND
 ORDER BY deadline LIMIT :limit
 
 -- name: next_run_deadline
-SELECT min(deadline) FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL
+SELECT min(deadline) AS at FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL
 
 -- name: get_steps
 SELECT name, result FROM jobloom_steps WHERE job_id = :job_id

@@ -28,6 +28,9 @@ FOR UPDATE SKIP LOCKED
 -- name: prune_history_attempts
 DELETE FROM jobloom_attempts WHERE job_id = ANY(:ids::bigint[])
 
+-- name: prune_history_tags
+DELETE FROM jobloom_job_tags WHERE job_id = ANY(:ids::bigint[])
+
 -- name: prune_jobs
 DELETE FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
 

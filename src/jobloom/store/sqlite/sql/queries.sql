@@ -2,9 +2,9 @@
 
 -- name: insert_job
 INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta)
 VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
-        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node)
+        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node, :tags, :meta)
 
 -- name: lock_unique
 SELECT 1
@@ -16,26 +16,19 @@ ORDER BY id DESC LIMIT 1
 
 -- name: get_job
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
+       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, tags, meta,
+       progress
 FROM jobloom_jobs WHERE id = :id
-
--- name: list_jobs
-SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node
-FROM jobloom_jobs
-WHERE (:state IS NULL OR state = :state) AND (:binding IS NULL OR binding = :binding)
-  AND (:before IS NULL OR id < :before)
-ORDER BY id DESC LIMIT :limit
 
 -- name: count_by_state
 -- Every job, succeeded and skipped ones included: reads the whole history.
-SELECT binding, state, count(*) FROM jobloom_jobs GROUP BY binding, state
+SELECT binding, state, count(*) AS n FROM jobloom_jobs GROUP BY binding, state
 
 -- name: count_by_state_indexed
 -- Every state but succeeded and skipped (most of the history), each read from a partial index of
 -- its own: the cost follows the jobs counted, not the history. Each branch names its state as the
 -- index's predicate does, so that the planner can prove the index covers it.
-SELECT binding, 'queued', count(*) FROM jobloom_jobs WHERE state = 'queued' GROUP BY binding
+SELECT binding, 'queued' AS state, count(*) AS n FROM jobloom_jobs WHERE state = 'queued' GROUP BY binding
 UNION ALL
 SELECT binding, 'scheduled', count(*) FROM jobloom_jobs WHERE state = 'scheduled' GROUP BY binding
 UNION ALL
@@ -49,23 +42,28 @@ SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceba
 FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 
 -- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: list_bindings
-SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait, paused_at
 FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: upsert_binding
 -- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, updated_at)
-VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention, :now)
+                              retention, batch_size, batch_wait, updated_at)
+VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
+        :batch_size, :batch_wait, :now)
 ON CONFLICT (binding) DO UPDATE SET
+    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait,
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
     retention = excluded.retention, updated_at = excluded.updated_at
@@ -78,10 +76,10 @@ ON CONFLICT (binding) DO UPDATE SET overrides = excluded.overrides, updated_at =
 UPDATE jobloom_bindings SET tokens = :tokens, tokens_at = :tokens_at WHERE binding = :binding
 
 -- name: count_running
-SELECT count(*) FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
+SELECT count(*) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
 
 -- name: running_by_key
-SELECT concurrency_key, count(*) FROM jobloom_jobs
+SELECT concurrency_key, count(*) AS n FROM jobloom_jobs
 WHERE binding = :binding AND state = 'running' AND concurrency_key IS NOT NULL
 GROUP BY concurrency_key
 
@@ -103,6 +101,17 @@ SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expir
     started_at = :now, cancel_requested = 0
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: claim_batch
+-- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
+UPDATE jobloom_jobs
+SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+    started_at = :now, cancel_requested = 0, batch = :batch
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+
+-- name: count_running_batches
+SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
 
 -- name: promote_due
 UPDATE jobloom_jobs SET state = 'queued'
@@ -131,6 +140,17 @@ SET state = :state, result = :result, error = :error, run_at = :run_at, finished
     lease_owner = NULL, lease_expires = NULL, retries_from = retries_from + :refund,
     payload = coalesce(:payload, payload)
 WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: snooze_attempt
+-- The performer raised Snooze: scheduled again without spending the attempt (retries_from moves on,
+-- as for a suspension), and one more snooze counted against the performer's max_snoozes.
+UPDATE jobloom_jobs
+SET state = 'scheduled', run_at = :run_at, lease_owner = NULL, lease_expires = NULL,
+    retries_from = retries_from + 1, snoozes = snoozes + 1
+WHERE id = :id AND attempt = :attempt AND state = 'running'
+
+-- name: get_snoozes
+SELECT id, snoozes FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: insert_attempt
 INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
@@ -170,10 +190,10 @@ WHERE id = :id AND attempt = :attempt AND state = 'running'
 RETURNING binding
 
 -- name: next_scheduled
-SELECT min(run_at) FROM jobloom_jobs WHERE state = 'scheduled'
+SELECT min(run_at) AS at FROM jobloom_jobs WHERE state = 'scheduled'
 
 -- name: next_lease_expiry
-SELECT min(lease_expires) FROM jobloom_jobs WHERE state = 'running'
+SELECT min(lease_expires) AS at FROM jobloom_jobs WHERE state = 'running'
 
 -- name: job_run
 SELECT run_id FROM jobloom_jobs WHERE id = :id
@@ -200,3 +220,7 @@ VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
 
 -- name: running_of_worker
 SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker
+
+-- name: insert_job_tags
+-- One row per tag of a job enqueued with tags (search by tag walks this table's primary key).
+INSERT OR IGNORE INTO jobloom_job_tags (tag, job_id) VALUES (:tag, :job_id)

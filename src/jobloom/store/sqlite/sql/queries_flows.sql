@@ -50,12 +50,13 @@ LIMIT 1
 
 -- name: insert_children
 INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at, run_id, node)
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta)
 SELECT json_extract(value, '$.binding'), json_extract(value, '$.state'), json_extract(value, '$.payload'),
        json_extract(value, '$.priority'), json_extract(value, '$.run_at'), json_extract(value, '$.max_attempts'),
        json_extract(value, '$.delivery'), json_extract(value, '$.timeout'), json_extract(value, '$.unique_key'),
        json_extract(value, '$.unique_until'), json_extract(value, '$.concurrency_key'), json_extract(value, '$.created_at'),
-       json_extract(value, '$.run_id'), json_extract(value, '$.node')
+       json_extract(value, '$.run_id'), json_extract(value, '$.node'), json_extract(value, '$.tags'),
+       json_extract(value, '$.meta')
 FROM json_each(:rows) WHERE true
 ON CONFLICT DO NOTHING
 RETURNING id, binding
@@ -147,7 +148,7 @@ SELECT id FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL AND
 ORDER BY deadline LIMIT :limit
 
 -- name: next_run_deadline
-SELECT min(deadline) FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL
+SELECT min(deadline) AS at FROM jobloom_runs WHERE state = 'running' AND deadline IS NOT NULL
 
 -- name: get_steps
 SELECT name, result FROM jobloom_steps WHERE job_id = :job_id

@@ -29,6 +29,9 @@ ORDER BY finished_at LIMIT :limit
 -- name: prune_history_attempts
 DELETE FROM jobloom_attempts WHERE job_id IN (SELECT value FROM json_each(:ids))
 
+-- name: prune_history_tags
+DELETE FROM jobloom_job_tags WHERE job_id IN (SELECT value FROM json_each(:ids))
+
 -- name: prune_jobs
 DELETE FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 

@@ -21,7 +21,7 @@ UPDATE jobloom_projector SET last_seq = :last_seq, updated_at = :now WHERE name 
 SELECT seq, at, binding, kind, duration FROM jobloom_events ORDER BY seq LIMIT :limit
 
 -- name: count_unprojected
-SELECT count(*) FROM jobloom_events
+SELECT count(*) AS n FROM jobloom_events
 
 -- name: prune_projected_events
 DELETE FROM jobloom_events WHERE seq IN (SELECT value FROM json_each(:seqs))

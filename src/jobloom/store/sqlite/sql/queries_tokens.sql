@@ -15,6 +15,3 @@ VALUES (:name, :prefix, :secret_hash, :scopes, :now)
 
 -- name: revoke_token
 UPDATE jobloom_tokens SET revoked_at = :now WHERE name = :name AND revoked_at IS NULL
-
--- name: count_active_tokens
-SELECT count(*) FROM jobloom_tokens WHERE revoked_at IS NULL

@@ -44,8 +44,22 @@ def step(outcome: str, **overrides: Any) -> Transition:
 
 
 def test_the_outcome_kinds() -> None:
-    assert frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, lifecycle.SUSPENDED}) == OUTCOMES
+    assert frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, lifecycle.SUSPENDED,
+                      lifecycle.SNOOZED}) == OUTCOMES
     assert lifecycle.FAILED == "failed"
+
+
+def _snoozed(snoozes: int, **kw: object) -> lifecycle.Transition:
+    return next_state(lifecycle.SNOOZED, now=NOW, attempt=3, retries_from=0, max_attempts=3, delivery="at_most_once",
+                      cancel_requested=bool(kw.get("cancel", False)), backoff=Backoff.fixed(1), retry_after=30,
+                      snoozes=snoozes, max_snoozes=2)
+
+
+def test_a_snooze_is_scheduled_whatever_the_attempts_until_max_snoozes() -> None:
+    assert _snoozed(0) == lifecycle.Transition("scheduled", NOW + 30)  # attempts spent, at most once: still
+    assert _snoozed(1) == lifecycle.Transition("scheduled", NOW + 30)
+    assert _snoozed(2) == lifecycle.Transition("failed")
+    assert _snoozed(0, cancel=True) == lifecycle.Transition("cancelled")
 
 
 # ---------------------------------------------------------------- success

@@ -1,0 +1,185 @@
+"""The pull protocol of :class:`jobloom.App`: remote workers claim jobs of remote bindings, renew their
+leases and report how their attempts ended (``App.remote_claim``, ``remote_heartbeat``, ``remote_complete``).
+
+Every input is checked here, with errors that name the field and the value (``InvalidOption``,
+``UnknownBinding``, ``JobNotFound``), so that a server in front of it can answer a bad request
+without reaching the store; the decisions themselves are :mod:`jobloom.engine.remote`'s.
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from jobloom.core import options as opt
+from jobloom.core.errors import InvalidOption, UnknownBinding
+from jobloom.core.text import MAX_ERROR_BYTES, MAX_NAME_BYTES, check_name, checked_id, storable_text
+from jobloom.engine import remote
+from jobloom.engine.remote import OUTCOMES, RemoteJob
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from jobloom.engine.hooks import EngineHooks
+    from jobloom.engine.performer import PerformerSpec
+    from jobloom.store.base import Store, Tx
+
+MAX_CLAIM = 1000
+"""Jobs one claim may ask for at most."""
+MAX_WAIT = 300.0
+"""Seconds one claim may wait for jobs at most (a long poll)."""
+MAX_HEARTBEAT = 10_000
+"""Attempts one heartbeat may renew at most."""
+MAX_BINDINGS = 100
+"""Bindings one claim may name at most."""
+
+
+class RemoteHost(Protocol):
+    """The narrow view of an app that the pull protocol needs."""
+
+    lease: float
+
+    @property
+    def specs(self) -> Mapping[str, PerformerSpec]:
+        """The app's bindings, by name."""
+        ...
+
+    @property
+    def hooks(self) -> EngineHooks:
+        """The engine's callbacks into runs (a reaped job may be a flow node)."""
+        ...
+
+    async def store(self) -> Store:
+        """The store for the running event loop, connected and checked."""
+        ...
+
+    async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
+        """Store the policy of bindings."""
+        ...
+
+
+class RemoteOps:
+    """The pull protocol's operations on one app (see the module)."""
+
+    def __init__(self, app: RemoteHost) -> None:
+        self.app = app
+        self._registered: weakref.WeakSet[Store] = weakref.WeakSet()
+
+    def _remote_spec(self, name: object) -> PerformerSpec:
+        spec = self.app.specs.get(check_name("bindings", name, MAX_NAME_BYTES))
+        if spec is None:
+            raise UnknownBinding(str(name), [b for b, s in self.app.specs.items() if s.remote is not None])
+        if spec.remote is None:
+            raise InvalidOption("bindings", name, "remote bindings (declared with jobloom.RemoteBinding); this one "
+                                "is performed by the app's own workers")
+        return spec
+
+    async def _store(self) -> Store:
+        store = await self.app.store()
+        if store not in self._registered:  # remote bindings' limits are stored by the app that serves them
+            await self.app.register_bindings([b for b, s in self.app.specs.items() if s.remote is not None])
+            self._registered.add(store)
+        return store
+
+    async def claim(self, worker: str, bindings: Sequence[str], max: int, wait: float | None = None) -> list[RemoteJob]:
+        """Claim up to ``max`` runnable jobs of ``bindings`` for the remote worker ``worker``, within every
+        limit; with ``wait``, wait up to that many seconds for one to become runnable (a long poll)."""
+        check_name("worker", worker, MAX_NAME_BYTES)
+        if isinstance(bindings, str | bytes) or not isinstance(bindings, Sequence):
+            raise InvalidOption("bindings", bindings, "a list of binding names")
+        if not 1 <= len(bindings) <= MAX_BINDINGS:
+            raise InvalidOption("bindings", bindings, f"1 to {MAX_BINDINGS} binding names")
+        names = list(dict.fromkeys(self._remote_spec(b).binding for b in bindings))
+        if isinstance(max, bool) or not isinstance(max, int) or not 1 <= max <= MAX_CLAIM:
+            raise InvalidOption("max", max, f"an integer from 1 to {MAX_CLAIM}")
+        count = max
+        limit = None if wait is None else opt.finite("wait", wait, maximum=MAX_WAIT)
+        store = await self._store()
+        deadline = None if not limit else time.monotonic() + limit
+        lease = self.app.lease
+        wake = None
+
+        async def work(tx: Tx) -> remote.RemoteClaim:
+            return await remote.claim(tx, worker=worker, bindings=names, max=count, now=store.now(), lease=lease,
+                                      hooks=self.app.hooks, clock=store.now)
+
+        try:
+            while True:
+                got = await store.transact(work)
+                if got.notify:
+                    await store.notify()
+                if got.claimed or deadline is None:
+                    return [remote.remote_job(c, lease) for c in got.claimed]
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                if wake is None:  # subscribe, then look again: a wake-up sent in between is not lost
+                    wake = await store.wakeups()
+                    continue
+                if got.next_due is not None:
+                    left = min(left, builtins.max(0.0, got.next_due - store.now()))
+                await wake.wait(left)
+        finally:
+            if wake is not None:
+                await wake.close()
+
+    async def heartbeat(self, worker: str, jobs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Renew the leases of ``worker``'s attempts, given as (job id, attempt); return the ones it still
+        holds. An attempt left out is no longer the worker's to run (its lease was lost, or it was asked to
+        cancel): the worker should stop it."""
+        check_name("worker", worker, MAX_NAME_BYTES)
+        if isinstance(jobs, str | bytes) or not isinstance(jobs, Sequence) or len(jobs) > MAX_HEARTBEAT:
+            raise InvalidOption("jobs", jobs, f"a list of at most {MAX_HEARTBEAT} (job id, attempt) pairs")
+        keys = [_pair(item, i) for i, item in enumerate(jobs)]
+        if not keys:
+            return []
+        store = await self._store()
+
+        async def work(tx: Tx) -> list[tuple[int, int]]:
+            return await remote.heartbeat(tx, worker, keys, store.now(), self.app.lease)
+
+        return await store.transact(work)
+
+    async def complete(
+        self, worker: str, job_id: int, attempt: int, outcome: str, result: Any = None, error: str | None = None,
+        retry_after: float | None = None,
+    ) -> bool:
+        """Report how ``worker``'s attempt ended: ``succeeded`` (with ``result``), ``failed`` (retried under the
+        binding's policy), ``retry`` (another attempt, after ``retry_after`` seconds or the backoff) or
+        ``permanent`` (failed now). False, with nothing changed, when the attempt no longer holds the job."""
+        check_name("worker", worker, MAX_NAME_BYTES)
+        job_id = checked_id(job_id)
+        attempt = opt.positive_int("attempt", attempt, allow_none=False) or 1
+        if outcome not in OUTCOMES:
+            raise InvalidOption("outcome", outcome, " or ".join(f'"{o}"' for o in OUTCOMES))
+        if result is not None and outcome != "succeeded":
+            raise InvalidOption("result", result, 'no result unless the outcome is "succeeded"')
+        if error is not None and not isinstance(error, str):
+            raise InvalidOption("error", error, "a string (the attempt's error message)")
+        if retry_after is not None:
+            if outcome != "retry":
+                raise InvalidOption("retry_after", retry_after, 'no retry_after unless the outcome is "retry"')
+            retry_after = opt.finite("retry_after", retry_after, maximum=opt.MAX_DELAY)
+        store = await self._store()
+
+        async def work(tx: Tx) -> bool:
+            return await remote.complete(
+                tx, worker=worker, job_id=job_id, attempt=attempt, outcome=outcome, specs=dict(self.app.specs),
+                result=result, error=storable_text(error, MAX_ERROR_BYTES), retry_after=retry_after,
+                now=store.now(), hooks=self.app.hooks)
+
+        applied = await store.transact(work)
+        if applied:
+            await store.notify()  # a slot, or a retry's due moment: idle workers look again
+        return applied
+
+
+def _pair(item: object, index: int) -> tuple[int, int]:
+    if isinstance(item, str | bytes) or not isinstance(item, Sequence) or len(item) != 2:
+        raise InvalidOption(f"jobs[{index}]", item, "a (job id, attempt) pair")
+    job_id = checked_id(item[0], f"jobs[{index}] id", clamp=True)
+    attempt = opt.positive_int(f"jobs[{index}] attempt", item[1], allow_none=False) or 1
+    return job_id, attempt

@@ -1,0 +1,167 @@
+"""Dispatch: which runnable jobs of one binding a worker starts now, decided and claimed inside the
+worker's transaction (see docs/architecture.md, "Dispatch").
+
+:func:`dispatch` reads the binding's policy and, when the binding is limited, takes its row lock
+and the running count; it asks :func:`~jobloom.core.decide.decide` (pure) which candidates start,
+and claims them. A paused binding (:func:`~jobloom.core.decide.held`) starts nothing. A batch
+performer's binding hands out at most one batch per dispatch (``claim_batch``): up to ``batch_size``
+jobs, once that many wait or the first has waited ``batch_wait``; its ``concurrency`` counts running
+batches, and its key and rate limits apply per job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from jobloom.core.decide import batch_due, decide, dispatch_time, held, room_for_batch
+from jobloom.core.queries import Q, Query
+from jobloom.core.records import policy_from_row
+from jobloom.core.rows import CandidateRow, KeyCountRow, PolicyRow
+from jobloom.core.types import Candidate, Policy
+from jobloom.engine.jobs import Claimed, Dispatched, emit, event
+from jobloom.store.base import Tx
+
+
+async def dispatch(
+    tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
+    binding_rows: list[PolicyRow] | None = None, clock: Callable[[], float] | None = None,
+) -> Dispatched:
+    """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
+
+    The jobs start at ``now``. A rate-limited binding's jobs start when its lock is held: at ``clock()``
+    read then (a dispatch that waited for the lock does not record its starts as before the wait), and
+    never before the bucket's last update (:func:`~jobloom.core.decide.dispatch_time`); the bucket spends
+    their tokens at that moment.
+    ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction, after
+    ``hold_dispatch`` (as :func:`~jobloom.engine.coordinator.read_cycle` does)."""
+    if capacity <= 0:
+        return Dispatched([])
+    if binding_rows is None:  # the hold first: the binding is read after any pause that commits
+        _, binding_rows = await tx.fetch_batch([("hold_dispatch", {"bindings": [binding]}),
+                                                (Q.get_binding, {"binding": binding})])
+    row = binding_rows[0] if binding_rows else None
+    policy, bucket, _ = policy_from_row(row)
+    if held(policy) is not None:
+        return Dispatched([])
+    locked = False
+    running: int | None = None
+    key = {"binding": binding}
+    count = Q.count_running if policy.batch_size is None else Q.count_running_batches
+    if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
+        counted = policy.concurrency is not None
+        lock_rows, *count_rows = await tx.fetch_batch(
+            [(Q.lock_binding, key), *([(count, key)] if counted else [])])
+        policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
+        locked = True
+        if held(policy) is not None:
+            return Dispatched([])
+        if count_rows:
+            running = count_rows[0][0].n if count_rows[0] else 0
+        if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
+            now = dispatch_time(clock() if clock is not None else now, bucket)
+    if policy.concurrency is not None and running is None:
+        running = sum(r.n for r in await tx.fetch(count, key))
+    running = running or 0
+    rules = policy  # what decides: a batch performer's concurrency counts batches, decided here
+    if policy.batch_size is not None:
+        if room_for_batch(policy, running) <= 0:
+            return Dispatched([])
+        rules, running, capacity = replace(policy, concurrency=None), 0, policy.batch_size
+    by_key: dict[str, int] | None = None
+    full: set[str] = set()
+    selected: list[int] = []
+    next_token_at: float | None = None
+    room = capacity
+    for _ in range(8):
+        want = min(room, rules.concurrency - running if rules.concurrency is not None else room)
+        if want <= 0:
+            break
+        # under the binding's lock, the running count per key comes along (cheap, and no round trip of
+        # its own); it is only used if a candidate has a key
+        cands, key_rows, fresh = await _candidates(tx, binding, policy, sorted(full), want + 16,
+                                                   with_keys=locked and by_key is None, with_policy=not locked)
+        if fresh is not None and policy_from_row(fresh[0] if fresh else None)[0] != policy:
+            # the limits changed since they were read (set_limits committed in between; the candidates
+            # may include jobs enqueued after it): decide again by the limits in force, under the lock
+            return await dispatch(tx, binding, capacity=capacity, worker=worker, now=now, lease=lease,
+                                  binding_rows=fresh, clock=clock)
+        if not cands:
+            break
+        if policy.batch_size is not None and not selected:
+            due, fill_by = batch_due(now, cands, policy)
+            if not due:  # a batch not full yet, and its first job has not waited batch_wait: wake then
+                return Dispatched([], fill_by, batch=True)
+        if by_key is None and any(c.key is not None for c in cands):
+            if not locked:
+                await tx.fetchone(Q.lock_binding, {"binding": binding})
+                locked = True
+            if key_rows is None:
+                key_rows = await tx.fetch(Q.running_by_key, {"binding": binding})
+            by_key = {r.concurrency_key: r.n for r in key_rows}
+            newly_full = {k for k, n in by_key.items() if n >= policy.key_concurrency}
+            if any(c.key in newly_full for c in cands):
+                full |= newly_full
+                continue
+        decision = decide(
+            now, cands, rules, bucket, running=running, running_by_key=by_key, capacity=room
+        )
+        bucket = decision.bucket
+        next_token_at = decision.next_token_at
+        if not decision.selected:
+            break
+        selected.extend(decision.selected)
+        picked = set(decision.selected)
+        for c in cands:
+            if c.id in picked and c.key is not None and by_key is not None:
+                by_key[c.key] = by_key.get(c.key, 0) + 1
+                if by_key[c.key] >= policy.key_concurrency:
+                    full.add(c.key)
+        running += len(decision.selected)
+        room -= len(decision.selected)
+        if not decision.skipped_keys or decision.blocked_by is not None:
+            break
+    if policy.rate is not None and bucket is not None:
+        # nothing reads its result: a store may send it with the next statement
+        await tx.executemany(
+            "save_bucket", [{"binding": binding, "tokens": bucket.tokens, "tokens_at": bucket.updated_at}]
+        )
+    batched = policy.batch_size is not None
+    if not selected:
+        return Dispatched([], next_token_at, batch=batched)
+    params = {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
+    if batched:  # the jobs claimed together are one batch, named by its lowest job id
+        rows = await tx.fetch(Q.claim_batch, params | {"batch": min(selected)})
+    else:
+        rows = await tx.fetch(Q.claim, params)
+    await emit(tx, [event(now, r.id, r.binding, "started", r.attempt) for r in rows])
+    return Dispatched([
+        Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node)
+        for r in rows
+    ], next_token_at, batch=batched)
+
+
+async def _candidates(
+    tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool, with_policy: bool
+) -> tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None]:
+    """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
+    aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
+    with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
+    was committed when it began: limits set before any candidate was enqueued are seen)."""
+    params = {"binding": binding, "full_keys": full_keys, "limit": limit}
+    queries: list[tuple[Query[Any], dict[str, Any] | None]] = [(Q.candidates_by_priority, params)]
+    if policy.priority_aging:
+        queries.append((Q.candidates_by_age, params))
+    if with_keys:
+        queries.append((Q.running_by_key, {"binding": binding}))
+    if with_policy:
+        queries.append((Q.get_binding, {"binding": binding}))
+    results = await tx.fetch_batch(queries)
+    rows: list[CandidateRow] = results[0]
+    if policy.priority_aging:
+        seen = {r.id for r in rows}
+        rows += [r for r in results[1] if r.id not in seen]
+    key_rows = results[1 + bool(policy.priority_aging)] if with_keys else None
+    fresh = results[-1] if with_policy else None
+    return [Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows], key_rows, fresh

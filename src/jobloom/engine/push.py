@@ -1,0 +1,204 @@
+"""Push performers: a binding whose work is an HTTP POST to a service (``HttpPerformer``), signed with the
+app's ``signing_secret``, and the one pooled HTTP client that a worker process sends them with.
+
+What the answer means: 2xx, succeeded (the JSON body is the result); 429 or 503, another attempt at the
+time ``Retry-After`` names (or after the backoff without one); any other 3xx or 4xx, a permanent failure
+with the status and an excerpt of the body; 5xx, a timeout or a connection error, a failed attempt
+(retried after the backoff). The worker's own timer stops a request at the performer's ``timeout``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import httpx
+import pydantic
+
+from jobloom.core.errors import InvalidOption
+from jobloom.core.options import MAX_DELAY
+from jobloom.core.signals import Permanent, Retry
+from jobloom.core.signing import SIGNATURE_HEADER, signature_header
+from jobloom.core.text import name_problem
+from jobloom.engine.performer import MAX_RESULT_BYTES, Performer, describe_validation
+
+if TYPE_CHECKING:
+    from jobloom.engine.performer import PerformerSpec
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+EXCERPT_BYTES = 1024
+"""How much of an error response's body a failure records."""
+NETWORK_MARGIN = 1.0
+"""Seconds past the performer's ``timeout`` at which the HTTP client gives up by itself (the worker's
+timer, at ``timeout``, normally stops the request first, and the attempt ends as ``timeout``)."""
+
+
+class PushFailed(Exception):
+    """A push attempt that failed for a reason worth retrying: a 5xx answer, a connection error."""
+
+
+class HttpPerformer(Performer[P, R]):
+    """A performer whose work is done by an HTTP service: each attempt POSTs the job to ``url``.
+
+    The body is ``{"job_id", "attempt", "binding", "payload", "deadline"}`` (``deadline``: epoch seconds,
+    or null without a timeout), with ``Idempotency-Key: <job_id>:<attempt>`` and ``Jobloom-Signature:
+    t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` (the app's ``signing_secret``; the receiver checks it
+    with :func:`jobloom.verify_signature`). ``headers`` are sent too. Every performer option applies
+    (``concurrency``, ``rate_limit``, ``max_attempts``, ``backoff``, ``timeout``...).
+    """
+
+    url: ClassVar[str] = ""
+    headers: ClassVar[Mapping[str, str]] = {}
+    pushes: ClassVar[bool] = True
+
+    _push: PushClient
+
+    async def perform(self, payload: P) -> R:
+        """POST the job to ``url`` and turn the answer into the attempt's outcome."""
+        return await self._push.post(self, payload)  # type: ignore[no-any-return]
+
+    @classmethod
+    def check_options(cls, binding: str) -> None:
+        """Refuse a missing or malformed ``url`` and malformed ``headers``."""
+        url = cls.url
+        try:
+            parsed = httpx.URL(url) if isinstance(url, str) else None
+        except (httpx.InvalidURL, TypeError):
+            parsed = None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+            raise InvalidOption("url", url, "an http:// or https:// URL with a host", binding)
+        headers = cls.headers
+        if not isinstance(headers, Mapping):
+            raise InvalidOption("headers", headers, "a dict of header name -> value", binding)
+        for name, value in headers.items():
+            problem = name_problem(name, 256) or (None if isinstance(value, str) and "\n" not in value
+                                                  and "\r" not in value else "a one-line string value")
+            if problem is not None:
+                raise InvalidOption(f"headers[{name!r}]", value, problem, binding)
+            if name.lower() in ("idempotency-key", SIGNATURE_HEADER.lower(), "content-type"):
+                raise InvalidOption(f"headers[{name!r}]", value, "a header jobloom does not set itself", binding)
+
+
+class PushClient:
+    """The pooled HTTP client of one worker process, shared by all its push performers' attempts."""
+
+    def __init__(self, secret: bytes, specs: Mapping[str, PerformerSpec]) -> None:
+        self.secret = secret
+        self.specs = specs
+        self.client = httpx.AsyncClient(follow_redirects=False, headers={"User-Agent": "jobloom"})
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+        await self.client.aclose()
+
+    def body(self, performer: HttpPerformer[Any, Any], payload: Any) -> bytes:
+        """The request body of one attempt (the payload as the job stores it)."""
+        ctx = performer.ctx
+        spec = self.specs[ctx.binding]
+        data = spec.payload_adapter.dump_json(payload)
+        head = json.dumps({"job_id": ctx.job_id, "attempt": ctx.attempt, "binding": ctx.binding})
+        return (head[:-1].encode() + b', "payload": ' + data + b', "deadline": '
+                + json.dumps(ctx.deadline).encode() + b"}")
+
+    async def post(self, performer: HttpPerformer[Any, Any], payload: Any) -> Any:
+        """Send one attempt; return the result, or raise what the answer means (see the module)."""
+        ctx = performer.ctx
+        spec = self.specs[ctx.binding]
+        body = self.body(performer, payload)
+        headers = {**performer.headers, "Content-Type": "application/json",
+                   "Idempotency-Key": f"{ctx.job_id}:{ctx.attempt}",
+                   SIGNATURE_HEADER: signature_header(self.secret, body)}
+        timeout = None if spec.timeout is None else spec.timeout + NETWORK_MARGIN
+        request = self.client.build_request("POST", performer.url, content=body, headers=headers, timeout=timeout)
+        try:
+            response = await self.client.send(request, stream=True)
+            try:
+                ok = 200 <= response.status_code < 300
+                data = await _read(response, MAX_RESULT_BYTES + 1 if ok else EXCERPT_BYTES)
+            finally:
+                await response.aclose()
+        except httpx.TimeoutException as exc:
+            raise PushFailed(f"POST {performer.url} timed out ({type(exc).__name__})") from None
+        except httpx.HTTPError as exc:
+            raise PushFailed(f"POST {performer.url} failed: {type(exc).__name__}: {exc}") from None
+        return _outcome(spec, response, data)
+
+
+async def _read(response: httpx.Response, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the body (the rest is not read)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            break
+    return b"".join(parts)[:limit]
+
+
+def _status(response: httpx.Response) -> str:
+    return f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+
+
+def _excerpt(data: bytes) -> str:
+    text = data[:EXCERPT_BYTES].decode("utf-8", errors="replace").strip()
+    return text or "(empty body)"
+
+
+def _outcome(spec: PerformerSpec, response: httpx.Response, data: bytes) -> Any:
+    status = response.status_code
+    if 200 <= status < 300:
+        if len(data) > MAX_RESULT_BYTES:
+            raise Permanent(f"{_status(response)}, but the response body is over {MAX_RESULT_BYTES} bytes "
+                            "(the result limit)")
+        value = _json_or_text(data)
+        try:
+            return spec.result_adapter.validate_python(value)
+        except pydantic.ValidationError as exc:
+            raise Permanent(f"{_status(response)}, but the response body does not match the result type: "
+                            f"{describe_validation(exc)}") from None
+    if status in (429, 503):
+        after = retry_after(response.headers.get("Retry-After"))
+        when = "after the backoff" if after is None else f"in {after:g} s (Retry-After)"
+        raise Retry(after, f"{_status(response)}: retrying {when}: {_excerpt(data)}")
+    if status >= 500:
+        raise PushFailed(f"{_status(response)}: {_excerpt(data)}")
+    if 300 <= status < 400:
+        where = response.headers.get("Location")
+        raise Permanent(f"{_status(response)} (redirects are not followed; Location: {where}): {_excerpt(data)}")
+    raise Permanent(f"{_status(response)}: {_excerpt(data)}")
+
+
+def _json_or_text(data: bytes) -> Any:
+    """The body as JSON; a body that is not JSON as its text; an empty body as None."""
+    if not data.strip():
+        return None
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    try:
+        return json.loads(data, parse_constant=refuse)
+    except (ValueError, RecursionError):
+        return data.decode("utf-8", errors="replace")
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date; None if absent or unreadable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_DELAY)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return min(MAX_DELAY, max(0.0, when.timestamp() - (time.time() if now is None else now)))

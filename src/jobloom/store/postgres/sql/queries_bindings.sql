@@ -1,0 +1,38 @@
+-- Pausing bindings, and the registry of workers (which bindings each worker process serves).
+
+-- name: hold_dispatch
+-- A worker's cycle takes a shared lock per binding it may dispatch, before any other lock and before
+-- reading the bindings' rows; pause_dispatch takes it exclusively. A pause therefore waits for the
+-- cycles already dispatching the binding to commit, and a cycle that starts meanwhile waits for the
+-- pause and then reads the binding as paused: nothing is claimed after a pause commits. (Advisory
+-- locks live in the lock table, not in rows: no write, and shared holders never wait for each other.)
+SELECT pg_advisory_xact_lock_shared(hashtext(current_schema() || chr(31) || 'jobloom.dispatch'), hashtext(b))
+FROM unnest(:bindings::text[]) AS b
+
+-- name: pause_dispatch
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || chr(31) || 'jobloom.dispatch'), hashtext(:binding::text))
+
+-- name: set_paused
+INSERT INTO jobloom_bindings (binding, paused, paused_at, updated_at)
+VALUES (:binding, :paused, CASE WHEN :paused THEN :now::double precision END, :now)
+ON CONFLICT (binding) DO UPDATE SET paused = excluded.paused, paused_at = excluded.paused_at,
+    updated_at = excluded.updated_at
+
+-- name: binding_known
+SELECT 1 FROM jobloom_bindings WHERE binding = :binding
+
+-- name: beat_worker
+-- A worker's registry row, written when it starts and renewed with its heartbeats.
+INSERT INTO jobloom_workers (name, host, pid, bindings, concurrency, beat, started_at, seen_at)
+VALUES (:name, :host, :pid, :bindings, :concurrency, :beat, :now, :now)
+ON CONFLICT (name) DO UPDATE SET seen_at = excluded.seen_at, bindings = excluded.bindings
+
+-- name: prune_workers
+-- Rows of workers gone without a word (killed): not renewed for ten of their heartbeat intervals.
+DELETE FROM jobloom_workers WHERE seen_at + 10 * beat < :now
+
+-- name: forget_worker
+DELETE FROM jobloom_workers WHERE name = :name
+
+-- name: list_workers
+SELECT name, host, pid, bindings, concurrency, beat, started_at, seen_at FROM jobloom_workers ORDER BY name

@@ -1,0 +1,16 @@
+-- name: set_progress
+-- Fenced like a heartbeat: only the job's current, running attempt of this worker records progress.
+UPDATE jobloom_jobs SET progress = :progress
+WHERE id = :id AND attempt = :attempt AND lease_owner = :worker AND (state || '') = 'running'  -- by id
+
+-- name: set_progress__bulk
+-- The progress of many jobs in one statement, their rows locked in id order (the lock order).
+WITH r AS (
+    SELECT * FROM json_to_recordset(:rows::json) AS r(id bigint, attempt int, worker text, progress text)
+), held AS (
+    SELECT j.id FROM jobloom_jobs AS j JOIN r ON j.id = r.id AND j.attempt = r.attempt AND j.lease_owner = r.worker
+    WHERE (j.state || '') = 'running'
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE jobloom_jobs AS j SET progress = r.progress FROM held JOIN r ON r.id = held.id WHERE j.id = held.id

@@ -1,0 +1,34 @@
+-- Pausing bindings, and the registry of workers (which bindings each worker process serves).
+
+-- name: hold_dispatch
+-- Nothing to hold: every write transaction holds the database's write lock, so a pause and a cycle
+-- that dispatches are serialized already (PostgreSQL takes a lock here).
+SELECT 1 WHERE 0
+
+-- name: pause_dispatch
+SELECT 1 WHERE 0
+
+-- name: set_paused
+INSERT INTO jobloom_bindings (binding, paused, paused_at, updated_at)
+VALUES (:binding, :paused, CASE WHEN :paused THEN :now END, :now)
+ON CONFLICT (binding) DO UPDATE SET paused = excluded.paused, paused_at = excluded.paused_at,
+    updated_at = excluded.updated_at
+
+-- name: binding_known
+SELECT 1 FROM jobloom_bindings WHERE binding = :binding
+
+-- name: beat_worker
+-- A worker's registry row, written when it starts and renewed with its heartbeats.
+INSERT INTO jobloom_workers (name, host, pid, bindings, concurrency, beat, started_at, seen_at)
+VALUES (:name, :host, :pid, :bindings, :concurrency, :beat, :now, :now)
+ON CONFLICT (name) DO UPDATE SET seen_at = excluded.seen_at, bindings = excluded.bindings
+
+-- name: prune_workers
+-- Rows of workers gone without a word (killed): not renewed for ten of their heartbeat intervals.
+DELETE FROM jobloom_workers WHERE seen_at + 10 * beat < :now
+
+-- name: forget_worker
+DELETE FROM jobloom_workers WHERE name = :name
+
+-- name: list_workers
+SELECT name, host, pid, bindings, concurrency, beat, started_at, seen_at FROM jobloom_workers ORDER BY name

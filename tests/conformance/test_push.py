@@ -1,0 +1,211 @@
+"""Push performers on every store: a real HTTP receiver on a loopback port, a real worker in this process.
+
+What the receiver answers decides each attempt: 2xx succeeds with the body as result, 429/503 retry at
+Retry-After, other 4xx fail at once, 5xx, timeouts and connection errors are retried with backoff;
+every request is signed so that the receiver can tell a tampered one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from email.utils import formatdate
+from typing import Any
+
+import pytest
+
+import jobloom
+from jobloom.engine.push import retry_after
+from tests.receiver import Answer, Receiver, Request
+
+SECRET = "test-secret-0123456789abcdef"
+
+
+class Stop:
+    def __init__(self, app: jobloom.App, **kw: Any) -> None:
+        self.worker = jobloom.Worker(app, grace=2.0, **kw)
+        self.task = asyncio.create_task(self.worker.run())
+
+    async def stop(self) -> None:
+        self.worker.stop()
+        await asyncio.wait_for(self.task, 10)
+
+
+@pytest.fixture
+async def running(store_url: str) -> AsyncIterator[list[Any]]:
+    """Apps and workers made by a test, stopped and closed after it."""
+    made: list[Any] = []
+    yield made
+    for thing in reversed(made):
+        if isinstance(thing, Stop):
+            await thing.stop()
+        else:
+            await thing.close()
+
+
+async def start(running: list[Any], store_url: str, *performers: Any, secret: str | None = SECRET) -> jobloom.App:
+    app = jobloom.App(store_url, performers=list(performers), auto_migrate=True, lease=2.0, signing_secret=secret)
+    running.append(app)
+    running.append(Stop(app, concurrency=4))
+    return app
+
+
+def answers(*script: Any) -> Any:
+    """A handler that gives the scripted answers in turn (a float: hold the request that many seconds,
+    then answer with the next one; a function: the answer it makes then); the last answer repeats."""
+    queue = list(script)
+
+    async def handler(req: Request) -> Answer:
+        while True:
+            item = queue.pop(0) if len(queue) > 1 else queue[0]
+            if isinstance(item, float):
+                await asyncio.sleep(item)
+                continue
+            return item() if callable(item) else item
+
+    return handler
+
+
+OK: Answer = (200, {"Content-Type": "application/json"}, b'{"frames": 24}')
+
+
+async def test_success_is_signed_and_the_json_body_is_the_result(running: list[Any], store_url: str) -> None:
+    async with Receiver(answers(OK)) as rx:
+        class Hook(jobloom.HttpPerformer[dict[str, Any], dict[str, int]]):
+            url = rx.url
+            headers = {"X-Team": "media"}
+
+        app = await start(running, store_url, Hook)
+        job = await app.enqueue(Hook, {"video": "a.mp4"})
+        done = await app.wait(job.id, timeout=10)
+        assert done.state == "succeeded" and done.result == {"frames": 24}
+        (req,) = rx.requests
+        assert req.method == "POST" and req.headers["x-team"] == "media"
+        assert req.headers["idempotency-key"] == f"{job.id}:1"
+        assert req.headers["content-type"] == "application/json"
+        body = json.loads(req.body)
+        assert body["job_id"] == job.id and body["attempt"] == 1 and body["binding"] == "Hook"
+        assert body["payload"] == {"video": "a.mp4"}
+        assert body["deadline"] == pytest.approx(time.time() + 60, abs=10)
+        assert jobloom.verify_signature(SECRET, req.headers, req.body) is True
+        with pytest.raises(jobloom.InvalidSignature, match="does not match"):
+            jobloom.verify_signature(SECRET, req.headers, req.body.replace(b"a.mp4", b"b.mp4"))
+        with pytest.raises(jobloom.InvalidSignature, match="does not match"):
+            jobloom.verify_signature("another-secret-0123456789", req.headers, req.body)
+        with pytest.raises(jobloom.InvalidSignature, match="tolerance"):
+            jobloom.verify_signature(SECRET, req.headers, req.body, now=time.time() + 301)
+        with pytest.raises(jobloom.InvalidSignature, match="no Jobloom-Signature"):
+            jobloom.verify_signature(SECRET, {}, req.body)
+
+
+async def test_5xx_and_connection_errors_are_retried_with_backoff(running: list[Any], store_url: str) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/hook"
+    async with Receiver(answers((500, {}, b"database down"), (502, {}, b""), OK)) as rx:
+        class Flaky(jobloom.HttpPerformer[dict[str, Any], Any]):
+            url = rx.url
+            backoff = jobloom.Backoff.fixed(0.3)
+
+        class Gone(jobloom.HttpPerformer[dict[str, Any], Any]):
+            url = dead
+            max_attempts = 2
+            backoff = jobloom.Backoff.fixed(0.05)
+
+        app = await start(running, store_url, Flaky, Gone)
+        job = await app.enqueue(Flaky, {})
+        gone = await app.enqueue(Gone, {})
+        done = await app.wait(job.id, timeout=10)
+        assert done.state == "succeeded" and done.attempt == 3
+        attempts = await app.attempts(job.id)
+        assert [a.outcome for a in attempts] == ["failed", "failed", "succeeded"]
+        assert "HTTP 500" in (attempts[0].error or "") and "database down" in (attempts[0].error or "")
+        gaps = [b.at - a.at for a, b in zip(rx.requests, rx.requests[1:], strict=False)]
+        assert all(gap >= 0.3 for gap in gaps), gaps  # the backoff between attempts
+        failed = await app.wait(gone.id, timeout=10)
+        assert failed.state == "failed" and failed.attempt == 2
+        assert "ConnectError" in (failed.error or "")
+
+
+async def test_429_and_503_retry_when_retry_after_says(running: list[Any], store_url: str) -> None:
+    def later() -> Answer:  # an HTTP date has whole seconds: 2 s on, from 1 s to 2 s away
+        return 503, {"Retry-After": formatdate(time.time() + 2, usegmt=True)}, b""
+
+    async with Receiver(answers((429, {"Retry-After": "1"}, b"slow down"), later, (503, {}, b""), OK)) as rx:
+        class Busy(jobloom.HttpPerformer[dict[str, Any], Any]):
+            url = rx.url
+            max_attempts = 5
+            backoff = jobloom.Backoff.fixed(0.05)
+
+        app = await start(running, store_url, Busy)
+        job = await app.enqueue(Busy, {})
+        done = await app.wait(job.id, timeout=15)
+        assert done.state == "succeeded" and done.attempt == 4
+        at = [r.at for r in rx.requests]
+        assert at[1] - at[0] >= 0.95, "Retry-After: 1 (seconds) was not honoured"
+        assert at[2] - at[1] >= 0.9, "Retry-After as an HTTP date was not honoured"
+        assert at[3] - at[2] < 0.9, "without Retry-After the backoff (0.05 s) applies"
+        outcomes = [a.outcome for a in await app.attempts(job.id)]
+        assert outcomes == ["retry", "retry", "retry", "succeeded"]
+
+
+async def test_other_4xx_fail_at_once_with_status_and_body(running: list[Any], store_url: str) -> None:
+    async with Receiver(answers((422, {}, b'{"error": "unsupported codec"}'))) as rx:
+        class Strict(jobloom.HttpPerformer[dict[str, Any], Any]):
+            url = rx.url
+
+        app = await start(running, store_url, Strict)
+        job = await app.enqueue(Strict, {})
+        done = await app.wait(job.id, timeout=10)
+        assert done.state == "failed" and done.attempt == 1 and len(rx.requests) == 1
+        assert "HTTP 422" in (done.error or "") and "unsupported codec" in (done.error or "")
+
+
+async def test_a_request_past_the_timeout_is_a_timed_out_attempt(running: list[Any], store_url: str) -> None:
+    async with Receiver(answers(5.0, OK)) as rx:
+        class Sluggish(jobloom.HttpPerformer[dict[str, Any], Any]):
+            url = rx.url
+            timeout = 0.5
+            backoff = jobloom.Backoff.fixed(0.05)
+
+        app = await start(running, store_url, Sluggish)
+        job = await app.enqueue(Sluggish, {})
+        done = await app.wait(job.id, timeout=10)
+        assert done.state == "succeeded" and done.attempt == 2
+        first = (await app.attempts(job.id))[0]
+        assert first.outcome == "timeout" and "timed out after 0.5 s" in (first.error or "")
+
+
+async def test_a_worker_refuses_http_performers_without_a_signing_secret(store_url: str) -> None:
+    class Unsigned(jobloom.HttpPerformer[dict[str, Any], Any]):
+        url = "https://example.invalid/hook"
+
+    app = jobloom.App(store_url, performers=[Unsigned], auto_migrate=True)
+    with pytest.raises(jobloom.InvalidOption, match="signing_secret"):
+        jobloom.Worker(app)
+    with pytest.raises(jobloom.InvalidOption, match="signing_secret"):
+        jobloom.App(store_url, performers=[Unsigned], signing_secret="short")
+
+
+def test_options_are_checked() -> None:
+    class NoUrl(jobloom.HttpPerformer[dict[str, Any], Any]):
+        pass
+
+    class BadHeader(jobloom.HttpPerformer[dict[str, Any], Any]):
+        url = "https://example.invalid/hook"
+        headers = {"Idempotency-Key": "mine"}
+
+    with pytest.raises(jobloom.InvalidOption, match="url on NoUrl"):
+        jobloom.App("sqlite:///:memory:", performers=[NoUrl])
+    with pytest.raises(jobloom.InvalidOption, match="does not set itself"):
+        jobloom.App("sqlite:///:memory:", performers=[BadHeader])
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    assert retry_after("120") == 120.0
+    assert retry_after(formatdate(1000.0 + 30, usegmt=True), now=1000.0) == pytest.approx(30.0)
+    assert retry_after(formatdate(1000.0 - 30, usegmt=True), now=1000.0) == 0.0
+    assert retry_after(None) is None and retry_after("soon") is None
