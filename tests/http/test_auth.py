@@ -38,6 +38,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/runs"): {"flow": "greet", "input": {}},
     ("POST", "/v1/jobs/{job_id}/events/{name}"): {"data": 1},
     ("PUT", "/v1/bindings/{name}/limits"): {"concurrency": 5},
+    ("POST", "/v1/jobs/retry"): {"state": "failed"},
+    ("POST", "/v1/jobs/cancel"): {"binding": "SendMail"},
+    ("POST", "/v1/jobs/delete"): {"state": "succeeded", "binding": "SendMail"},
 }
 
 
@@ -72,7 +75,7 @@ def test_every_operation_against_every_kind_of_token(api: Api) -> None:
     api.revoke("revoked")
     wrong = [None, "jlt_000000000000_nope", revoked[:-4] + "AAAA", "not-a-token", admin.replace("jlt_", "jlx_")]
     ops = operations(api)
-    assert len(ops) >= 20
+    assert len(ops) >= 26
     for method, path in ops:
         scope = scope_of(method, path)
         what = f"{method} {path}"

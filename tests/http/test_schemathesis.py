@@ -70,7 +70,7 @@ def test_every_operation_fuzzed(api: Api, store_url: str) -> None:
     kind = "sqlite" if store_url.startswith("sqlite") else "postgres"
     positive, negative = EXAMPLES[kind]
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) >= 19, [op.label for op in operations]
+    assert len(operations) >= 25, [op.label for op in operations]
     counted = {"cases": 0, "statuses": set()}
 
     for op in operations:

@@ -33,12 +33,20 @@ def job_json(job: Job) -> str:
     return (
         f'{{"id":{job.id},"binding":{_str(job.binding)},"state":"{job.state}","attempt":{job.attempt},'
         f'"max_attempts":{job.max_attempts},"priority":{job.priority},"delivery":"{job.delivery}",'
-        f'"payload":{job.payload_json},"result":{job.result_json or "null"},"error":{_str(job.error)},'
+        f'"payload":{job.payload_json or "null"},"result":{job.result_json or "null"},"error":{_str(job.error)},'
         f'"unique_key":{_str(job.unique_key)},"concurrency_key":{_str(job.concurrency_key)},'
         f'"run_at":{_ts(job.run_ts)},"created_at":{_ts(job.created_ts)},"started_at":{_ts(job.started_ts)},'
         f'"finished_at":{_ts(job.finished_ts)},"cancel_requested":{"true" if job.cancel_requested else "false"},'
-        f'"run_id":{_str(job.run_id)},"node":{_str(job.node)}}}'
+        f'"run_id":{_str(job.run_id)},"node":{_str(job.node)},"tags":{job.tags_json or "[]"},'
+        f'"meta":{job.meta_json or "{}"},"progress":{_progress(job)}}}'
     )
+
+
+def _progress(job: Job) -> str:
+    p = job.progress
+    if p is None:
+        return "null"
+    return _dumps({"fraction": p.fraction, "message": p.message, "at": p.at.isoformat(), "attempt": p.attempt})
 
 
 def jobs_json(jobs: list[Job], key: str = "jobs", extra: str = "") -> bytes:

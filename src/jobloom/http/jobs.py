@@ -39,7 +39,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def options_of(body: s.JobOptions) -> EnqueueOptions:
     """The enqueue options a request gives (the shared default when it gives none)."""
     o = EnqueueOptions(body.delay, body.run_at, body.priority, body.unique_key, body.concurrency_key,
-                       body.max_attempts, body.delivery)
+                       body.max_attempts, body.delivery, body.tags, body.meta)
     return DEFAULT_OPTIONS if o == DEFAULT_OPTIONS else o
 
 
@@ -68,7 +68,8 @@ async def enqueue_one(ctx: Context, body: s.EnqueueBody) -> tuple[int, bytes]:
         return 201 if created else 200, job_json(job).encode()
     job = await ctx.app.enqueue(spec.binding, body.payload, delay=options.delay, run_at=options.run_at,
                                 priority=options.priority, concurrency_key=options.concurrency_key,
-                                max_attempts=options.max_attempts, delivery=options.delivery)
+                                max_attempts=options.max_attempts, delivery=options.delivery, tags=options.tags,
+                                meta=options.meta)
     return 201, job_json(job).encode()
 
 

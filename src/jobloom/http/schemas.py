@@ -33,6 +33,8 @@ class JobOptions(Body):
     concurrency_key: str | None = Field(None, description="Jobs sharing a key are limited by key_concurrency.")
     max_attempts: int | None = None
     delivery: Literal["at_least_once", "at_most_once"] | None = None
+    tags: list[str] | None = Field(None, description="Labels to search by (GET /v1/jobs?tags=...).")
+    meta: dict[str, JsonValue] | None = Field(None, description="Any JSON object kept with the job.")
 
 
 class EnqueueBody(JobOptions):
@@ -46,6 +48,15 @@ class BatchBody(Body):
     """``POST /v1/jobs/batch``: jobs enqueued in one transaction, all or none."""
 
     jobs: list[EnqueueBody] = Field(min_length=1, max_length=10_000)
+
+
+class ProgressOut(BaseModel):
+    """How far a job got, as its performer last said (``ctx.progress``)."""
+
+    fraction: float
+    message: str | None
+    at: datetime
+    attempt: int
 
 
 class JobOut(BaseModel):
@@ -70,6 +81,9 @@ class JobOut(BaseModel):
     cancel_requested: bool
     run_id: str | None
     node: str | None
+    tags: list[str]
+    meta: dict[str, JsonValue]
+    progress: ProgressOut | None
 
 
 class BatchOut(BaseModel):
