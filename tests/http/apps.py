@@ -38,6 +38,7 @@ def make_flow() -> jobloom.Flow:
 
 def make_app(url: str) -> jobloom.App:
     return jobloom.App(
-        url, performers=[SendMail, Echo, Waits], flows=[make_flow()],
+        url, performers=[SendMail, Echo, Waits, jobloom.RemoteBinding("Render", concurrency=1)],
+        flows=[make_flow()],
         schedules=[jobloom.Schedule("hourly", every=3600, performer=Echo, payload={"tick": True})],
     )

@@ -41,6 +41,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/jobs/retry"): {"state": "failed"},
     ("POST", "/v1/jobs/cancel"): {"binding": "SendMail"},
     ("POST", "/v1/jobs/delete"): {"state": "succeeded", "binding": "SendMail"},
+    ("POST", "/v1/worker/claim"): {"worker": "w", "bindings": ["Render"], "max": 1},
+    ("POST", "/v1/worker/heartbeat"): {"worker": "w", "jobs": [{"id": 1, "attempt": 1}]},
+    ("POST", "/v1/worker/complete"): {"worker": "w", "id": 1, "attempt": 1, "outcome": "failed"},
 }
 
 
@@ -75,7 +78,7 @@ def test_every_operation_against_every_kind_of_token(api: Api) -> None:
     api.revoke("revoked")
     wrong = [None, "jlt_000000000000_nope", revoked[:-4] + "AAAA", "not-a-token", admin.replace("jlt_", "jlx_")]
     ops = operations(api)
-    assert len(ops) >= 26
+    assert len(ops) >= 29
     for method, path in ops:
         scope = scope_of(method, path)
         what = f"{method} {path}"

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from jobloom.app.facade import App
-from jobloom.http import binding_state, bindings, docs, errors, health, jobs, runs, schedules, search
+from jobloom.http import binding_state, bindings, docs, errors, health, jobs, runs, schedules, search, worker
 from jobloom.http.auth import SECURITY_SCHEMES, AuthMode, Guard
 from jobloom.http.bodycap import MAX_BATCH_BODY, MAX_BODY, BodyCap
 from jobloom.http.context import Context
@@ -21,8 +21,9 @@ DESCRIPTION = """\
 jobloom's REST API: enqueue jobs, start flow runs, read and act on them, from any language.
 
 Send `Authorization: Bearer <token>` (made with `jobloom tokens create NAME --scopes ...`). Scopes:
-`read` (every GET), `enqueue` (jobs, batches, runs, events), `operate` (cancel, retry, resume, pause,
-trigger, limits), `admin` (all). Errors are always `{"error": {"type", "message", "field"?}}`.
+`read` (every GET), `enqueue` (jobs, batches, runs, events), `operate` (cancel, retry, delete, resume,
+pause, trigger, limits), `worker` (the worker protocol of remote workers), `admin` (all). Errors are always
+`{"error": {"type", "message", "field"?}}`.
 """
 
 
@@ -41,7 +42,7 @@ def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False
                   docs_url=None, redoc_url=None, lifespan=lifespan)
     ctx = Context(app, Guard(app, auth, token_ttl), named=named)
     errors.install(api)
-    for module in (search, jobs, runs, schedules, binding_state, bindings, health):  # search before /jobs/{id}
+    for module in (search, jobs, runs, schedules, binding_state, bindings, worker, health):  # search before /jobs/{id}
         api.include_router(module.router(ctx))
     docs.install(api, OPENAPI_URL)
     api.state.jobloom = ctx
