@@ -5,6 +5,7 @@ server thread."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
@@ -114,3 +115,28 @@ def test_long_polls_hold_no_thread_and_wake_on_a_new_job(api: Api) -> None:
     assert read < 1.0, f"a read waited {read:.2f} s behind {n} long polls"
     assert first < 2.0, f"the job reached a waiting claim after {first:.2f} s"
     assert sorted(got) == [0] * (n - 1) + [1]
+
+
+def test_the_fast_lane_and_the_routes_answer_alike(api: Api) -> None:
+    """``application/json`` bodies take the fast lane; other spellings of JSON go through FastAPI."""
+    h = auth(api)
+    answers = []
+    for i, content_type in enumerate(("application/json", "application/json;charset=UTF-8")):
+        job = api.app.run_sync(api.app.enqueue("Render", {"frame": i}))
+
+        def post(path: str, body: object, kind: str = content_type) -> tuple[int, object]:
+            r = api.client.post(path, content=json.dumps(body).encode(), headers={**h, "Content-Type": kind})
+            return r.status_code, r.json()
+
+        status, claimed = post("/v1/worker/claim", {"worker": "w", "bindings": ["Render"], "max": 1})
+        assert status == 200 and [j["id"] for j in claimed["jobs"]] == [job.id]  # type: ignore[index]
+        key = {"id": job.id, "attempt": 1}
+        answers.append(post("/v1/worker/heartbeat", {"worker": "w", "jobs": [key]})[0])
+        answers.append(post("/v1/worker/complete", {"worker": "w", **key, "outcome": "succeeded"}))
+        stale = post("/v1/worker/complete", {"worker": "w", **key, "outcome": "failed"})
+        answers.append((stale[0], stale[1]["error"]["type"]))  # type: ignore[index]
+        answers.append(post("/v1/worker/claim", {"worker": "w", "bindings": ["Echo"], "max": 1}))
+        answers.append(post("/v1/worker/claim", {"worker": "w", "bindings": ["Render"], "max": 0}))
+    half = len(answers) // 2
+    assert answers[:half] == answers[half:]
+    assert answers[1] == (200, {"applied": True}) and answers[2] == (409, "StaleAttempt")

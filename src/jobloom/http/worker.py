@@ -99,33 +99,50 @@ class CompleteOut(BaseModel):
     applied: bool
 
 
+async def claim_jobs(ctx: Context, body: ClaimBody) -> tuple[int, bytes]:
+    """``POST /v1/worker/claim``: the status and the body of the response."""
+    jobs = await ctx.app.remote_claim(body.worker, body.bindings, body.max, body.wait)
+    return 200, dumps({"jobs": [j.as_dict() for j in jobs]})
+
+
+async def renew(ctx: Context, body: HeartbeatBody) -> tuple[int, bytes]:
+    """``POST /v1/worker/heartbeat``: the status and the body of the response."""
+    held = await ctx.app.remote_heartbeat(body.worker, [(j.id, j.attempt) for j in body.jobs])
+    return 200, dumps({"jobs": [{"id": i, "attempt": a} for i, a in held]})
+
+
+async def report(ctx: Context, body: CompleteBody) -> tuple[int, bytes]:
+    """``POST /v1/worker/complete``: the status and the body of the response (``StaleAttempt``: 409)."""
+    applied = await ctx.app.remote_complete(body.worker, body.id, body.attempt, body.outcome, body.result,
+                                            body.error, body.retry_after)
+    if not applied:
+        raise StaleAttempt(f"job {body.id} attempt {body.attempt} is no longer held by {body.worker!r}: "
+                           "its lease was lost or it was cancelled; nothing changed")
+    return 200, b'{"applied":true}'
+
+
 def router(ctx: Context) -> APIRouter:
-    """The worker protocol's routes."""
+    """The worker protocol's routes (also served by the fast lane, :mod:`jobloom.http.fastlane`)."""
     api = APIRouter(prefix="/v1/worker", tags=["worker"], responses=ERRORS)
     worker = ctx.guarded("worker")
-    app = ctx.app
 
     @api.post("/claim", response_model=ClaimOut, **worker)
     async def claim(body: ClaimBody) -> Response:
         """Claim jobs of remote bindings; with ``wait``, wait up to that long for one (a long poll)."""
-        jobs = await app.remote_claim(body.worker, body.bindings, body.max, body.wait)
-        return json_response(dumps({"jobs": [j.as_dict() for j in jobs]}))
+        status, content = await claim_jobs(ctx, body)
+        return json_response(content, status)
 
     @api.post("/heartbeat", response_model=HeartbeatOut, **worker)
     async def heartbeat(body: HeartbeatBody) -> Response:
         """Renew the leases of running attempts; answers those still held."""
-        held = await app.remote_heartbeat(body.worker, [(j.id, j.attempt) for j in body.jobs])
-        return json_response(dumps({"jobs": [{"id": i, "attempt": a} for i, a in held]}))
+        status, content = await renew(ctx, body)
+        return json_response(content, status)
 
     @api.post("/complete", response_model=CompleteOut, **worker,
               responses={409: {"model": s.ErrorOut, "description": "The attempt no longer holds the job"}})
     async def complete(body: CompleteBody) -> Response:
         """Report how an attempt ended: 200 applied, 409 stale (nothing changed)."""
-        applied = await app.remote_complete(body.worker, body.id, body.attempt, body.outcome, body.result,
-                                            body.error, body.retry_after)
-        if not applied:
-            raise StaleAttempt(f"job {body.id} attempt {body.attempt} is no longer held by {body.worker!r}: "
-                               "its lease was lost or it was cancelled; nothing changed")
-        return json_response(b'{"applied":true}')
+        status, content = await report(ctx, body)
+        return json_response(content, status)
 
     return api
