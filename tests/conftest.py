@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -56,6 +57,18 @@ def require_module(name: str, how: str) -> Any:
         if IN_CI:
             pytest.fail(message, pytrace=False)
         pytest.skip(message, allow_module_level=True)
+
+
+def require_executable(name: str, how: str) -> str:
+    """The path of the program ``name``; when it is not on PATH, skip (with ``how`` to install it) or, with
+    CI=true, fail: a test that claims a guarantee cannot quietly disappear in CI."""
+    found = shutil.which(name)
+    if found is None:
+        message = f"{name} is not installed: {how}"
+        if IN_CI:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return found
 
 
 @pytest.fixture

@@ -155,3 +155,24 @@ async def test_list_runs_reads_every_listed_runs_nodes_in_one_query(store_url: s
         assert await app.list_runs(flow="no-such-flow") == []
     finally:
         await app.close()
+
+
+async def test_list_runs_pages_with_before_without_gaps_or_repeats(store_url: str) -> None:
+    image = image_flow()
+    app = jobloom.App(store_url, performers=PERFORMERS, flows=[image], auto_migrate=True)
+    try:
+        ids = [(await app.start(image, {"image": f"{i}.png"}, id=f"r{i:02d}")).id for i in range(7)]
+        seen: list[str] = []
+        before: str | None = None
+        for _ in range(4):  # 7 runs in pages of 3
+            page = await app.list_runs(limit=3, before=before)
+            seen += [r.id for r in page]
+            if len(page) < 3:
+                break
+            before = page[-1].id
+        assert sorted(seen) == sorted(ids)
+        assert len(seen) == len(set(seen)) == 7
+        assert seen == [r.id for r in await app.list_runs(limit=100)]
+        assert [r.id for r in await app.list_runs(flow=image.name, limit=2, before=seen[1])] == seen[2:4]
+    finally:
+        await app.close()

@@ -2,7 +2,8 @@
 
 ``PushGate`` POSTs to the test's receiver (``JOBLOOM_IT_PUSH_URL``) at most 2 at once; ``Transcode`` is
 the Python side of a binding that remote workers (``jobloom.RemoteBinding("Transcode")`` in the test)
-share, counting itself in itapp's cross-process gauge.
+share, counting itself in itapp's cross-process gauge; ``served`` is the app that ``jobloom serve`` serves
+to the remote workers.
 """
 
 from __future__ import annotations
@@ -37,3 +38,8 @@ class Transcode(jobloom.Performer[dict[str, Any], str]):
 
 app = jobloom.App(os.environ.get("JOBLOOM_IT_URL", "sqlite:///remote.db"), performers=[PushGate, Transcode],
                   lease=float(os.environ.get("JOBLOOM_IT_LEASE", "1.0")), signing_secret=SECRET)
+
+served = jobloom.App(os.environ.get("JOBLOOM_IT_URL", "sqlite:///remote.db"),
+                     performers=[PushGate, jobloom.RemoteBinding("Transcode", concurrency=2)],
+                     lease=float(os.environ.get("JOBLOOM_IT_LEASE", "1.0")), signing_secret=SECRET)
+"""The app ``jobloom serve`` serves to remote workers: ``Transcode`` declared as a remote binding."""

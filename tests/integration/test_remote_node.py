@@ -1,111 +1,139 @@
-"""The Node.js reference worker (examples/remote-worker-node) against the pull protocol, on every store.
+"""The Node.js reference worker (examples/remote-worker-node) against ``jobloom serve``, on every store.
 
-The HTTP layer is not part of this test: a stand-in server on a loopback port maps the protocol's three
-POSTs onto ``App.remote_claim``, ``remote_heartbeat`` and ``remote_complete`` (as the real server does),
-so that the worker's side of the protocol is exercised with real processes and real HTTP.
+Everything is a real process talking real HTTP on loopback ports: the server (``jobloom serve --app``,
+with a token of scope ``worker``), two Node workers and one Python worker process sharing the remote
+binding ``Transcode`` (concurrency 2). Each run is counted in itapp's cross-process gauge, inside the
+slot it holds: by the Python performer, and by the Node workers' handler through a receiver here.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
+import socket
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
 import jobloom
-from tests.conftest import IN_CI
+from jobloom.http.tokens import create_token
+from tests.conftest import require_executable
 from tests.helpers import eventually
 from tests.receiver import Answer, Receiver, Request
 
 from .test_remote_processes import RemoteProcesses, client, rprocs  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
-WORKER = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "remote-worker-node", "worker.mjs")
+HERE = Path(__file__).parent
+WORKER = HERE.parent.parent / "examples" / "remote-worker-node" / "worker.mjs"
+HANDLER = HERE / "node_gauge_handler.mjs"
 
 
-def node() -> str:
-    found = shutil.which("node")
-    if found is None:
-        message = "node is not installed: install Node.js 18 or newer to test the Node.js remote worker"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
-def bridge(app: jobloom.App, itapp: Any) -> Any:
-    """The worker protocol over HTTP, as a stand-in for jobloom's server; counts the jobs remote workers
-    hold in itapp's gauge (after the claim commits, and before the completion does)."""
+@contextmanager
+def jobloom_serve(rprocs: RemoteProcesses) -> Iterator[str]:  # noqa: F811
+    """``jobloom serve --app remoteapp:served`` on a free loopback port; yields its base URL."""
+    port = free_port()
+    log = (rprocs.state_dir / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobloom.cli", "serve", "--app", "remoteapp:served", "--port", str(port),
+         "--log-level", "warning"],
+        env=rprocs.env, cwd=rprocs.state_dir, stdout=log, stderr=subprocess.STDOUT)
+    rprocs.procs.append(proc)
+    url = f"http://127.0.0.1:{port}"
 
-    async def handle(req: Request) -> Answer:
-        body = json.loads(req.body)
+    def up() -> bool:
+        assert proc.poll() is None, (rprocs.state_dir / "serve.log").read_text()
         try:
-            if req.path == "/v1/worker/claim":
-                jobs = await app.remote_claim(body["worker"], body["bindings"], body["max"], body.get("wait"))
-                for _ in jobs:
-                    itapp.gauge(+1)
-                return 200, {}, json.dumps({"jobs": [j.as_dict() for j in jobs]}).encode()
-            if req.path == "/v1/worker/heartbeat":
-                held = await app.remote_heartbeat(body["worker"], [(j["id"], j["attempt"]) for j in body["jobs"]])
-                return 200, {}, json.dumps({"jobs": [{"id": i, "attempt": a} for i, a in held]}).encode()
-            if req.path == "/v1/worker/complete":
-                holds = (body["id"], body["attempt"]) in await app.remote_heartbeat(
-                    body["worker"], [(body["id"], body["attempt"])])
-                if holds:
-                    itapp.gauge(-1)
-                ok = await app.remote_complete(body["worker"], body["id"], body["attempt"], body["outcome"],
-                                               body.get("result"), body.get("error"), body.get("retry_after"))
-                return (200 if ok else 409), {}, b"{}"
-        except jobloom.JobloomError as exc:
-            return 400, {}, json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}).encode()
-        return 404, {}, b"{}"
+            return httpx.get(f"{url}/v1/health", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
 
-    return handle
+    try:
+        eventually_sync(up, 30, "jobloom serve answers")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+        log.close()
+
+
+def eventually_sync(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for: {what}"
+        time.sleep(0.05)
 
 
 async def test_node_workers_and_a_python_worker_share_concurrency_2_and_a_killed_one_is_retried(
     client: tuple[jobloom.App, Any], rprocs: RemoteProcesses  # noqa: F811
 ) -> None:
     app, itapp = client
-    exe = node()
-    async with Receiver(bridge(app, itapp)) as server:
-        base = server.url.rsplit("/", 1)[0]
+    exe = require_executable("node", "install Node.js 18 or newer to test the Node.js remote worker")
+    token, _ = await create_token(await app.store(), "workers", "worker")
 
-        def start(name: str, concurrency: int = 2) -> subprocess.Popen[bytes]:
-            env = {**os.environ, "JOBLOOM_URL": base, "JOBLOOM_BINDINGS": "Transcode", "JOBLOOM_WORKER": name,
-                   "JOBLOOM_CONCURRENCY": str(concurrency), "JOBLOOM_WAIT": "1"}
-            proc = subprocess.Popen([exe, WORKER], env=env, stdout=subprocess.DEVNULL)
-            rprocs.procs.append(proc)
-            return proc
+    def count(req: Request) -> Answer:
+        itapp.gauge(int(parse_qs(urlsplit(req.path).query)["d"][0]))
+        return 200, {}, b"{}"
 
-        victim = start("node-victim", concurrency=1)  # full once it holds the long job: no claim under way
-        stuck = await app.enqueue("Transcode", {"first_seconds": 60, "seconds": 0.05})
-        await eventually(lambda: _attempt_of(app, stuck.id, 1), timeout=20, what="the long job claimed")
-        os.kill(victim.pid, signal.SIGKILL)
-        victim.wait(timeout=10)
-        itapp.gauge(-1)  # the killed worker's job leaves the gauge (the store counts it until it is reaped)
-        n = 40
-        rprocs.worker(concurrency=1)  # one slot: a worker that reports and claims in one cycle keeps its slot
-        await app.enqueue_many([("Transcode", {"seconds": 0.1}) for _ in range(n)])
-        await eventually(lambda: _python_ran(app), timeout=30, what="the Python worker took a job")
-        start("node-a")
-        start("node-b")
-        await eventually(lambda: _finished(app, n + 1), timeout=60, interval=0.1, what="every job finished")
-        retried = await app.get_job(stuck.id)
-        assert retried.state == "succeeded" and retried.attempt == 2
-        assert [a.outcome for a in await app.attempts(stuck.id)] == ["lost", "succeeded"]
-        results = [j.result for j in await app.list_jobs(binding="Transcode", state="succeeded", limit=100)]
-        assert len(results) == n + 1
-        workers = {r["worker"] if isinstance(r, dict) else r for r in results}
-        assert "python" in workers and workers & {"node-a", "node-b"}, workers
-        now, peak = (int(x) for x in (rprocs.state_dir / "gauge").read_text().split())
-        assert now == 0 and peak == 2, f"peak simultaneous runs was {peak}, the limit is 2"
-        for proc in rprocs.procs:  # stop the workers before their server goes
-            proc.terminate()
+    async with Receiver(count) as gauge:
+        with jobloom_serve(rprocs) as base:
+
+            def start(name: str, concurrency: int = 2) -> subprocess.Popen[bytes]:
+                env = {**os.environ, "JOBLOOM_URL": base, "JOBLOOM_TOKEN": token, "JOBLOOM_BINDINGS": "Transcode",
+                       "JOBLOOM_WORKER": name, "JOBLOOM_CONCURRENCY": str(concurrency), "JOBLOOM_WAIT": "1",
+                       "JOBLOOM_HANDLER": str(HANDLER), "JOBLOOM_IT_GAUGE_URL": gauge.url}
+                proc = subprocess.Popen([exe, str(WORKER)], env=env, stdout=subprocess.DEVNULL)
+                rprocs.procs.append(proc)
+                return proc
+
+            victim = start("node-victim", concurrency=1)  # full once it holds the long job: no claim under way
+            stuck = await app.enqueue("Transcode", {"first_seconds": 60, "seconds": 0.05})
+            await eventually(lambda: _attempt_of(app, stuck.id, 1), timeout=20, what="the long job claimed")
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.wait(timeout=10)
+            n = 40
+            rprocs.worker(concurrency=1)  # one slot: a worker that reports and claims in one cycle keeps its slot
+            await app.enqueue_many([("Transcode", {"seconds": 0.1}) for _ in range(n)])
+            await eventually(lambda: _python_ran(app), timeout=30, what="the Python worker took a job")
+            start("node-a")
+            start("node-b")
+            await eventually(lambda: _finished(app, n + 1), timeout=60, interval=0.1, what="every job finished")
+            retried = await app.get_job(stuck.id)
+            assert retried.state == "succeeded" and retried.attempt == 2
+            assert [a.outcome for a in await app.attempts(stuck.id)] == ["lost", "succeeded"]
+
+            # the killed worker's report for its old attempt, arriving now: refused, and nothing changes
+            async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}) as http:
+                r = await http.post("/v1/worker/complete", json={
+                    "worker": "node-victim", "id": stuck.id, "attempt": 1, "outcome": "failed", "error": "late"})
+            assert r.status_code == 409 and r.json()["error"]["type"] == "StaleAttempt", r.text
+            after = await app.get_job(stuck.id)
+            assert (after.state, after.attempt, after.result, after.error) == (
+                retried.state, retried.attempt, retried.result, retried.error)
+            assert [a.outcome for a in await app.attempts(stuck.id)] == ["lost", "succeeded"]
+
+            results = [j.result for j in await app.list_jobs(binding="Transcode", state="succeeded", limit=100)]
+            assert len(results) == n + 1
+            workers = {r["worker"] if isinstance(r, dict) else r for r in results}
+            assert "python" in workers and workers & {"node-a", "node-b"}, workers
+            now, peak = (int(x) for x in (rprocs.state_dir / "gauge").read_text().split())
+            assert now == 0 and peak == 2, f"peak simultaneous runs was {peak}, the limit is 2"
+            for proc in rprocs.procs[1:]:  # stop the workers before their server goes
+                proc.terminate()
 
 
 async def _attempt_of(app: jobloom.App, job_id: int, attempt: int) -> bool:

@@ -468,9 +468,10 @@ class App:
         """A run, with each node's state, attempts and result."""
         return await self._flow_ops.get_run(run_id)
 
-    async def list_runs(self, flow: str | None = None, state: str | None = None, limit: int = 100) -> list[Run]:
-        """Runs, newest first, optionally filtered by flow name and state."""
-        return await self._flow_ops.list_runs(flow, state, limit)
+    async def list_runs(self, flow: str | None = None, state: str | None = None, limit: int = 100, *,
+                        before: str | None = None) -> list[Run]:
+        """Runs, newest first, optionally filtered by flow and state; ``before``: the last run id of the page before."""
+        return await self._flow_ops.list_runs(flow, state, limit, before)
 
     async def cancel_run(self, run_id: str) -> Run:
         """Cancel a run and its sub-flow runs: nodes that have not started are cancelled, running ones
@@ -532,6 +533,14 @@ class App:
     async def stats(self, binding: str | None = None, since: Any = None) -> Any:
         """Counts and run-time percentiles from the read model (see :func:`jobloom.housekeeping.stats.read_stats`)."""
         return await read_stats(await self.store(), binding=binding, since=since)
+
+    # -- HTTP -----------------------------------------------------------------------------------------
+
+    def asgi(self, *, auth: str = "required", **options: Any) -> Any:
+        """The HTTP API (``/v1``) as an ASGI app to mount or serve (see ``jobloom.http.factory.create_asgi``)."""
+        from jobloom.http.factory import create_asgi
+
+        return create_asgi(self, auth=auth, **options)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"App({self.url!r}, performers={sorted(self.specs)})"

@@ -40,6 +40,8 @@ from jobloom.cli.common import (
 from jobloom.cli.jobs import jobs_cli, styled_state
 from jobloom.cli.limits import limits_cli
 from jobloom.cli.schedules import schedules_cli
+from jobloom.cli.serve import serve
+from jobloom.cli.tokens import tokens_cli
 from jobloom.core.errors import JobloomError
 from jobloom.core.text import load_json_text
 
@@ -55,6 +57,8 @@ cli.add_typer(bindings_cli)
 cli.add_typer(jobs_cli)
 cli.add_typer(limits_cli)
 cli.add_typer(schedules_cli)
+cli.add_typer(tokens_cli)
+cli.command()(serve)
 
 
 class LogLevel(enum.StrEnum):

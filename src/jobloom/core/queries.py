@@ -52,6 +52,7 @@ from jobloom.core.rows import (
     StatsRow,
     StepRow,
     StoredScheduleRow,
+    TokenRow,
     UniqueRow,
     WorkerRow,
 )
@@ -160,6 +161,8 @@ class Q:
     lock_projector = Query("lock_projector", CursorRow)
     stats_rows_for = Query("stats_rows_for", StatsRow)
     stats_since = Query("stats_since", StatsRow)
+    get_token = Query("get_token", TokenRow)
+    list_tokens = Query("list_tokens", TokenRow)
 
 
 QUERIES: dict[str, Query[Any]] = {q.name: q for q in vars(Q).values() if isinstance(q, Query)}

@@ -440,3 +440,14 @@ class SnoozeRow(NamedTuple):
 
     id: int
     snoozes: int
+
+
+class TokenRow(NamedTuple):
+    """An API token (its secret only as a hash)."""
+
+    name: str
+    prefix: str
+    secret_hash: str
+    scopes: str
+    created_at: float
+    revoked_at: float | None

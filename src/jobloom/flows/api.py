@@ -137,12 +137,14 @@ class FlowOps:
 
         return await store.transact(work, exclusive=False)
 
-    async def list_runs(self, flow: str | None = None, state: str | None = None, limit: int = 100) -> list[Run]:
-        """Runs, newest first, optionally filtered by flow name and state."""
+    async def list_runs(self, flow: str | None = None, state: str | None = None, limit: int = 100,
+                        before: str | None = None) -> list[Run]:
+        """Runs, newest first, optionally filtered by flow name and state; ``before``: the id of the last
+        run of the page before (the runs after it in this order; none if that run no longer exists)."""
         store = await self.host.store()
 
         async def work(tx: Tx) -> list[Run]:
-            rows = await tx.fetch(Q.list_runs, {"flow": flow, "state": state, "limit": limit})
+            rows = await tx.fetch(Q.list_runs, {"flow": flow, "state": state, "limit": limit, "before": before})
             jobs: dict[str, list[RunsJobRow]] = {r.id: [] for r in rows}
             if jobs:  # every listed run's nodes in one query
                 for j in await tx.fetch(Q.runs_jobs, {"run_ids": list(jobs)}):

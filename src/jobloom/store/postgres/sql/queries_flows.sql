@@ -29,7 +29,8 @@ SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, cre
        deadline_seconds
 FROM jobloom_runs
 WHERE (:flow::text IS NULL OR flow = :flow::text) AND (:state::text IS NULL OR state = :state::text)
-ORDER BY created_at DESC LIMIT :limit
+  AND (:before::text IS NULL OR (created_at, id) < (SELECT created_at, id FROM jobloom_runs WHERE id = :before::text))
+ORDER BY created_at DESC, id DESC LIMIT :limit
 
 -- name: set_run_state
 UPDATE jobloom_runs SET state = :state, error = :error, finished_at = :finished_at WHERE id = :id

@@ -24,7 +24,8 @@ SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, cre
        deadline_seconds
 FROM jobloom_runs
 WHERE (:flow IS NULL OR flow = :flow) AND (:state IS NULL OR state = :state)
-ORDER BY created_at DESC LIMIT :limit
+  AND (:before IS NULL OR (created_at, id) < (SELECT created_at, id FROM jobloom_runs WHERE id = :before))
+ORDER BY created_at DESC, id DESC LIMIT :limit
 
 -- name: set_run_state
 UPDATE jobloom_runs SET state = :state, error = :error, finished_at = :finished_at WHERE id = :id

@@ -1,0 +1,70 @@
+"""``jobloom serve``: the HTTP API under uvicorn, for an app (``--app``) or a bare store (``--url``)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+import typer
+
+from jobloom.cli.common import AppOption, SchemaOption, UrlOption, UsageProblem, choose_target, note, open_target, run
+from jobloom.http.auth import AuthMode
+from jobloom.http.factory import create_asgi
+from jobloom.http.tokens import active_tokens
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def choose_auth(host: str, tokens: int, insecure_no_auth: bool) -> AuthMode:
+    """The auth mode for serving on ``host`` with ``tokens`` active tokens; refuses an open API off loopback."""
+    if insecure_no_auth:
+        return "off"
+    if is_loopback(host):
+        return "auto"
+    if tokens == 0:
+        raise UsageProblem(
+            f"refusing to serve on {host}, which is not a loopback address, while no token exists: "
+            "create one with `jobloom tokens create NAME --scopes ...` (or pass --insecure-no-auth)"
+        )
+    return "required"
+
+
+def serve(
+    ctx: typer.Context,
+    app_ref: AppOption = None,
+    url: UrlOption = None,
+    schema: SchemaOption = None,
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="The port to listen on.")] = 8080,
+    insecure_no_auth: Annotated[
+        bool, typer.Option("--insecure-no-auth", help="Serve without tokens, even on a non-loopback address.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
+) -> None:
+    """Serve the HTTP API (/v1; docs at /v1/docs). With --url, jobs are enqueued by binding name."""
+    import uvicorn
+
+    chosen, _ = choose_target(ctx, app_ref, url)
+    app = open_target(ctx, app_ref, url, schema)
+    named = chosen is None  # a bare store: bindings by name
+
+    async def count(a: object) -> int:
+        return len(await active_tokens(await app.store()))
+
+    tokens = run(app, count)
+    auth = choose_auth(host, tokens, insecure_no_auth)
+    if auth == "off":
+        note("serving without authentication (--insecure-no-auth): anyone who reaches the port can act on jobs")
+    elif auth == "auto" and tokens == 0:
+        note("no token exists: the API is open to anyone on this host until one is created "
+             "(jobloom tokens create NAME --scopes ...)")
+    uvicorn.run(create_asgi(app, auth=auth, named=named), host=host, port=port, log_level=log_level,
+                lifespan="on")

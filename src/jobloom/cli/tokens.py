@@ -1,0 +1,90 @@
+"""``jobloom tokens create|list|revoke``: the HTTP API's tokens (the token is printed once; a hash is kept)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from jobloom.cli.common import (
+    AppOption,
+    JsonOption,
+    SchemaOption,
+    UrlOption,
+    console,
+    fmt_time,
+    open_target,
+    print_json,
+    run,
+)
+from jobloom.http.tokens import SCOPES, TokenInfo, create_token, list_tokens, revoke_token
+
+tokens_cli = typer.Typer(name="tokens", help="Tokens of the HTTP API.", no_args_is_help=True)
+
+
+def _info(t: TokenInfo) -> dict[str, object]:
+    return {"name": t.name, "prefix": t.prefix, "scopes": list(t.scopes), "created_at": t.created_at,
+            "revoked_at": t.revoked_at, "active": t.active}
+
+
+@tokens_cli.command("create")
+def create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="A name for the token (who or what uses it).")],
+    scopes: Annotated[str, typer.Option(help=f"Comma-separated: {', '.join(SCOPES)}.")],
+    app_ref: AppOption = None,
+    url: UrlOption = None,
+    schema: SchemaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a token and print it once: only its hash is stored."""
+    app = open_target(ctx, app_ref, url, schema)
+
+    async def go(a: object) -> tuple[str, TokenInfo]:
+        return await create_token(await app.store(), name, scopes)
+
+    token, info = run(app, go)
+    if as_json:
+        print_json({**_info(info), "token": token})
+        return
+    console.print(token, highlight=False, markup=False)
+    console.print(f"[dim]token {info.name!r} with scopes {','.join(info.scopes)}; "
+                  "it is shown only now: store it safely[/dim]", highlight=False)
+
+
+@tokens_cli.command("list")
+def list_(
+    ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Every token (never the secret), revoked ones included."""
+    app = open_target(ctx, app_ref, url, schema)
+
+    async def go(a: object) -> list[TokenInfo]:
+        return await list_tokens(await app.store())
+
+    found = run(app, go)
+    if as_json:
+        print_json([_info(t) for t in found])
+        return
+    table = Table("name", "prefix", "scopes", "created", "revoked")
+    for t in found:
+        table.add_row(t.name, t.prefix, ",".join(t.scopes), fmt_time(t.created_at), fmt_time(t.revoked_at))
+    console.print(table)
+
+
+@tokens_cli.command("revoke")
+def revoke(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The token's name.")],
+    app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+) -> None:
+    """Revoke a token: servers refuse it within a second."""
+    app = open_target(ctx, app_ref, url, schema)
+
+    async def go(a: object) -> TokenInfo:
+        return await revoke_token(await app.store(), name)
+
+    info = run(app, go)
+    console.print(f"token {info.name!r} revoked", highlight=False)

@@ -1,0 +1,77 @@
+"""Building the API: ``create_asgi(app)`` returns the ASGI application that ``App.asgi()`` hands out."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from jobloom.app.facade import App
+from jobloom.http import binding_state, bindings, docs, errors, health, jobs, runs, schedules, search, worker
+from jobloom.http.auth import SECURITY_SCHEMES, AuthMode, Guard
+from jobloom.http.bodycap import MAX_BATCH_BODY, MAX_BODY, BodyCap
+from jobloom.http.context import Context
+from jobloom.http.fastlane import FastLane
+
+OPENAPI_URL = "/v1/openapi.json"
+DESCRIPTION = """\
+jobloom's REST API: enqueue jobs, start flow runs, read and act on them, from any language.
+
+Send `Authorization: Bearer <token>` (made with `jobloom tokens create NAME --scopes ...`). Scopes:
+`read` (every GET), `enqueue` (jobs, batches, runs, events), `operate` (cancel, retry, delete, resume,
+pause, trigger, limits), `worker` (the worker protocol of remote workers), `admin` (all). Errors are always
+`{"error": {"type", "message", "field"?}}`.
+"""
+
+
+def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False, token_ttl: float = 1.0) -> FastAPI:
+    """The FastAPI application of the API for ``app`` (see :func:`create_asgi`)."""
+    from jobloom import __version__
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # the store of the server's event loop
+            await app.close()
+
+    api = FastAPI(title="jobloom", version=__version__, description=DESCRIPTION, openapi_url=OPENAPI_URL,
+                  docs_url=None, redoc_url=None, lifespan=lifespan)
+    ctx = Context(app, Guard(app, auth, token_ttl), named=named)
+    errors.install(api)
+    for module in (search, jobs, runs, schedules, binding_state, bindings, worker, health):  # search before /jobs/{id}
+        api.include_router(module.router(ctx))
+    docs.install(api, OPENAPI_URL)
+    api.state.jobloom = ctx
+    api.openapi = lambda: openapi(api)  # type: ignore[method-assign]
+    return api
+
+
+def openapi(api: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document with the bearer scheme (each guarded operation names it, see ``Context.guarded``)."""
+    if api.openapi_schema is not None:
+        return api.openapi_schema
+    doc = get_openapi(title=api.title, version=api.version, description=api.description, routes=api.routes)
+    doc.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    api.openapi_schema = doc
+    return doc
+
+
+def create_asgi(
+    app: App, *, auth: AuthMode = "required", named: bool = False, max_body: int = MAX_BODY,
+    max_batch_body: int = MAX_BATCH_BODY, token_ttl: float = 1.0,
+) -> Any:
+    """The ASGI application serving ``app``'s API under ``/v1``.
+
+    ``auth``: ``"required"`` (a token on every operation but health and docs), ``"auto"`` (required once
+    any token exists) or ``"off"`` (for an API mounted behind the user's own authentication).
+    ``named``: the app is a bare store (``App(url)``), which enqueues bindings known to the store by name.
+    ``max_body``: the largest request body (bytes; ``max_batch_body`` for a batch); 413 beyond.
+    ``token_ttl``: how long the active tokens are kept before being read again (a revoked token stops
+    working within that time).
+    """
+    api = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl)
+    return BodyCap(FastLane(api, api.state.jobloom), max_body, max_batch_body)

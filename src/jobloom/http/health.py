@@ -1,0 +1,75 @@
+"""``/v1/health`` (no token: the store answers and its migrations are current, else 503) and ``/v1/stats``."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from jobloom.core.errors import InvalidOption, MigrationsMissing
+from jobloom.core.text import MAX_NAME_BYTES, check_name
+from jobloom.http import schemas as s
+from jobloom.http.context import Context, json_response
+from jobloom.http.encode import dumps, plain
+from jobloom.http.jobs import ERRORS
+from jobloom.store.sql import load_migrations
+
+HEALTH_TIMEOUT = 5.0
+
+
+def _store_kind(url: str) -> str:
+    return "sqlite" if url.startswith("sqlite:") else "postgres"
+
+
+def router(ctx: Context) -> APIRouter:
+    """The health and stats routes."""
+    api = APIRouter(prefix="/v1", tags=["health"])
+    read = ctx.guarded("read")
+    app = ctx.app
+
+    @api.get("/health", response_model=s.HealthOut,
+             responses={503: {"model": s.HealthOut, "description": "The store is unreachable or behind"}})
+    async def health() -> Response:
+        """Whether the store answers and has every migration this version needs (503 otherwise). No token."""
+        kind = _store_kind(app.url)
+
+        async def check() -> list[str]:
+            store = await app.store()
+            applied = set(await store.applied_migrations())
+            return [m.name for m in load_migrations(store.dialect) if m.name not in applied]
+
+        try:
+            missing = await asyncio.wait_for(check(), HEALTH_TIMEOUT)
+        except MigrationsMissing as exc:
+            missing = exc.missing
+        except Exception as exc:
+            body = {"status": "unavailable", "store": kind, "migrations": "unknown",
+                    "detail": f"{type(exc).__name__}: {exc}"[:500]}
+            return json_response(dumps(body), 503)
+        if missing:
+            body = {"status": "unavailable", "store": kind, "migrations": "missing",
+                    "detail": "missing migrations: " + ", ".join(missing)}
+            return json_response(dumps(body), 503)
+        return json_response(dumps({"status": "ok", "store": kind, "migrations": "current", "detail": None}))
+
+    @api.get("/stats", response_model=s.StatsOut, **read, responses=ERRORS)
+    async def stats(
+        binding: Annotated[str | None, Query(description="One binding's figures only.")] = None,
+        since: Annotated[datetime | None, Query(description="From this moment (ISO 8601); default: an hour ago.")]
+        = None,
+    ) -> Response:
+        """Counts and run-time percentiles from the read model, per binding and per minute."""
+        if binding is not None:
+            check_name("binding", binding, MAX_NAME_BYTES)
+        if since is not None and since.tzinfo is None:
+            raise InvalidOption("since", since.isoformat(), "a moment with a time zone (e.g. ...Z)")
+        st = await app.stats(binding=binding, since=since)
+        body = {"since": plain(st.since), "total": plain(st.total), "bindings": plain(st.bindings),
+                "minutes": [{"minute": plain(m), "figures": plain(f)} for m, f in st.minutes],
+                "pending_events": st.pending_events}
+        return json_response(dumps(body))
+
+    return api

@@ -1,0 +1,151 @@
+"""``/v1/jobs``: enqueue one job or a batch, read a job and its attempts, cancel, retry, wait, send events."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Query
+from fastapi.responses import Response
+
+from jobloom.core.errors import JobloomError
+from jobloom.core.queries import Q
+from jobloom.core.records import job_from_row
+from jobloom.core.text import MAX_ID
+from jobloom.core.types import Job
+from jobloom.engine import coordinator
+from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, build_job
+from jobloom.engine.performer import PerformerSpec
+from jobloom.http import schemas as s
+from jobloom.http.context import Context, json_response
+from jobloom.http.encode import attempt_json, dumps, job_json, jobs_json
+from jobloom.http.errors import field_of
+from jobloom.store import Tx
+
+JobId = Annotated[int, Path(description="The job's id.", ge=-MAX_ID, le=MAX_ID)]
+MAX_WAIT = 60.0
+"""The longest long poll of ``GET /v1/jobs/{id}/wait`` (seconds)."""
+_ITEM = re.compile(r"in item (\d+) of enqueue_many")
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorOut, "description": why} for code, why in (
+        (400, "Malformed request"), (401, "No token, or a wrong or revoked one"),
+        (403, "The token lacks the scope"), (404, "Not found"), (409, "The state does not allow it"),
+        (413, "Too large"), (422, "A value is not accepted"),
+    )
+}
+
+
+def options_of(body: s.JobOptions) -> EnqueueOptions:
+    """The enqueue options a request gives (the shared default when it gives none)."""
+    o = EnqueueOptions(body.delay, body.run_at, body.priority, body.unique_key, body.concurrency_key,
+                       body.max_attempts, body.delivery, body.tags, body.meta)
+    return DEFAULT_OPTIONS if o == DEFAULT_OPTIONS else o
+
+
+async def enqueue_unique(ctx: Context, spec: PerformerSpec, payload: Any, options: EnqueueOptions) -> tuple[Job, bool]:
+    """Enqueue a job with a unique key; return it and whether it was made now (or an unfinished holder)."""
+    store = await ctx.app.store()
+    now = store.now()
+    new = build_job(spec, payload, options, now)
+
+    async def work(tx: Tx) -> tuple[Any, bool]:
+        [(job_id, created)] = await coordinator.enqueue(tx, [new], now)
+        return await tx.fetchone(Q.get_job, {"id": job_id}), created
+
+    row, created = await store.transact(work)
+    if created:
+        await store.notify()
+    return job_from_row(row), created
+
+
+async def enqueue_one(ctx: Context, body: s.EnqueueBody) -> tuple[int, bytes]:
+    """``POST /v1/jobs``: the status and the body of the response."""
+    spec = await ctx.spec(body.binding)
+    options = options_of(body)
+    if options.unique_key is not None:
+        job, created = await enqueue_unique(ctx, spec, body.payload, options)
+        return 201 if created else 200, job_json(job).encode()
+    job = await ctx.app.enqueue(spec.binding, body.payload, delay=options.delay, run_at=options.run_at,
+                                priority=options.priority, concurrency_key=options.concurrency_key,
+                                max_attempts=options.max_attempts, delivery=options.delivery, tags=options.tags,
+                                meta=options.meta)
+    return 201, job_json(job).encode()
+
+
+async def enqueue_many(ctx: Context, body: s.BatchBody) -> tuple[int, bytes]:
+    """``POST /v1/jobs/batch``: the status and the body of the response."""
+    requests = []
+    for i, item in enumerate(body.jobs):
+        try:
+            spec = await ctx.spec(item.binding)
+        except JobloomError as exc:
+            exc.api_field = f"jobs[{i}].binding"  # type: ignore[attr-defined]
+            exc.add_note(f"in item {i} of the batch (counting from 0); nothing was enqueued")
+            raise
+        requests.append(EnqueueRequest(spec.binding, item.payload, options_of(item)))
+    try:
+        jobs = await ctx.app.enqueue_many(requests)
+    except JobloomError as exc:
+        found = next((m for n in getattr(exc, "__notes__", []) if (m := _ITEM.search(n))), None)
+        if found:
+            inner = field_of(exc)
+            exc.api_field = f"jobs[{found.group(1)}]" + (f".{inner}" if inner else "")  # type: ignore[attr-defined]
+        raise
+    return 201, jobs_json(jobs)
+
+
+def router(ctx: Context) -> APIRouter:
+    """The jobs routes."""
+    api = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERRORS)
+    read, enqueue, operate = (ctx.guarded(n) for n in ("read", "enqueue", "operate"))
+    app = ctx.app
+
+    @api.post("", status_code=201, response_model=s.JobOut, **enqueue,
+              responses={200: {"model": s.JobOut, "description": "An unfinished job with that unique_key"}})
+    async def enqueue_job(body: s.EnqueueBody) -> Response:
+        """Enqueue one job (201); a ``unique_key`` held by an unfinished job returns that job (200)."""
+        status, content = await enqueue_one(ctx, body)
+        return json_response(content, status)
+
+    @api.post("/batch", status_code=201, response_model=s.BatchOut, **enqueue)
+    async def enqueue_batch(body: s.BatchBody) -> Response:
+        """Enqueue jobs in one transaction: all of them, or none (the error names the bad item)."""
+        status, content = await enqueue_many(ctx, body)
+        return json_response(content, status)
+
+    @api.get("/{job_id}", response_model=s.JobOut, **read)
+    async def get_job(job_id: JobId) -> Response:
+        """One job."""
+        return json_response(job_json(await app.get_job(job_id)).encode())
+
+    @api.get("/{job_id}/attempts", response_model=s.AttemptsOut, **read)
+    async def get_attempts(job_id: JobId) -> Response:
+        """Every attempt of a job, oldest first."""
+        found = await app.attempts(job_id)
+        return json_response(f'{{"attempts":[{",".join(attempt_json(a) for a in found)}]}}'.encode())
+
+    @api.post("/{job_id}/cancel", response_model=s.JobOut, **operate)
+    async def cancel_job(job_id: JobId) -> Response:
+        """Cancel a job: at once unless running; a running job's worker is told to stop it."""
+        return json_response(job_json(await app.cancel(job_id)).encode())
+
+    @api.post("/{job_id}/retry", response_model=s.JobOut, **operate)
+    async def retry_job(job_id: JobId) -> Response:
+        """Queue a failed, stalled or cancelled job again (409 in any other state)."""
+        return json_response(job_json(await app.retry(job_id)).encode())
+
+    @api.get("/{job_id}/wait", response_model=s.JobOut, **read,
+             responses={408: {"model": s.ErrorOut, "description": "Not finished within the timeout"}})
+    async def wait_job(job_id: JobId, timeout: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 30.0) -> Response:
+        """Long poll: the job once it is finished; 408 if it is not within ``timeout`` seconds."""
+        return json_response(job_json(await app.wait(job_id, timeout)).encode())
+
+    @api.post("/{job_id}/events/{name}", response_model=s.EventOut, **enqueue)
+    async def send_event(job_id: JobId, name: Annotated[str, Path(description="The event's name.")],
+                         data: Annotated[s.JsonValue, Body(description="The event's data (any JSON).")] = None,
+                         ) -> Response:
+        """Deliver ``data`` to the job's ``wait_for_event(name)``; says whether a waiting job was woken."""
+        return json_response(dumps({"woken": await app.send_event(job_id, name, data)}))
+
+    return api

@@ -1,0 +1,75 @@
+"""``/v1/runs``: start a run of one of the app's flows, read runs, cancel and resume them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import Response
+
+from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name
+from jobloom.flows.flow import FlowError
+from jobloom.http import schemas as s
+from jobloom.http.context import Context, json_response
+from jobloom.http.encode import dumps, run_dict
+from jobloom.http.jobs import ERRORS
+
+RunState = Literal["running", "cancelling", "failing", "succeeded", "failed", "cancelled"]
+RunId = Annotated[str, Path(description="The run's id.")]
+
+
+def router(ctx: Context) -> APIRouter:
+    """The runs routes."""
+    api = APIRouter(prefix="/v1/runs", tags=["runs"], responses=ERRORS)
+    read, enqueue, operate = (ctx.guarded(n) for n in ("read", "enqueue", "operate"))
+    app = ctx.app
+
+    @api.post("", status_code=201, response_model=s.RunOut, **enqueue)
+    async def start_run(body: s.RunBody) -> Response:
+        """Start a run of the app's flow ``flow`` (the same ``id`` again returns the same run)."""
+        check_name("flow", body.flow, MAX_NAME_BYTES)
+        flow = app.flows.get(body.flow)
+        if flow is None:
+            known = ", ".join(sorted(app.flows)) or "none (serve the app with --app to start runs)"
+            err = FlowError(f"unknown flow {body.flow!r}; this app's flows: {known}")
+            err.api_field = "flow"  # type: ignore[attr-defined]
+            raise err
+        run = await app.start(flow, body.input, id=body.id, deadline=body.deadline)
+        return json_response(dumps(run_dict(run)), 201)
+
+    @api.get("", response_model=s.RunsOut, **read)
+    async def list_runs(
+        flow: Annotated[str | None, Query(description="Only runs of this flow.")] = None,
+        state: Annotated[RunState | None, Query(description="Only runs in this state.")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        cursor: Annotated[str | None, Query(description="The next_cursor of the page before.")] = None,
+    ) -> Response:
+        """Runs, newest first; follow ``next_cursor`` for the next page (null: this was the last)."""
+        if flow is not None:
+            check_name("flow", flow, MAX_NAME_BYTES)
+        if cursor is not None:
+            check_name("cursor", cursor, MAX_KEY_BYTES)
+        runs = await app.list_runs(flow, state, limit + 1, before=cursor)
+        more = len(runs) > limit
+        page = runs[:limit]
+        return json_response(dumps({"runs": [run_dict(r) for r in page], "next_cursor": page[-1].id if more else None}))
+
+    @api.get("/{run_id}", response_model=s.RunOut, **read)
+    async def get_run(run_id: RunId) -> Response:
+        """One run with its nodes."""
+        check_name("id", run_id, MAX_KEY_BYTES)
+        return json_response(dumps(run_dict(await app.get_run(run_id))))
+
+    @api.post("/{run_id}/cancel", response_model=s.RunOut, **operate)
+    async def cancel_run(run_id: RunId) -> Response:
+        """Cancel a run: unstarted nodes at once, running ones are asked to stop."""
+        check_name("id", run_id, MAX_KEY_BYTES)
+        return json_response(dumps(run_dict(await app.cancel_run(run_id))))
+
+    @api.post("/{run_id}/resume", response_model=s.RunOut, **operate)
+    async def resume_run(run_id: RunId) -> Response:
+        """Run a failed or cancelled run again, keeping the nodes that succeeded."""
+        check_name("id", run_id, MAX_KEY_BYTES)
+        return json_response(dumps(run_dict(await app.resume_run(run_id))))
+
+    return api

@@ -1,0 +1,275 @@
+"""The JSON bodies of the HTTP API as pydantic models: what requests carry and what responses hold.
+
+Requests are validated by FastAPI against these models (unknown fields are refused, so a typo is a
+422, not a silently ignored option); the values' own limits are then checked by jobloom as for a
+Python caller. Responses are written by :mod:`jobloom.http.encode` and described here for OpenAPI.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JsonValue = Any
+
+
+class Body(BaseModel):
+    """A request body: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobOptions(Body):
+    """The per-job options of an enqueue; each left out means the performer's default."""
+
+    delay: float | None = Field(None, description="Seconds from now before the job may run.")
+    run_at: datetime | float | None = Field(
+        None, description="Not before this moment: ISO 8601 with a time zone, or epoch seconds.")
+    priority: int | None = Field(None, description="Higher runs first.")
+    unique_key: str | None = Field(
+        None, description="A job with this key that is still unfinished (or within unique_for) is returned instead.")
+    concurrency_key: str | None = Field(None, description="Jobs sharing a key are limited by key_concurrency.")
+    max_attempts: int | None = None
+    delivery: Literal["at_least_once", "at_most_once"] | None = None
+    tags: list[str] | None = Field(None, description="Labels to search by (GET /v1/jobs?tags=...).")
+    meta: dict[str, JsonValue] | None = Field(None, description="Any JSON object kept with the job.")
+
+
+class EnqueueBody(JobOptions):
+    """``POST /v1/jobs``: one job for ``binding`` with ``payload``."""
+
+    binding: str = Field(description="The performer's binding name.")
+    payload: JsonValue = Field(None, description="JSON, validated against the binding's payload type.")
+
+
+class BatchBody(Body):
+    """``POST /v1/jobs/batch``: jobs enqueued in one transaction, all or none."""
+
+    jobs: list[EnqueueBody] = Field(min_length=1, max_length=10_000)
+
+
+class ProgressOut(BaseModel):
+    """How far a job got, as its performer last said (``ctx.progress``)."""
+
+    fraction: float
+    message: str | None
+    at: datetime
+    attempt: int
+
+
+class JobOut(BaseModel):
+    """A job as the API shows it (the fields of ``jobloom.Job``)."""
+
+    id: int
+    binding: str
+    state: str
+    attempt: int
+    max_attempts: int
+    priority: int
+    delivery: str
+    payload: JsonValue
+    result: JsonValue
+    error: str | None
+    unique_key: str | None
+    concurrency_key: str | None
+    run_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    cancel_requested: bool
+    run_id: str | None
+    node: str | None
+    tags: list[str]
+    meta: dict[str, JsonValue]
+    progress: ProgressOut | None
+
+
+class BatchOut(BaseModel):
+    """The jobs a batch made, in the order given."""
+
+    jobs: list[JobOut]
+
+
+class AttemptOut(BaseModel):
+    """One attempt of a job (a running one has no outcome yet)."""
+
+    job_id: int
+    attempt: int
+    worker: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str | None
+    error: str | None
+    traceback: str | None
+    reported_outcome: str | None
+    reported_at: datetime | None
+
+
+class AttemptsOut(BaseModel):
+    """Every attempt of a job, oldest first."""
+
+    attempts: list[AttemptOut]
+
+
+class EventOut(BaseModel):
+    """Whether an event woke a waiting job (it is stored either way)."""
+
+    woken: bool
+
+
+class RunBody(Body):
+    """``POST /v1/runs``: start a run of a flow of the app."""
+
+    flow: str
+    input: JsonValue = None
+    id: str | None = Field(None, description="The run's id; the same id again returns the same run.")
+    deadline: float | None = Field(None, description="Seconds; past it the run is stopped and fails.")
+
+
+class NodeOut(BaseModel):
+    """One node of a run."""
+
+    name: str
+    job_id: int
+    state: str
+    attempt: int
+    result: JsonValue
+    error: str | None
+
+
+class RunOut(BaseModel):
+    """A run with its nodes."""
+
+    id: str
+    flow: str
+    state: str
+    input: JsonValue
+    deadline: datetime | None
+    parent_job_id: int | None
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    nodes: dict[str, NodeOut]
+
+
+class RunsOut(BaseModel):
+    """A page of runs, newest first; ``next_cursor`` fetches the next page (null: this was the last)."""
+
+    runs: list[RunOut]
+    next_cursor: str | None
+
+
+class ScheduleOut(BaseModel):
+    """One schedule: its timing, target and state."""
+
+    name: str
+    origin: str
+    timing: str
+    timezone: str
+    target: str
+    overlap: str
+    catch_up: str
+    paused: bool
+    next_run: datetime | None
+    last_run: datetime | None
+    last_job_id: int | None
+    last_run_id: str | None
+    last_error: str | None
+    last_error_at: datetime | None
+    fired: int
+    skipped: int
+
+
+class SchedulesOut(BaseModel):
+    """Every schedule of the app and the store."""
+
+    schedules: list[ScheduleOut]
+
+
+class TriggerOut(BaseModel):
+    """What a triggered schedule made: a job or a run."""
+
+    job: JobOut | None = None
+    run: RunOut | None = None
+
+
+class LimitsBody(Body):
+    """``PUT /v1/bindings/{name}/limits``: the limits to change (null lifts one); others are kept."""
+
+    concurrency: int | None = None
+    rate_limit: str | None = Field(None, description='"10/s", "600/m", "5/2s" or "100/s burst 20".')
+    key_concurrency: int | None = None
+    priority_aging: float | None = None
+
+
+class LimitsOut(BaseModel):
+    """The run-time overrides now stored for a binding."""
+
+    binding: str
+    overrides: dict[str, JsonValue]
+
+
+class Figures(BaseModel):
+    """Counts and attempt run times (seconds) over a window."""
+
+    enqueued: int
+    started: int
+    succeeded: int
+    failed: int
+    retried: int
+    cancelled: int
+    stalled: int
+    runs: int
+    mean: float | None
+    max: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class MinuteOut(BaseModel):
+    """The figures of one minute."""
+
+    minute: datetime
+    figures: Figures
+
+
+class StatsOut(BaseModel):
+    """Counts and run-time percentiles from the read model since ``since``."""
+
+    since: datetime
+    total: Figures
+    bindings: dict[str, Figures]
+    minutes: list[MinuteOut]
+    pending_events: int
+
+
+class CountsOut(BaseModel):
+    """Jobs per binding and state."""
+
+    counts: dict[str, dict[str, int]]
+
+
+class HealthOut(BaseModel):
+    """The API's view of its store."""
+
+    status: Literal["ok", "unavailable"]
+    store: str
+    migrations: Literal["current", "missing", "unknown"]
+    detail: str | None = None
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: the jobloom error class, a message, and the field at fault when there is one."""
+
+    type: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    """Every error response has this shape."""
+
+    error: ErrorDetail

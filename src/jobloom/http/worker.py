@@ -1,0 +1,148 @@
+"""The worker protocol over HTTP: remote workers in any language claim jobs of remote bindings, renew their
+leases and report how each attempt ended (scope ``worker``).
+
+``POST /v1/worker/claim``, ``/heartbeat`` and ``/complete`` map onto ``App.remote_claim``,
+``remote_heartbeat`` and ``remote_complete``: the same coordinator as the app's Python workers, so a
+binding's limits hold across both, and a report is fenced by its attempt (a stale one is a 409 and
+changes nothing). A long poll (``wait``) waits on the store's wake-ups in the server's event loop: it
+holds no thread, and other requests are served meanwhile. Times are epoch seconds, as a worker
+compares them with its own clock.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from jobloom.app.remote import MAX_BINDINGS, MAX_CLAIM, MAX_HEARTBEAT, MAX_WAIT
+from jobloom.http import schemas as s
+from jobloom.http.context import Context, json_response
+from jobloom.http.encode import dumps
+from jobloom.http.errors import ApiError
+from jobloom.http.jobs import ERRORS
+
+Worker = Annotated[str, Field(description="The remote worker's name (unique among live workers).")]
+Outcome = Literal["succeeded", "failed", "retry", "permanent"]
+
+
+class StaleAttempt(ApiError):
+    """The attempt no longer holds the job (its lease was lost, or it was cancelled): nothing changed."""
+
+    status = 409
+
+
+class ClaimBody(s.Body):
+    """Claim up to ``max`` runnable jobs of ``bindings``, within every limit."""
+
+    worker: Worker
+    bindings: list[str] = Field(min_length=1, max_length=MAX_BINDINGS, description="Remote bindings to take.")
+    max: int = Field(ge=1, le=MAX_CLAIM, description="At most this many jobs.")
+    wait: float | None = Field(None, ge=0, le=MAX_WAIT, description="Seconds to wait for one (a long poll).")
+
+
+class ClaimedJob(BaseModel):
+    """A job to run: attempt ``attempt``; renew its lease (heartbeat) before ``lease_expires_at``."""
+
+    id: int
+    attempt: int
+    binding: str
+    payload: s.JsonValue
+    deadline: float | None = Field(description="Epoch seconds past which the attempt times out (null: none).")
+    lease_expires_at: float = Field(description="Epoch seconds; without a heartbeat the job is retried after.")
+
+
+class ClaimOut(BaseModel):
+    """The jobs claimed (none when nothing was runnable within ``wait``)."""
+
+    jobs: list[ClaimedJob]
+
+
+class AttemptKey(BaseModel):
+    """One attempt of a job."""
+
+    id: int
+    attempt: int
+
+
+class HeartbeatBody(s.Body):
+    """Renew the leases of the worker's running attempts."""
+
+    worker: Worker
+    jobs: list[AttemptKey] = Field(max_length=MAX_HEARTBEAT)
+
+
+class HeartbeatOut(BaseModel):
+    """The attempts the worker still holds; stop any other (its lease was lost, or it was cancelled)."""
+
+    jobs: list[AttemptKey]
+
+
+class CompleteBody(s.Body):
+    """How an attempt ended."""
+
+    worker: Worker
+    id: int
+    attempt: int
+    outcome: Outcome = Field(description="succeeded (with result), failed (retried under the binding's policy), "
+                                         "retry (another attempt, after retry_after or the backoff), permanent.")
+    result: s.JsonValue = Field(None, description="The job's result (JSON), when succeeded.")
+    error: str | None = Field(None, description="The attempt's error message.")
+    retry_after: float | None = Field(None, description="Seconds before the next attempt, with retry.")
+
+
+class CompleteOut(BaseModel):
+    """The report was applied."""
+
+    applied: bool
+
+
+async def claim_jobs(ctx: Context, body: ClaimBody) -> tuple[int, bytes]:
+    """``POST /v1/worker/claim``: the status and the body of the response."""
+    jobs = await ctx.app.remote_claim(body.worker, body.bindings, body.max, body.wait)
+    return 200, dumps({"jobs": [j.as_dict() for j in jobs]})
+
+
+async def renew(ctx: Context, body: HeartbeatBody) -> tuple[int, bytes]:
+    """``POST /v1/worker/heartbeat``: the status and the body of the response."""
+    held = await ctx.app.remote_heartbeat(body.worker, [(j.id, j.attempt) for j in body.jobs])
+    return 200, dumps({"jobs": [{"id": i, "attempt": a} for i, a in held]})
+
+
+async def report(ctx: Context, body: CompleteBody) -> tuple[int, bytes]:
+    """``POST /v1/worker/complete``: the status and the body of the response (``StaleAttempt``: 409)."""
+    applied = await ctx.app.remote_complete(body.worker, body.id, body.attempt, body.outcome, body.result,
+                                            body.error, body.retry_after)
+    if not applied:
+        raise StaleAttempt(f"job {body.id} attempt {body.attempt} is no longer held by {body.worker!r}: "
+                           "its lease was lost or it was cancelled; nothing changed")
+    return 200, b'{"applied":true}'
+
+
+def router(ctx: Context) -> APIRouter:
+    """The worker protocol's routes (also served by the fast lane, :mod:`jobloom.http.fastlane`)."""
+    api = APIRouter(prefix="/v1/worker", tags=["worker"], responses=ERRORS)
+    worker = ctx.guarded("worker")
+
+    @api.post("/claim", response_model=ClaimOut, **worker)
+    async def claim(body: ClaimBody) -> Response:
+        """Claim jobs of remote bindings; with ``wait``, wait up to that long for one (a long poll)."""
+        status, content = await claim_jobs(ctx, body)
+        return json_response(content, status)
+
+    @api.post("/heartbeat", response_model=HeartbeatOut, **worker)
+    async def heartbeat(body: HeartbeatBody) -> Response:
+        """Renew the leases of running attempts; answers those still held."""
+        status, content = await renew(ctx, body)
+        return json_response(content, status)
+
+    @api.post("/complete", response_model=CompleteOut, **worker,
+              responses={409: {"model": s.ErrorOut, "description": "The attempt no longer holds the job"}})
+    async def complete(body: CompleteBody) -> Response:
+        """Report how an attempt ended: 200 applied, 409 stale (nothing changed)."""
+        status, content = await report(ctx, body)
+        return json_response(content, status)
+
+    return api

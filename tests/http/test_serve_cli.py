@@ -1,0 +1,84 @@
+"""``jobloom serve`` and ``jobloom tokens`` as real processes: tokens printed once and kept as hashes,
+the refusal to serve an open API off loopback, and a bare store (``--url``) enqueueing by name."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+
+from tests.cli.test_cli import Env, cli, wait_for
+from tests.http.conftest import httpx
+
+__all__ = ["cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(env: Env, *args: str) -> Iterator[str]:
+    port = free_port()
+    log = (env.path / "serve.log").open("w")
+    proc = subprocess.Popen(env.command("serve", *args, "--port", str(port)), cwd=env.path, env=env.env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert proc.poll() is None, (env.path / "serve.log").read_text()
+        try:
+            return httpx.get(f"{url}/v1/health", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for("the server to answer", up)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+        log.close()
+
+
+def test_tokens_are_shown_once_and_stored_as_hashes(cli: Env) -> None:
+    token = cli.run("tokens", "create", "deploy", "--scopes", "read,enqueue", "--url", cli.url).stdout.split()[0]
+    assert token.startswith("jlt_")
+    with contextlib.closing(sqlite3.connect(cli.db)) as db:
+        stored = db.execute("SELECT prefix, secret_hash, scopes FROM jobloom_tokens").fetchall()
+    assert len(stored) == 1 and token.split("_", 2)[2] not in repr(stored) and stored[0][2] == "read,enqueue"
+    listed = cli.json("tokens", "list", "--url", cli.url)
+    assert [(t["name"], t["scopes"], t["active"]) for t in listed] == [("deploy", ["read", "enqueue"], True)]
+    assert "token" not in listed[0]
+    cli.run("tokens", "create", "deploy", "--scopes", "read", "--url", cli.url, rc=1)
+    cli.run("tokens", "create", "x", "--scopes", "root", "--url", cli.url, rc=1)
+    cli.run("tokens", "revoke", "deploy", "--url", cli.url)
+    assert cli.json("tokens", "list", "--url", cli.url)[0]["active"] is False
+    cli.run("tokens", "revoke", "nobody", "--url", cli.url, rc=1)
+
+
+def test_serve_refuses_an_open_api_off_loopback(cli: Env) -> None:
+    done = cli.run("serve", "--url", cli.url, "--host", "0.0.0.0", "--port", str(free_port()), rc=1)
+    assert "not a loopback address" in done.stderr and "--insecure-no-auth" in done.stderr
+
+
+def test_serve_a_bare_store_enqueues_by_name_and_requires_tokens_once_one_exists(cli: Env) -> None:
+    cli.run("jobs", "list", "--url", cli.url)
+    code = "import asyncio, jobs_app; asyncio.run(jobs_app.app.register_bindings())"
+    subprocess.run([cli.command()[0], "-c", code], cwd=cli.path, env=cli.env, check=True, timeout=60)
+    with serving(cli, "--url", cli.url) as url:
+        r = httpx.post(f"{url}/v1/jobs", json={"binding": "SendMail", "payload": {"to": "a"}})
+        assert r.status_code == 201, r.text  # loopback and no token yet: open
+        r = httpx.post(f"{url}/v1/jobs", json={"binding": "Unknown", "payload": {}})
+        assert r.status_code == 422 and r.json()["error"]["type"] == "UnknownBinding"
+        token = cli.run("tokens", "create", "ops", "--scopes", "read", "--url", cli.url).stdout.split()[0]
+        wait_for("tokens to be required", lambda: httpx.get(f"{url}/v1/counts").status_code == 401)
+        r = httpx.get(f"{url}/v1/counts", headers={"Authorization": f"Bearer {token}"})
+        assert r.json() == {"counts": {"SendMail": {"queued": 1}}}
+    cli.drain()
+    assert cli.json("jobs", "list", "--url", cli.url)[0]["result"] == "sent to a"
