@@ -6,10 +6,16 @@ more than one chunk. Under the chunk's locks each job's state is read again, and
 does not allow the action (by the state machine: ``retry_now`` and ``cancel_now`` sources, finished
 states for delete) is skipped. The count returned is of the jobs changed. Chunks go from the newest
 job to the oldest; a job that starts to match after its chunk was read is not acted on.
+
+On SQLite, where one writer at a time holds the whole database, a bulk action also takes turns with
+the workers: after each chunk it waits as long as the chunk's transaction took (half of the writer's
+time at most), and its chunks are smaller, so a worker's claim waits a few milliseconds at worst.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
 from jobloom.app.search import JobFilter, page_rows
@@ -25,7 +31,9 @@ from jobloom.housekeeping.retention import delete_jobs
 from jobloom.store import Store, Tx
 
 RETRY_CHUNK = 500
-"""Jobs per transaction of :func:`retry_many` and :func:`delete_many`."""
+"""Jobs per transaction of :func:`retry_many` and :func:`delete_many` (PostgreSQL)."""
+SQLITE_CHUNK = 100
+"""Jobs per transaction of every bulk action on SQLite (one writer at a time: short turns)."""
 CANCEL_CHUNK = 100
 """Jobs per transaction of :func:`cancel_many` (each job is cancelled as :meth:`App.cancel` does)."""
 CANCEL_STATES = CANCELLABLE_AT_ONCE | {RUNNING}
@@ -44,6 +52,8 @@ async def _chunks(store: Store, f: JobFilter, allowed: frozenset[str], chunk: in
     states = f.restricted(allowed)
     if not states:
         return 0
+    if store.dialect == "sqlite":
+        chunk = min(chunk, SQLITE_CHUNK)
     narrowed = JobFilter(states, f.binding, f.tag_list, f.unique_key, f.text, f.after_ts, f.before_ts)
     before, changed = MAX_ID, 0
     while True:
@@ -57,7 +67,10 @@ async def _chunks(store: Store, f: JobFilter, allowed: frozenset[str], chunk: in
         async def work(tx: Tx, ids: list[int] = ids) -> int:
             return await apply(tx, ids)
 
+        began = time.monotonic()
         n = await store.transact(work)
+        if store.dialect == "sqlite":  # the workers' turn at the database's one write lock
+            await asyncio.sleep(time.monotonic() - began)
         changed += n
         if notify and n:
             await store.notify()
@@ -111,4 +124,4 @@ async def delete_many(store: Store, f: JobFilter, *, chunk: int = RETRY_CHUNK) -
     return await _chunks(store, f, FINISHED_STATES, chunk, apply, notify=False)
 
 
-__all__ = ["CANCEL_CHUNK", "RETRY_CHUNK", "cancel_many", "delete_many", "retry_many"]
+__all__ = ["CANCEL_CHUNK", "RETRY_CHUNK", "SQLITE_CHUNK", "cancel_many", "delete_many", "retry_many"]
