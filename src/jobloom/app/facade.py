@@ -5,31 +5,22 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from jobloom.app import actions, bulk, enqueueing, reads
 from jobloom.app import bindings as binding_ops
-from jobloom.app import bulk, reads
 from jobloom.app.bindings import BindingInfo
+from jobloom.app.enqueueing import STREAM_CHUNK
 from jobloom.app.loops import _Core, _SyncBridge
 from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
-from jobloom.core.errors import (
-    InvalidOption,
-    JobloomError,
-    MigrationsMissing,
-    UnknownBinding,
-    WaitTimeout,
-)
-from jobloom.core.retrying import Delays
+from jobloom.core.errors import MigrationsMissing, UnknownBinding
 from jobloom.core.signing import secret_bytes
-from jobloom.core.text import MAX_NAME_BYTES, check_name, checked_id, plain_json
 from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
-from jobloom.engine import coordinator, steps
-from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
+from jobloom.engine.enqueue import EnqueueOptions, EnqueueRequest, PerformerRef
 from jobloom.engine.housekeeper import Housekeeper
-from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
 from jobloom.engine.remote import RemoteBinding, RemoteJob
 from jobloom.flows.api import FlowOps, register_flows
@@ -41,12 +32,9 @@ from jobloom.housekeeping.stats import Projector, read_stats
 from jobloom.schedules.api import ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
 from jobloom.store import Store, open_store
-from jobloom.store.base import Tx
 from jobloom.store.sql import load_migrations
 
 T = TypeVar("T")
-STREAM_CHUNK = 100
-"""Jobs per statement of a large :meth:`App.enqueue_many`, validated while the store writes the last chunk."""
 Hook = Callable[[], Awaitable[None] | None]
 
 
@@ -238,21 +226,9 @@ class App:
         a ``sqlite3.Connection`` on SQLite): the job is inserted in the caller's transaction and exists
         if and only if the caller commits.
         """
-        if (delay is None and run_at is None and priority is None and unique_key is None and concurrency_key is None
-                and max_attempts is None and delivery is None and tags is None and meta is None):
-            options = DEFAULT_OPTIONS
-        else:
-            options = EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery,
-                                     tags, meta)
-        spec = self.spec(performer)
-        core = await self._core()
-        job = build_job(spec, payload, options, core.store.now())
-        if connection is not None:
-            async def work(tx: Tx) -> list[Job]:
-                return await insert_in(tx, [job])
-
-            return (await core.store.transact_on(connection, work))[0]
-        return await core.enqueuer.submit(job)
+        options = enqueueing.options_of(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery,
+                                        tags, meta)
+        return await enqueueing.enqueue(self, performer, payload, options, connection)
 
     async def enqueue_many(self, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
         """Enqueue many jobs in one transaction: ``(performer, payload)`` tuples or ``EnqueueRequest``s.
@@ -260,46 +236,12 @@ class App:
         On a store that :attr:`~jobloom.store.Store.streams_inserts` (PostgreSQL), a large batch is
         validated and sent in chunks of :data:`STREAM_CHUNK`, the next chunk being validated while the
         server inserts the last; a bad item still leaves nothing enqueued."""
-        core = await self._core()
-        now = core.store.now()
-        requests = [item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item) for item in items]
-        specs: dict[int, PerformerSpec] = {}  # by id(): a performer class or name is looked up once
-
-        def build(start: int, stop: int) -> list[NewJob]:
-            jobs = []
-            for i in range(start, stop):
-                req = requests[i]
-                spec = specs.get(id(req.performer))
-                if spec is None:
-                    spec = specs[id(req.performer)] = self.spec(req.performer)
-                try:
-                    jobs.append(build_job(spec, req.payload, req.options, now))
-                except JobloomError as exc:
-                    exc.add_note(f"in item {i} of enqueue_many (counting from 0); nothing was enqueued")
-                    raise
-            return jobs
-
-        n = len(requests)
-        if n <= STREAM_CHUNK or not core.store.streams_inserts or any(
-            req.options.unique_key is not None for req in requests
-        ):
-            return await core.enqueuer.insert(build(0, n))
-
-        def chunks() -> Iterator[list[NewJob]]:
-            for start in range(0, n, STREAM_CHUNK):
-                yield build(start, min(n, start + STREAM_CHUNK))
-
-        return await core.enqueuer.insert_streamed(chunks)
+        return await enqueueing.enqueue_many(self, items)
 
     async def spawn_child(self, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
                           **options: Any) -> Job:
         """Enqueue a child of job ``parent_id``, idempotent by ``child_id`` (``self.ctx.spawn`` calls this)."""
-        from jobloom.flows.execute import NEVER
-
-        job = build_job(self.spec(performer), payload, EnqueueOptions(**options), self.now())
-        job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
-        core = await self._core()
-        return await core.enqueuer.submit(job)
+        return await enqueueing.spawn_child(self, parent_id, child_id, performer, payload, options)
 
     def enqueue_sync(self, performer: PerformerRef, payload: Any, *, connection: Any = None, **options: Any) -> Job:
         """:meth:`enqueue` for synchronous code (same arguments).
@@ -308,16 +250,7 @@ class App:
         the job is inserted in the caller's transaction, in the calling thread, and exists if and only if
         the caller commits.
         """
-        if connection is None:
-            return self.run_sync(self.enqueue(performer, payload, **options))
-        self.run_sync(self.store())  # migrations checked, as for every use
-        job = build_job(self.spec(performer), payload, EnqueueOptions(**options), self.now())
-        store = self._open_store()
-
-        async def work(tx: Tx) -> list[Job]:
-            return await insert_in(tx, [job])
-
-        return store.transact_on_sync(connection, work)[0]
+        return enqueueing.enqueue_sync(self, performer, payload, connection, options)
 
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one of the app's coroutines from synchronous code, on the app's own loop thread."""
@@ -372,46 +305,15 @@ class App:
 
     async def cancel(self, job_id: int) -> Job:
         """Cancel a job: at once unless running; a running job's worker is told and cancels its task."""
-        job_id = checked_id(job_id)
-        store = await self.store()
-
-        async def work(tx: Tx) -> str:
-            return await coordinator.cancel(tx, job_id, store.now(), hooks=self.hooks)
-
-        await store.transact(work)
-        await store.notify()
-        return await self.get_job(job_id)
+        return await actions.cancel(await self.store(), job_id, hooks=self.hooks)
 
     async def retry(self, job_id: int) -> Job:
         """Queue a ``failed``, ``stalled`` or ``cancelled`` job again; its history is kept."""
-        job_id = checked_id(job_id)
-        store = await self.store()
-
-        async def work(tx: Tx) -> None:
-            await coordinator.retry(tx, job_id, store.now())
-
-        await store.transact(work)
-        await store.notify()
-        return await self.get_job(job_id)
+        return await actions.retry(await self.store(), job_id)
 
     async def wait(self, job_id: int, timeout: float | None = None, *, poll: float = 0.05) -> Job:
         """Wait until the job is finished and return it; ``WaitTimeout`` after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        store = await self.store()
-        wake = await store.wakeups()
-        try:
-            delays = Delays(poll, 1.0)
-            while True:
-                job = await self.get_job(job_id)
-                if job.finished:
-                    return job
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise WaitTimeout(f"job {job_id} is still {job.state} after {timeout} s")
-                delay = delays.next()
-                await wake.wait(delay if left is None else min(delay, left))
-        finally:
-            await wake.close()
+        return await reads.wait_for(await self.store(), job_id, timeout, poll=poll)
 
     async def drain(self, *, bindings: Iterable[str] | None = None, concurrency: int = 32) -> int:
         """Run every due job in-process until none is runnable; return how many attempts ran.
@@ -485,20 +387,7 @@ class App:
 
     async def send_event(self, job_id: int, name: str, data: Any = None) -> bool:
         """Deliver ``data`` to the job's ``wait_for_event(name)``; returns whether a waiting job was woken."""
-        job_id = checked_id(job_id)
-        check_name("event name", name, MAX_NAME_BYTES)
-        try:
-            payload = None if data is None else plain_json(data)
-        except ValueError as exc:
-            raise InvalidOption("event data", data, f"JSON data: {exc}") from None
-        store = await self.store()
-
-        async def work(tx: Tx) -> bool:
-            return await steps.send_event(tx, job_id, name, payload, store.now())
-
-        woken = await store.transact(work)
-        await store.notify()
-        return woken
+        return await actions.send_event(await self.store(), job_id, name, data)
 
     # -- schedules and stats --------------------------------------------------------------------------
 
@@ -546,6 +435,6 @@ class App:
         return f"App({self.url!r}, performers={sorted(self.specs)})"
 
 
-__all__ = ["App", "EnqueueOptions", "EnqueueRequest", "JobFilter", "JobPage", "to_datetime"]
+__all__ = ["STREAM_CHUNK", "App", "EnqueueOptions", "EnqueueRequest", "JobFilter", "JobPage", "to_datetime"]
 
 

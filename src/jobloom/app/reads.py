@@ -1,11 +1,14 @@
 """Reading jobs for the app's API: one job, counts per binding and state, a job's
-attempts. Each is one read transaction on the store."""
+attempts (each one read transaction on the store), and waiting for a job to finish."""
 
 from __future__ import annotations
 
-from jobloom.core.errors import JobNotFound
+import time
+
+from jobloom.core.errors import JobNotFound, WaitTimeout
 from jobloom.core.queries import Q
 from jobloom.core.records import attempt_from_row, job_from_row
+from jobloom.core.retrying import Delays
 from jobloom.core.rows import AttemptRow, JobRow, StateCountRow
 from jobloom.core.text import checked_id
 from jobloom.core.types import Attempt, Job
@@ -53,3 +56,23 @@ async def read_attempts(store: Store, job_id: int) -> list[Attempt]:
     if job.state == "running" and all(a.attempt != job.attempt for a in found):
         found.append(Attempt(job_id, job.attempt, None, job.started_at or job.created_at, None, None, None, None))
     return found
+
+
+async def wait_for(store: Store, job_id: int, timeout: float | None, *, poll: float) -> Job:
+    """Wait until the job is finished and return it; ``WaitTimeout`` after ``timeout`` seconds. The job
+    is read again at each wake-up of the store, and at least every ``poll`` seconds (backing off to 1 s)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    wake = await store.wakeups()
+    try:
+        delays = Delays(poll, 1.0)
+        while True:
+            job = await read_job(store, job_id)
+            if job.finished:
+                return job
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise WaitTimeout(f"job {job_id} is still {job.state} after {timeout} s")
+            delay = delays.next()
+            await wake.wait(delay if left is None else min(delay, left))
+    finally:
+        await wake.close()

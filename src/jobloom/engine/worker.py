@@ -31,7 +31,7 @@ from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
 from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
-from jobloom.engine import batches, coordinator, registry, reporting, runners
+from jobloom.engine import batches, coordinator, reporting, runners
 from jobloom.engine.control import Control
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
@@ -40,6 +40,7 @@ from jobloom.engine.performer import check_local
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.push import PushClient
 from jobloom.engine.running import CycleResult, Key, Running, worker_name
+from jobloom.engine.shutdown import ABANDON_MARGIN, Shutdown
 from jobloom.engine.steps import StepContext
 from jobloom.store.base import Store, Tx, Wakeups
 
@@ -51,10 +52,9 @@ IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was 
 TIMER_LEAD = 0.001
 """Seconds before a due moment that the timer fires: the event loop's timers wake up to a
 millisecond late (the poll's resolution), and a rate token lost to lateness is not made up."""
-ABANDON_MARGIN = 2.0  # seconds after the grace period at which a stuck shutdown is abandoned
 
 
-class Worker(LeaseKeeping):
+class Worker(LeaseKeeping, Shutdown):
     """Runs an app's performers in this process, at most ``concurrency`` jobs at once."""
 
     def __init__(
@@ -95,34 +95,6 @@ class Worker(LeaseKeeping):
         self.progress = ProgressBuffer()
 
     # -- running ----------------------------------------------------------------------------------
-
-    @property
-    def stopping(self) -> bool:
-        """Whether :meth:`stop` was called."""
-        return self._stopping
-
-    def stop(self) -> None:
-        """Ask the worker to stop claiming and shut down gracefully, within its grace period.
-
-        Whatever still holds the shutdown up ``ABANDON_MARGIN`` seconds after the grace period (a
-        store that does not answer, a job that ignores cancellation) is abandoned: the worker returns,
-        and the leases of the jobs it could not report expire (the reaper then handles them)."""
-        if self._stopping:
-            return
-        self._stopping = True
-        self._stop_deadline = time.monotonic() + self.grace
-        self._kick.set()
-        self._house_kick.set()
-        if self._main is not None:
-            self._main.get_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
-
-    def _abandon(self) -> None:
-        if self._main is not None and not self._main.done():
-            self._abandoned = True
-            log.error("worker %s did not stop within its grace period (%.1f s): abandoning %d running job(s) "
-                      "and %d unreported outcome(s); their leases will expire", self.name, self.grace,
-                      len(self.running), len(self.outcomes))
-            self._main.cancel()
 
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish or release running jobs within the grace period."""
@@ -244,9 +216,6 @@ class Worker(LeaseKeeping):
         store = self.app.store_if_open()
         return store is not None and store.is_transient(exc)
 
-    def _past_deadline(self) -> bool:
-        return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
-
     async def _cycle_with_retry(self, *, claim: bool) -> CycleResult | None:
         delays = Delays(0.05, 5.0)
         while True:
@@ -268,12 +237,6 @@ class Worker(LeaseKeeping):
                 if self._stopping and (not self.outcomes or self._past_deadline()):
                     return None
                 await self._pause(delays.next())
-
-    async def _pause(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less when the stop deadline comes first."""
-        if self._stop_deadline is not None:
-            seconds = min(seconds, max(0.0, self._stop_deadline - time.monotonic()))
-        await asyncio.sleep(seconds)
 
     async def _isolate_outcomes(self, cause: BaseException) -> bool:
         """Report each pending outcome on its own (see :func:`~jobloom.engine.reporting.report_one_by_one`)."""
@@ -477,58 +440,3 @@ class Worker(LeaseKeeping):
                 c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000,
                 f" error={error!r}" if error else "",
             )
-
-    async def _shutdown(self) -> None:
-        """Let running jobs finish within the grace period; interrupt the rest; report everything."""
-        if not self._stopping:
-            self.stop()
-        assert self._stop_deadline is not None
-        deadline = self._stop_deadline
-        while self.running and time.monotonic() < deadline:
-            self._kick.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    await self._kick.wait()
-            if self.outcomes:
-                await self._cycle_with_retry(claim=False)
-        unstarted = [(r.claimed.id, r.claimed.attempt, r.claimed.binding)
-                     for r in self.running.values() if not r.started]
-        for key, rec in list(self.running.items()):
-            if rec.started:
-                self._stop_job(key, "shutdown")
-            elif rec.task is not None:
-                rec.task.cancel()
-        # a sync thread cannot be stopped: its job is not reported while it runs; when this process
-        # exits its lease expires and the reaper handles the job (retried, or stalled if at most once)
-        hung = [r.claimed.id for r in self.running.values() if r.sync is not None and not r.sync.stoppable
-                and not r.sync.finished]
-        if hung:
-            log.warning("sync job(s) %s still running in threads after the grace period: not reported; "
-                        "their leases will expire", hung)
-        tasks = [r.task for r in self.running.values() if r.task is not None and r.claimed.id not in hung]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        store = await self.app.store()
-        if unstarted:
-            released = {(j, a) for j, a, _ in unstarted}
-            self.outcomes = [o for o in self.outcomes if (o.job_id, o.attempt) not in released]
-
-            async def work(tx: Tx) -> int:
-                return await coordinator.release(tx, self.name, unstarted, self._now())
-
-            try:
-                async with asyncio.timeout(max(0.5, deadline + ABANDON_MARGIN / 2 - time.monotonic())):
-                    await store.transact(work)
-            except Exception as exc:
-                log.warning("could not give back %d unstarted job(s) (%s: %s); their leases will expire",
-                            len(unstarted), type(exc).__name__, exc)
-        if self.outcomes:
-            await self._cycle_with_retry(claim=False)
-        # the registry row goes with the worker, within what is left of the stop's budget (a store that
-        # does not answer leaves it to be pruned as stale)
-        budget = min(1.0, deadline + ABANDON_MARGIN - time.monotonic())
-        if budget > 0 and not self._abandoned:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(budget):
-                    await store.notify()
-                    await store.transact(lambda tx: registry.forget(tx, self.name))

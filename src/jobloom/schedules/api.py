@@ -14,7 +14,7 @@ from jobloom.core.queries import Q
 from jobloom.core.rows import StoredScheduleRow
 from jobloom.engine import coordinator
 from jobloom.engine.enqueue import build_job
-from jobloom.schedules.keeper import SchedulerKeeper, ScheduleRow, _flow_of, read_rows
+from jobloom.schedules.keeper import SchedulerKeeper, _flow_of, read_rows, save_state
 from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def _timing_only(name: str, definition: str) -> Schedule | None:
         return None
 
 
-def _info(name: str, schedule: Schedule | None, row: ScheduleRow | None, origin: str, now: float) -> ScheduleInfo:
+def _info(name: str, schedule: Schedule | None, row: StoredScheduleRow | None, origin: str, now: float) -> ScheduleInfo:
     data = json.loads(row.definition) if row is not None else schedule.to_definition() if schedule else {}
     timing = schedule if schedule is not None else _timing_only(name, row.definition) if row else None
     next_run = None
@@ -182,9 +182,7 @@ class ScheduleOps:
             async def record_run(tx: Tx) -> None:
                 current = await tx.fetchone(Q.lock_schedule_row, {"name": name})
                 assert current is not None
-                r = ScheduleRow.from_row(current)
-                r.last_run_id, r.last_run_at, r.fired = key, now, r.fired + 1
-                await tx.execute("save_schedule_state", {**r.state(), "now": now})
+                await save_state(tx, current._replace(last_run_id=key, last_run_at=now, fired=current.fired + 1), now)
 
             await store.transact(record_run)
             return run
@@ -193,10 +191,8 @@ class ScheduleOps:
         async def work(tx: Tx) -> int:
             current = await tx.fetchone(Q.lock_schedule_row, {"name": name})
             assert current is not None
-            r = ScheduleRow.from_row(current)
             [(job_id, _)] = await coordinator.enqueue(tx, [job], now)
-            r.last_job_id, r.last_run_at, r.fired = job_id, now, r.fired + 1
-            await tx.execute("save_schedule_state", {**r.state(), "now": now})
+            await save_state(tx, current._replace(last_job_id=job_id, last_run_at=now, fired=current.fired + 1), now)
             return job_id
 
         job_id = await store.transact(work)
@@ -230,7 +226,7 @@ class ScheduleOps:
         self.keeper.invalidate()
         await store.notify()
 
-    async def _ensure_row(self, store: Store, name: str, now: float) -> ScheduleRow:
+    async def _ensure_row(self, store: Store, name: str, now: float) -> StoredScheduleRow:
         schedule = self.schedules.get(name)
 
         async def work(tx: Tx) -> StoredScheduleRow | None:
@@ -244,7 +240,7 @@ class ScheduleOps:
         row = await store.transact(work)
         if row is None:
             raise UnknownSchedule(name, sorted(self.schedules))
-        return ScheduleRow.from_row(row)
+        return row
 
     async def _set_paused(self, name: str, paused: bool) -> None:
         store = await self.host.store()
@@ -252,10 +248,9 @@ class ScheduleOps:
         await self._ensure_row(store, name, now)
 
         async def work(tx: Tx) -> None:
-            current = await tx.fetchone(Q.lock_schedule_row, {"name": name})
-            assert current is not None
-            row = ScheduleRow.from_row(current)
-            if row.paused == paused:
+            row = await tx.fetchone(Q.lock_schedule_row, {"name": name})
+            assert row is not None
+            if bool(row.paused) == paused:
                 return
             timing = self.schedules.get(name) or _timing_only(name, row.definition)
             # resuming starts from now: the ticks missed while paused are not owed
@@ -268,7 +263,7 @@ class ScheduleOps:
         await self._schedules_changed(store)
 
 
-def _runtime_schedule(name: str, row: ScheduleRow) -> Schedule:
+def _runtime_schedule(name: str, row: StoredScheduleRow) -> Schedule:
     if row.origin != "runtime":
         raise JobloomError(f"schedule {name!r} is declared by another app: trigger it through that app")
     return Schedule.from_definition(name, row.definition)

@@ -41,41 +41,19 @@ REFRESH = 5.0  # how often a worker re-reads the schedules (pause, resume, add f
 # -- rows and listings --------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class ScheduleRow:
-    """A schedule's stored state (``jobloom_schedules``)."""
-
-    name: str
-    origin: str
-    definition: str
-    paused: bool
-    last_tick: float | None
-    next_run: float | None
-    last_run_at: float | None
-    last_job_id: int | None
-    last_run_id: str | None
-    last_error: str | None
-    last_error_at: float | None
-    fired: int
-    skipped: int
-
-    @classmethod
-    def from_row(cls, row: StoredScheduleRow) -> ScheduleRow:
-        """From a record of the ``*_schedule_row(s)`` queries."""
-        return cls(**row._replace(paused=bool(row.paused))._asdict())
-
-    def state(self) -> dict[str, Any]:
-        """The parameters of ``save_schedule_state``."""
-        return {k: getattr(self, k) for k in StoredScheduleRow._fields if k not in ("origin", "definition", "paused")}
+async def save_state(tx: Tx, row: StoredScheduleRow, now: float) -> None:
+    """Store the row's firing state (``save_schedule_state``: everything but origin, definition and pause)."""
+    state = {k: v for k, v in row._asdict().items() if k not in ("origin", "definition", "paused")}
+    await tx.execute("save_schedule_state", {**state, "now": now})
 
 
-async def read_rows(store: Store) -> dict[str, ScheduleRow]:
+async def read_rows(store: Store) -> dict[str, StoredScheduleRow]:
     """Every stored schedule row, by name."""
 
     async def work(tx: Tx) -> list[StoredScheduleRow]:
         return await tx.fetch(Q.list_schedule_rows)
 
-    return {r.name: ScheduleRow.from_row(r) for r in await store.transact(work, exclusive=False)}
+    return {r.name: r for r in await store.transact(work, exclusive=False)}
 
 
 # -- firing -------------------------------------------------------------------------------------------
@@ -84,7 +62,7 @@ async def read_rows(store: Store) -> dict[str, ScheduleRow]:
 @dataclass(slots=True)
 class _Firing:
     schedule: Schedule
-    row: ScheduleRow
+    row: StoredScheduleRow
     plan: TickPlan
     jobs: list[tuple[float, NewJob | str]] = field(default_factory=list)  # a job, or why there is none
     runs: list[tuple[float, str | None]] = field(default_factory=list)  # flow ticks: run id, or an error
@@ -138,7 +116,7 @@ class SchedulerKeeper:
             self._due[f.schedule.name] = f.plan.next_run
         return made
 
-    def _active(self, app: ScheduleHost, rows: dict[str, ScheduleRow]) -> dict[str, Schedule]:
+    def _active(self, app: ScheduleHost, rows: dict[str, StoredScheduleRow]) -> dict[str, Schedule]:
         """Unpaused schedules this app can fire: its own, and run-time ones for its performers."""
         out: dict[str, Schedule] = {}
         for name, row in rows.items():
@@ -161,7 +139,7 @@ class SchedulerKeeper:
                 out[name] = cached[1]
         return out
 
-    def _prepare(self, app: ScheduleHost, schedule: Schedule, row: ScheduleRow, now: float) -> _Firing:
+    def _prepare(self, app: ScheduleHost, schedule: Schedule, row: StoredScheduleRow, now: float) -> _Firing:
         plan = plan_ticks(schedule, row.last_tick if row.last_tick is not None else now, now)
         firing = _Firing(schedule, row, plan)
         for tick in plan.fire:
@@ -188,10 +166,9 @@ class SchedulerKeeper:
                 current = await tx.fetchone(Q.lock_schedule_row, {"name": f.schedule.name})
                 if current is None:
                     continue
-                row = ScheduleRow.from_row(current)
-                if row.paused or row.last_tick != f.row.last_tick:
+                if current.paused or current.last_tick != f.row.last_tick:
                     continue  # paused meanwhile, or another worker handled these ticks
-                made = await _apply(tx, f, row, now) or made
+                made = await _apply(tx, f, current, now) or made
             return made
 
         return await store.transact(work)
@@ -204,30 +181,27 @@ async def _unfinished_job(tx: Tx, job_id: int | None) -> bool:
     return row is not None and row.state not in FINISHED_STATES  # a pruned job is finished
 
 
-async def _apply(tx: Tx, f: _Firing, row: ScheduleRow, now: float) -> bool:
+async def _apply(tx: Tx, f: _Firing, row: StoredScheduleRow, now: float) -> bool:
     """Enqueue the planned jobs under the row lock and move the row on."""
     made = False
     for tick, job in f.jobs:
         if isinstance(job, str):
-            row.last_error = storable_text(f"tick {tick_key(f.schedule.name, tick)}: {job}", MAX_ERROR_BYTES)
-            row.last_error_at = now
+            error = storable_text(f"tick {tick_key(f.schedule.name, tick)}: {job}", MAX_ERROR_BYTES)
+            row = row._replace(last_error=error, last_error_at=now)
             log.warning("schedule %s could not fire: %s", f.schedule.name, job)
             continue
         if f.schedule.overlap == "skip" and await _unfinished_job(tx, row.last_job_id):
-            row.skipped += 1
+            row = row._replace(skipped=row.skipped + 1)
             continue
         [(job_id, created)] = await coordinator.enqueue(tx, [job], now)
-        row.last_job_id, row.last_run_at = job_id, now
-        row.fired += 1 if created else 0
+        row = row._replace(last_job_id=job_id, last_run_at=now, fired=row.fired + (1 if created else 0))
         made = made or created
     for _tick, run_id in f.runs:
         if run_id is None:
-            row.skipped += 1
+            row = row._replace(skipped=row.skipped + 1)
         else:
-            row.last_run_id, row.last_run_at = run_id, now
-            row.fired += 1
-    row.last_tick, row.next_run = f.plan.handled, f.plan.next_run
-    await tx.execute("save_schedule_state", {**row.state(), "now": now})
+            row = row._replace(last_run_id=run_id, last_run_at=now, fired=row.fired + 1)
+    await save_state(tx, row._replace(last_tick=f.plan.handled, next_run=f.plan.next_run), now)
     return made
 
 

@@ -1,0 +1,141 @@
+"""Enqueueing for the app's API: one job (coalesced with the other enqueues of its event-loop tick, or
+inserted in the caller's own transaction), many jobs in one transaction (streamed in chunks on a
+store that can), a job's child, and enqueue from synchronous code.
+
+The :class:`~jobloom.app.facade.App` delegates here; the jobs are built and checked by
+:func:`~jobloom.engine.enqueue.build_job` and inserted by the event loop's
+:class:`~jobloom.engine.enqueue.Enqueuer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from jobloom.app.loops import _Core
+from jobloom.core.errors import JobloomError
+from jobloom.core.types import Job
+from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
+from jobloom.engine.jobs import NewJob
+from jobloom.engine.performer import PerformerSpec
+from jobloom.store import Store
+from jobloom.store.base import Tx
+
+T = TypeVar("T")
+STREAM_CHUNK = 100
+"""Jobs per statement of a large :meth:`App.enqueue_many`, validated while the store writes the last chunk."""
+
+
+class App(Protocol):
+    """What enqueueing needs of the app: its performers, its clock, its store and event loops."""
+
+    def spec(self, performer: PerformerRef) -> PerformerSpec:
+        """The spec of a performer class or binding name."""
+
+    def now(self) -> float:
+        """The store's clock."""
+
+    async def store(self) -> Store:
+        """The store of the running event loop, connected and checked."""
+
+    async def _core(self) -> _Core:
+        """The store and enqueue coalescer of the running event loop."""
+
+    def _open_store(self) -> Store:
+        """A new store for the app's URL (not connected)."""
+
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the app's own loop thread."""
+
+    @property
+    def enqueue(self) -> Callable[..., Coroutine[Any, Any, Job]]:
+        """Enqueue one job (:meth:`App.enqueue`)."""
+
+
+def options_of(
+    delay: float | None, run_at: datetime | float | None, priority: int | None, unique_key: str | None,
+    concurrency_key: str | None, max_attempts: int | None, delivery: str | None, tags: Sequence[str] | None,
+    meta: dict[str, Any] | None,
+) -> EnqueueOptions:
+    """The options of one enqueue; the shared :data:`DEFAULT_OPTIONS` when none is given (the fast path)."""
+    if (delay is None and run_at is None and priority is None and unique_key is None and concurrency_key is None
+            and max_attempts is None and delivery is None and tags is None and meta is None):
+        return DEFAULT_OPTIONS
+    return EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery, tags, meta)
+
+
+async def enqueue(app: App, performer: PerformerRef, payload: Any, options: EnqueueOptions, connection: Any) -> Job:
+    """Enqueue one job: coalesced with the loop tick's other enqueues, or in ``connection``'s transaction."""
+    spec = app.spec(performer)
+    core = await app._core()
+    job = build_job(spec, payload, options, core.store.now())
+    if connection is not None:
+        async def work(tx: Tx) -> list[Job]:
+            return await insert_in(tx, [job])
+
+        return (await core.store.transact_on(connection, work))[0]
+    return await core.enqueuer.submit(job)
+
+
+async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
+    """Enqueue many jobs in one transaction; a large batch streamed in chunks where the store can."""
+    core = await app._core()
+    now = core.store.now()
+    requests = [item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item) for item in items]
+    specs: dict[int, PerformerSpec] = {}  # by id(): a performer class or name is looked up once
+
+    def build(start: int, stop: int) -> list[NewJob]:
+        jobs = []
+        for i in range(start, stop):
+            req = requests[i]
+            spec = specs.get(id(req.performer))
+            if spec is None:
+                spec = specs[id(req.performer)] = app.spec(req.performer)
+            try:
+                jobs.append(build_job(spec, req.payload, req.options, now))
+            except JobloomError as exc:
+                exc.add_note(f"in item {i} of enqueue_many (counting from 0); nothing was enqueued")
+                raise
+        return jobs
+
+    n = len(requests)
+    if n <= STREAM_CHUNK or not core.store.streams_inserts or any(
+        req.options.unique_key is not None for req in requests
+    ):
+        return await core.enqueuer.insert(build(0, n))
+
+    def chunks() -> Iterator[list[NewJob]]:
+        for start in range(0, n, STREAM_CHUNK):
+            yield build(start, min(n, start + STREAM_CHUNK))
+
+    return await core.enqueuer.insert_streamed(chunks)
+
+
+async def spawn_child(app: App, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
+                      options: dict[str, Any]) -> Job:
+    """Enqueue a child of job ``parent_id``, idempotent by ``child_id`` (a unique key that never expires)."""
+    from jobloom.flows.execute import NEVER
+
+    job = build_job(app.spec(performer), payload, EnqueueOptions(**options), app.now())
+    job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
+    core = await app._core()
+    return await core.enqueuer.submit(job)
+
+
+def enqueue_sync(app: App, performer: PerformerRef, payload: Any, connection: Any, options: dict[str, Any]) -> Job:
+    """Enqueue one job from synchronous code: through the app's loop thread, or in the calling thread
+    inside ``connection``'s transaction."""
+    if connection is None:
+        return app.run_sync(app.enqueue(performer, payload, **options))
+    app.run_sync(app.store())  # migrations checked, as for every use
+    job = build_job(app.spec(performer), payload, EnqueueOptions(**options), app.now())
+    store = app._open_store()
+
+    async def work(tx: Tx) -> list[Job]:
+        return await insert_in(tx, [job])
+
+    return store.transact_on_sync(connection, work)[0]
+
+
+__all__ = ["STREAM_CHUNK", "enqueue", "enqueue_many", "enqueue_sync", "options_of", "spawn_child"]

@@ -1,0 +1,141 @@
+"""A worker's shutdown: :meth:`~jobloom.engine.worker.Worker.stop`, the grace period in which running
+jobs may finish, the interruption of the rest, the release of claimed jobs that never started, the
+last report of outcomes and the removal of the worker's row from the registry; and the abandon of a
+shutdown still held up ``ABANDON_MARGIN`` seconds after the grace period (the leases of what it could
+not report expire, and the reaper handles those jobs)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from jobloom.engine import coordinator, registry
+from jobloom.engine.jobs import Outcome
+from jobloom.engine.running import CycleResult, Key, Running
+from jobloom.store.base import Tx
+
+if TYPE_CHECKING:
+    from jobloom.engine.host import Host
+
+log = logging.getLogger("jobloom.worker")
+ABANDON_MARGIN = 2.0  # seconds after the grace period at which a stuck shutdown is abandoned
+
+
+class Shutdown:
+    """The shutdown sequence of :class:`~jobloom.engine.worker.Worker` (a base class: it uses its state)."""
+
+    app: Host
+    name: str
+    grace: float
+    running: dict[Key, Running]
+    outcomes: list[Outcome]
+    _kick: asyncio.Event
+    _house_kick: asyncio.Event
+    _stopping: bool
+    _stop_deadline: float | None
+    _abandoned: bool
+    _main: asyncio.Task[None] | None
+
+    def _now(self) -> float:  # pragma: no cover - the worker's
+        raise NotImplementedError
+
+    def _stop_job(self, key: Key, reason: str) -> None:  # pragma: no cover - the worker's
+        raise NotImplementedError
+
+    async def _cycle_with_retry(self, *, claim: bool) -> CycleResult | None:  # pragma: no cover - the worker's
+        raise NotImplementedError
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping
+
+    def stop(self) -> None:
+        """Ask the worker to stop claiming and shut down gracefully, within its grace period.
+
+        Whatever still holds the shutdown up ``ABANDON_MARGIN`` seconds after the grace period (a
+        store that does not answer, a job that ignores cancellation) is abandoned: the worker returns,
+        and the leases of the jobs it could not report expire (the reaper then handles them)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._stop_deadline = time.monotonic() + self.grace
+        self._kick.set()
+        self._house_kick.set()
+        if self._main is not None:
+            self._main.get_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
+
+    def _abandon(self) -> None:
+        if self._main is not None and not self._main.done():
+            self._abandoned = True
+            log.error("worker %s did not stop within its grace period (%.1f s): abandoning %d running job(s) "
+                      "and %d unreported outcome(s); their leases will expire", self.name, self.grace,
+                      len(self.running), len(self.outcomes))
+            self._main.cancel()
+
+    def _past_deadline(self) -> bool:
+        return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when the stop deadline comes first."""
+        if self._stop_deadline is not None:
+            seconds = min(seconds, max(0.0, self._stop_deadline - time.monotonic()))
+        await asyncio.sleep(seconds)
+
+    async def _shutdown(self) -> None:
+        """Let running jobs finish within the grace period; interrupt the rest; report everything."""
+        if not self._stopping:
+            self.stop()
+        assert self._stop_deadline is not None
+        deadline = self._stop_deadline
+        while self.running and time.monotonic() < deadline:
+            self._kick.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._kick.wait()
+            if self.outcomes:
+                await self._cycle_with_retry(claim=False)
+        unstarted = [(r.claimed.id, r.claimed.attempt, r.claimed.binding)
+                     for r in self.running.values() if not r.started]
+        for key, rec in list(self.running.items()):
+            if rec.started:
+                self._stop_job(key, "shutdown")
+            elif rec.task is not None:
+                rec.task.cancel()
+        # a sync thread cannot be stopped: its job is not reported while it runs; when this process
+        # exits its lease expires and the reaper handles the job (retried, or stalled if at most once)
+        hung = [r.claimed.id for r in self.running.values() if r.sync is not None and not r.sync.stoppable
+                and not r.sync.finished]
+        if hung:
+            log.warning("sync job(s) %s still running in threads after the grace period: not reported; "
+                        "their leases will expire", hung)
+        tasks = [r.task for r in self.running.values() if r.task is not None and r.claimed.id not in hung]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        store = await self.app.store()
+        if unstarted:
+            released = {(j, a) for j, a, _ in unstarted}
+            self.outcomes = [o for o in self.outcomes if (o.job_id, o.attempt) not in released]
+
+            async def work(tx: Tx) -> int:
+                return await coordinator.release(tx, self.name, unstarted, self._now())
+
+            try:
+                async with asyncio.timeout(max(0.5, deadline + ABANDON_MARGIN / 2 - time.monotonic())):
+                    await store.transact(work)
+            except Exception as exc:
+                log.warning("could not give back %d unstarted job(s) (%s: %s); their leases will expire",
+                            len(unstarted), type(exc).__name__, exc)
+        if self.outcomes:
+            await self._cycle_with_retry(claim=False)
+        # the registry row goes with the worker, within what is left of the stop's budget (a store that
+        # does not answer leaves it to be pruned as stale)
+        budget = min(1.0, deadline + ABANDON_MARGIN - time.monotonic())
+        if budget > 0 and not self._abandoned:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(budget):
+                    await store.notify()
+                    await store.transact(lambda tx: registry.forget(tx, self.name))
