@@ -7,6 +7,7 @@ they are, never decoded and encoded again. The shapes are those of :mod:`jobloom
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +22,12 @@ def _str(value: str | None) -> str:
 
 
 def _ts(ts: float | None) -> str:
-    return "null" if ts is None else '"' + datetime.fromtimestamp(ts, UTC).isoformat() + '"'
+    return "null" if ts is None else _iso(ts)
+
+
+@functools.lru_cache(maxsize=1024)
+def _iso(ts: float) -> str:  # the jobs of one batch share their times: each is formatted once
+    return '"' + datetime.fromtimestamp(ts, UTC).isoformat() + '"'
 
 
 def _dt(value: datetime | None) -> str:
@@ -43,6 +49,8 @@ def job_json(job: Job) -> str:
 
 
 def _progress(job: Job) -> str:
+    if job.progress_json is None:
+        return "null"
     p = job.progress
     if p is None:
         return "null"
