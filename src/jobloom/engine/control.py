@@ -19,12 +19,15 @@ T = TypeVar("T")
 class Control:
     """Implements ``jobloom.core.types.AttemptControl`` for one attempt of this worker."""
 
+    __slots__ = ("buffer", "loop", "now", "rec", "sync")
+
     def __init__(self, rec: Running, buffer: ProgressBuffer, now: Callable[[], float], *, sync: bool) -> None:
         self.rec = rec
         self.buffer = buffer
         self.now = now
         self.sync = sync
-        self.loop = asyncio.get_running_loop()
+        # the worker's loop, which a sync job's thread hands its calls to (an async job runs on it)
+        self.loop = asyncio.get_running_loop() if sync else None
 
     @property
     def stop_reason(self) -> str | None:
@@ -37,6 +40,7 @@ class Control:
         if not self.sync:
             self.buffer.record(self.rec.key, data)
             return
+        assert self.loop is not None  # a sync job's control holds the worker's loop
         with contextlib.suppress(RuntimeError):  # the loop is closed: the worker has exited
             self.loop.call_soon_threadsafe(self.buffer.record, self.rec.key, data)
 
@@ -46,7 +50,7 @@ class Control:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is self.loop:
+        if self.loop is None or running is self.loop:
             if inspect.iscoroutine(work):
                 work.close()
             raise RuntimeError("the synchronous form was called on the event loop: await it in an async perform")

@@ -409,7 +409,8 @@ class Worker(LeaseKeeping, Shutdown):
                                            else self.app.hooks.spawner(c),
                                            Control(rec, self.progress, self._now, sync=not spec.is_async))
                 performer.env = self.app.env
-                performer._steps = StepContext(await self.app.store(), c.id, c.attempt)
+                store = self._store if self._store is not None else await self.app.store()
+                performer._steps = StepContext(store, c.id, c.attempt)
                 if spec.push:
                     if self._push is None:
                         self._push = PushClient(self.app.signing_secret or b"", self.app.specs)
