@@ -317,6 +317,34 @@ def test_invalid_options(cli: Env) -> None:
     assert "--limit" in usage.stderr and "Traceback" not in usage.stderr
 
 
+def _one_usage_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert "Traceback" not in done.stderr and "╭" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_usage_errors_are_one_line_saying_what_to_give(cli: Env) -> None:
+    show = _one_usage_line(cli.run("jobs", "show", "abc", "--url", cli.url, rc=2))
+    assert "JOB_ID 'abc' is not a whole number" in show and "jobloom jobs show --help" in show
+    delay = _one_usage_line(cli.run("enqueue", "SendMail", "{}", "--delay", "soon", "--app", "jobs_app:app", rc=2))
+    assert "--delay 'soon' is not a number: give a number" in delay
+    for command in (("enqueue", "SendMail", "{}"), ("schedules", "trigger", "nightly")):
+        line = _one_usage_line(cli.run(*command, "--url", cli.url, rc=2))
+        assert "takes --app MODULE:ATTR" in line and "not --url" in line, line
+    typo = _one_usage_line(cli.run("jobs", "list", "--jsn", "--url", cli.url, rc=2))
+    assert "--jsn" in typo and "--json" in typo
+    assert "missing argument 'MODULE:ATTR'" in _one_usage_line(cli.run("worker", rc=2))
+
+
+def test_help_shows_no_type_after_plain_flags(cli: Env) -> None:
+    for command in (("jobs", "list"), ("jobs", "counts"), ("migrate",), ()):
+        text = cli.run(*command, "--help").stdout
+        assert "--json" in text or "--help" in text
+        assert "<bool>" not in text, text
+    assert "SECONDS" in cli.run("jobs", "list", "--help").stdout  # --wait still shows what it takes
+
+
 def test_enqueue_with_a_huge_priority_is_one_error_line(cli: Env) -> None:
     done = cli.run("enqueue", "SendMail", '{"to": "a"}', "--app", "jobs_app:app", "--priority", str(10**30), rc=1)
     assert "invalid priority" in done.stderr and "-2147483648 to 2147483647" in done.stderr

@@ -2,7 +2,8 @@
 
 Every command goes through the public :class:`~jobloom.App` API. A mistake (a bad app reference,
 unknown binding, invalid JSON or option, a job in the wrong state) is reported as one ``error:``
-line on stderr with exit status 1; usage errors found by the parser exit with status 2.
+line on stderr with exit status 1; usage errors found by the parser are one ``error:`` line too,
+saying what to give instead, with exit status 2 (:mod:`jobloom.cli.usage`).
 
 ``jobloom bench`` is provided by :mod:`jobloom.bench.cli` when that module exists: it exposes
 either ``app`` (a :class:`typer.Typer`, added as the ``bench`` group) or ``bench`` (a function,
@@ -18,7 +19,9 @@ import sys
 from typing import Annotated, Any
 
 import typer
+import typer.main
 from rich.text import Text
+from typer.exceptions import TyperException
 
 from jobloom.app.facade import App
 from jobloom.app.loading import load_app
@@ -46,6 +49,7 @@ from jobloom.cli.limits import limits_cli
 from jobloom.cli.schedules import schedules_cli
 from jobloom.cli.serve import serve
 from jobloom.cli.tokens import tokens_cli
+from jobloom.cli.usage import plain_flags, usage_message
 from jobloom.core.errors import JobloomError, StoreUnreachable
 from jobloom.core.text import load_json_text
 
@@ -220,7 +224,16 @@ _register_bench()
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``jobloom`` console script."""
     try:
-        cli(args=argv, prog_name="jobloom")
+        status = plain_flags(typer.main.get_command(cli)).main(
+            args=argv, prog_name="jobloom", standalone_mode=False
+        )
+    except typer.Abort:
+        fail("aborted")
+        sys.exit(1)
+    except TyperException as exc:  # the parser's own errors: a wrong option, a value of the wrong type
+        if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help already
+            fail(usage_message(exc))
+        sys.exit(getattr(exc, "exit_code", 2))
     except StoreUnreachable as exc:
         fail(f"{exc}; --wait SECONDS waits longer")
         sys.exit(1)
@@ -233,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     except (RecursionError, OverflowError) as exc:  # input beyond what Python can hold: one line, not a traceback
         fail(f"{type(exc).__name__}: {exc}")
         sys.exit(1)
+    if isinstance(status, int) and status:  # a command's typer.Exit(status)
+        sys.exit(status)
 
 
 if __name__ == "__main__":
