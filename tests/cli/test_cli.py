@@ -317,6 +317,34 @@ def test_invalid_options(cli: Env) -> None:
     assert "--limit" in usage.stderr and "Traceback" not in usage.stderr
 
 
+def _one_usage_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert "Traceback" not in done.stderr and "╭" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_usage_errors_are_one_line_saying_what_to_give(cli: Env) -> None:
+    show = _one_usage_line(cli.run("jobs", "show", "abc", "--url", cli.url, rc=2))
+    assert "JOB_ID 'abc' is not a whole number" in show and "jobloom jobs show --help" in show
+    delay = _one_usage_line(cli.run("enqueue", "SendMail", "{}", "--delay", "soon", "--app", "jobs_app:app", rc=2))
+    assert "--delay 'soon' is not a number: give a number" in delay
+    for command in (("enqueue", "SendMail", "{}"), ("schedules", "trigger", "nightly")):
+        line = _one_usage_line(cli.run(*command, "--url", cli.url, rc=2))
+        assert "takes --app MODULE:ATTR" in line and "not --url" in line, line
+    typo = _one_usage_line(cli.run("jobs", "list", "--jsn", "--url", cli.url, rc=2))
+    assert "--jsn" in typo and "--json" in typo
+    assert "missing argument 'MODULE:ATTR'" in _one_usage_line(cli.run("worker", rc=2))
+
+
+def test_help_shows_no_type_after_plain_flags(cli: Env) -> None:
+    for command in (("jobs", "list"), ("jobs", "counts"), ("migrate",), ()):
+        text = cli.run(*command, "--help").stdout
+        assert "--json" in text or "--help" in text
+        assert "<bool>" not in text, text
+    assert "SECONDS" in cli.run("jobs", "list", "--help").stdout  # --wait still shows what it takes
+
+
 def test_enqueue_with_a_huge_priority_is_one_error_line(cli: Env) -> None:
     done = cli.run("enqueue", "SendMail", '{"to": "a"}', "--app", "jobs_app:app", "--priority", str(10**30), rc=1)
     assert "invalid priority" in done.stderr and "-2147483648 to 2147483647" in done.stderr
@@ -347,6 +375,7 @@ def test_target_mistakes(cli: Env) -> None:
     assert "unsupported store URL" in cli.run("jobs", "list", "--url", "mysql://db/jobs", rc=1).stderr
     needs_code = cli.run("enqueue", "SendMail", '{"to": "a"}', "--url", cli.url, rc=2)
     assert "--url" in needs_code.stderr
+    (cli.path / "other.db").touch()
     unmigrated = cli.run("jobs", "list", "--url", f"sqlite:///{cli.path / 'other.db'}", rc=1)
     assert "run `jobloom migrate`" in unmigrated.stderr
     schema = cli.run("migrate", "--url", cli.url, "--schema", "jobs", rc=1)
@@ -365,6 +394,58 @@ def test_environment_gives_defaults(cli: Env) -> None:
     assert json.loads(cli.run("jobs", "list", "--json", env=both).stdout)[0]["id"] == job_id
     flag = cli.run("jobs", "list", "--json", "--url", cli.url, env={"JOBLOOM_APP": "nowhere:app"})
     assert json.loads(flag.stdout)[0]["id"] == job_id
+
+
+def test_read_only_commands_refuse_a_missing_sqlite_file(cli: Env) -> None:
+    missing = cli.path / "typo.db"
+    url = f"sqlite:///{missing}"
+    for command in (("jobs", "list"), ("jobs", "show", "1"), ("jobs", "counts"), ("schedules", "list"),
+                    ("limits", "list"), ("bindings", "list"), ("jobs", "retry", "1")):
+        done = cli.run(*command, "--url", url, rc=1)
+        assert f"no SQLite store at {missing}" in done.stderr and "jobloom migrate" in done.stderr, command
+    assert not missing.exists()
+    # An app whose store file is not there yet: reading through it creates nothing either.
+    (cli.path / "fresh_app.py").write_text(f"import jobloom\napp = jobloom.App({url!r})\n")
+    assert f"no SQLite store at {missing}" in cli.run("jobs", "list", "--app", "fresh_app:app", rc=1).stderr
+    assert not missing.exists()
+
+
+def test_migrate_and_worker_refuse_a_missing_folder(cli: Env) -> None:
+    folder = cli.path / "no" / "such"
+    url = f"sqlite:///{folder / 'jobs.db'}"
+    done = cli.run("migrate", "--url", url, rc=1)
+    assert f"no folder {folder}" in done.stderr
+    (cli.path / "far_app.py").write_text(
+        cli.path.joinpath("jobs_app.py").read_text().replace(repr(cli.url), repr(url), 1)
+    )
+    assert f"no folder {folder}" in cli.run("worker", "far_app:app", rc=1).stderr
+    assert f"no folder {folder}" in cli.run("enqueue", "SendMail", '{"to": "a"}', "--app", "far_app:app", rc=1).stderr
+    assert not (cli.path / "no").exists()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # a port the system just handed out and nothing listens on once it is closed
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_refused_postgresql_port_fails_within_the_wait(tmp_path: Path) -> None:
+    from ..conftest import INSTALL_POSTGRES, require_module
+
+    require_module("jobloom.store.postgres", INSTALL_POSTGRES)
+    env = Env(tmp_path)
+    port = _closed_port()
+    url = f"postgresql://postgres@127.0.0.1:{port}/test"
+    started = time.monotonic()
+    done = env.run("migrate", "--url", url, rc=1)  # one line on stderr (checked by run)
+    took = time.monotonic() - started
+    assert f"127.0.0.1:{port}" in done.stderr and "gave up after 5.0 s" in done.stderr and "--wait" in done.stderr
+    assert took < 10, took
+    started = time.monotonic()
+    done = env.run("jobs", "list", "--url", url, "--wait", "1", rc=1)
+    assert "gave up after 1.0 s" in done.stderr and time.monotonic() - started < 5
 
 
 @pytest.mark.postgres

@@ -301,6 +301,7 @@ def test_the_command_line_lists_pauses_resumes_and_triggers(store_url: str, tmp_
         assert result.exit_code == code, result.output
         return result.output
 
+    invoke("migrate", "--app", "schedapp:app")  # the store must exist before anything lists it
     listed = json.loads(invoke("schedules", "list", "--app", "schedapp:app", "--json"))
     assert [(s["name"], s["timing"], s["paused"]) for s in listed] == [("nightly", "0 3 * * *", False)]
     assert json.loads(invoke("schedules", "pause", "nightly", "--app", "schedapp:app", "--json"))[0]["paused"]

@@ -12,7 +12,18 @@ from rich.table import Table
 from rich.text import Text
 
 from jobloom.app.bindings import BindingInfo
-from jobloom.cli.common import AppOption, JsonOption, SchemaOption, UrlOption, console, open_target, print_json, run
+from jobloom.cli.common import (
+    WAIT,
+    AppOption,
+    JsonOption,
+    SchemaOption,
+    UrlOption,
+    WaitOption,
+    console,
+    open_target,
+    print_json,
+    run,
+)
 from jobloom.cli.limits import fmt_rate
 
 bindings_cli = typer.Typer(
@@ -53,9 +64,10 @@ def _show(rows: list[BindingInfo], as_json: bool) -> None:
 def list_command(
     ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
     as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """List every binding: paused or not, limits, jobs by state, how many live workers serve it."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     _show(run(app, lambda a: a.list_bindings()), as_json)
 
 
@@ -63,9 +75,10 @@ def list_command(
 def pause_command(
     ctx: typer.Context, binding: BindingArgument, app_ref: AppOption = None, url: UrlOption = None,
     schema: SchemaOption = None, as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Pause a binding: no job of it starts from now on (running ones finish; enqueue goes on)."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     _show([run(app, lambda a: a.pause_binding(binding))], as_json)
 
 
@@ -73,7 +86,8 @@ def pause_command(
 def resume_command(
     ctx: typer.Context, binding: BindingArgument, app_ref: AppOption = None, url: UrlOption = None,
     schema: SchemaOption = None, as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Resume a paused binding: its waiting jobs start at the workers' next dispatch."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     _show([run(app, lambda a: a.resume_binding(binding))], as_json)

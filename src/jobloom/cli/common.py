@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -44,6 +45,15 @@ UrlOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 SchemaOption = Annotated[
     str | None, typer.Option("--schema", help="With a PostgreSQL --url: the schema holding jobloom's tables.")
+]
+WAIT = 5.0
+"""Seconds a command waits for a PostgreSQL server that refuses connections (workers' own retries are longer)."""
+WaitOption = Annotated[
+    float,
+    typer.Option(
+        "--wait", min=0, metavar="SECONDS",
+        help="How long to wait for a PostgreSQL server that refuses connections before giving up.",
+    ),
 ]
 
 
@@ -83,26 +93,60 @@ def check_schema(url: str, schema: str | None) -> dict[str, Any]:
     return {"schema": schema}
 
 
-def open_target(ctx: typer.Context, app_ref: str | None, url: str | None, schema: str | None = None) -> App:
+def check_sqlite_file(url: str, *, must_exist: bool) -> None:
+    """Refuse a SQLite path that a command would otherwise create by accident.
+
+    A command that only reads or changes existing jobs (``must_exist``) needs the file; one that may
+    create the store (``migrate``, ``worker``, ``enqueue``) needs its folder, so a mistyped path is
+    named instead of quietly becoming an empty store.
+    """
+    if not url.startswith("sqlite:"):
+        return
+    from jobloom.store.sqlite.store import sqlite_path
+
+    path = sqlite_path(url)
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        raise UsageProblem(f"no folder {folder} for the SQLite store {path}: check the path, or create the folder")
+    if must_exist and not os.path.exists(path):
+        raise UsageProblem(
+            f"no SQLite store at {path}: check the path, or create it with `jobloom migrate --url {url}`"
+        )
+
+
+def for_command(app: App, wait: float, *, must_exist: bool) -> App:
+    """``app`` set up for a short command: its SQLite path checked, and a PostgreSQL server that refuses
+    connections given up on after ``wait`` seconds (an app's own workers keep their longer retries)."""
+    check_sqlite_file(app.url, must_exist=must_exist)
+    if app.url.startswith(("postgresql:", "postgres:")):
+        app.store_options["connect_wait"] = wait
+    return app
+
+
+def open_target(
+    ctx: typer.Context, app_ref: str | None, url: str | None, schema: str | None = None, wait: float = WAIT,
+    *, must_exist: bool = True,
+) -> App:
     """The app to act through: the user's app (``--app``), or a bare ``App(url)`` with no performers.
 
     A bare app never creates tables: a store that lacks migrations is reported (``jobloom
-    migrate`` applies them), so a mistyped SQLite path does not look like an empty store.
+    migrate`` applies them), and a SQLite file that does not exist is refused (unless not
+    ``must_exist``), so a mistyped path does not look like an empty store.
     """
     app_ref, url = choose_target(ctx, app_ref, url)
     if app_ref:
         if schema:
             raise UsageProblem("--schema goes with --url; an app (--app) names its own store and schema")
-        return load_app(app_ref)
+        return for_command(load_app(app_ref), wait, must_exist=must_exist)
     assert url is not None
-    return App(url, auto_migrate=False, **check_schema(url, schema))
+    return for_command(App(url, auto_migrate=False, **check_schema(url, schema)), wait, must_exist=must_exist)
 
 
-def require_app(ctx: typer.Context, app_ref: str | None, what: str) -> App:
+def require_app(ctx: typer.Context, app_ref: str | None, what: str, wait: float = WAIT) -> App:
     """The user's app for commands that need its performers (``--url`` is not enough for them)."""
     if not app_ref:
         raise UsageProblem(f"{what} needs the app's performers: give --app MODULE:ATTR or set JOBLOOM_APP")
-    return load_app(app_ref)
+    return for_command(load_app(app_ref), wait, must_exist=False)
 
 
 def run(app: App, fn: Callable[[App], Awaitable[T]]) -> T:

@@ -13,11 +13,13 @@ from rich.text import Text
 from jobloom.app.facade import App
 from jobloom.app.search import JobFilter
 from jobloom.cli.common import (
+    WAIT,
     AppOption,
     JsonOption,
     SchemaOption,
     UrlOption,
     UsageProblem,
+    WaitOption,
     console,
     fmt_duration,
     fmt_time,
@@ -235,10 +237,11 @@ def list_command(
     url: UrlOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """List jobs, newest first, matching every filter given (--json: a list; the next page's cursor
     goes to stderr)."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
     page = run(app, lambda a: a.list_jobs(
         f.states, f.binding, limit, before, tags=f.tag_list, unique_key=f.unique_key, text=f.text,
@@ -261,9 +264,10 @@ def show_command(
     url: UrlOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Show one job: its fields, its attempts, and the tracebacks of failed attempts."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
 
     async def load(a: App) -> tuple[Job, list[Attempt]]:
         return await a.get_job(job_id), await a.attempts(job_id)
@@ -316,12 +320,13 @@ def retry_command(
     tag: TagOption = None, unique_key: UniqueKeyOption = None, text: TextOption = None,
     created_after: AfterOption = None, created_before: BeforeTimeOption = None, every: AllOption = False,
     yes: YesOption = False, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Queue a failed, stalled or cancelled job again (its history is kept); with --all, every such job
     matching the filters."""
     f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
     _one_or_all(job_id, every, f, "retry")
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     if job_id is None:
         bulk(app, "retry", f, yes)
         return
@@ -334,12 +339,13 @@ def cancel_command(
     tag: TagOption = None, unique_key: UniqueKeyOption = None, text: TextOption = None,
     created_after: AfterOption = None, created_before: BeforeTimeOption = None, every: AllOption = False,
     yes: YesOption = False, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Cancel a job: at once unless it is running, in which case its worker is told to stop it; with
     --all, every unfinished job matching the filters."""
     f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
     _one_or_all(job_id, every, f, "cancel")
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     if job_id is None:
         bulk(app, "cancel", f, yes)
         return
@@ -352,12 +358,13 @@ def delete_command(
     tag: TagOption = None, unique_key: UniqueKeyOption = None, text: TextOption = None,
     created_after: AfterOption = None, created_before: BeforeTimeOption = None, every: AllOption = False,
     yes: YesOption = False, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Delete every finished job matching the filters, with its history (needs --all; unfinished jobs
     are left alone)."""
     f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
     _one_or_all(None, every, f, "delete")
-    bulk(open_target(ctx, app_ref, url, schema), "delete", f, yes)
+    bulk(open_target(ctx, app_ref, url, schema, wait), "delete", f, yes)
 
 
 @jobs_cli.command("counts")
@@ -366,9 +373,10 @@ def counts_command(
     as_json: JsonOption = False,
     finished: Annotated[bool, typer.Option(
         "--finished", help="Count succeeded and skipped jobs too (reads every job of the history).")] = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Count jobs per binding and state; succeeded and skipped ones only with --finished."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     counts = run(app, lambda a: a.counts(finished=finished))
     if as_json:
         print_json(counts)

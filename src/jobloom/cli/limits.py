@@ -10,11 +10,13 @@ from rich.table import Table
 from jobloom.app.bindings import BindingInfo
 from jobloom.app.facade import App
 from jobloom.cli.common import (
+    WAIT,
     AppOption,
     JsonOption,
     SchemaOption,
     UrlOption,
     UsageProblem,
+    WaitOption,
     console,
     note,
     open_target,
@@ -136,10 +138,11 @@ def set_command(
     app_ref: AppOption = None,
     url: UrlOption = None,
     schema: SchemaOption = None,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Change a binding's limits; workers apply them at their next dispatch."""
     limits = parse_limits(concurrency, key_concurrency, rate_limit, priority_aging)
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     if app.specs:
         app.spec(binding)  # an app knows its bindings: refuse a misspelt one
 
@@ -157,9 +160,10 @@ def set_command(
 def list_command(
     ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
     as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """List each binding's limits in force."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     rows = run(app, read_limits)
     if as_json:
         print_json([r.as_json() for r in rows])

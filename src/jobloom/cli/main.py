@@ -2,7 +2,8 @@
 
 Every command goes through the public :class:`~jobloom.App` API. A mistake (a bad app reference,
 unknown binding, invalid JSON or option, a job in the wrong state) is reported as one ``error:``
-line on stderr with exit status 1; usage errors found by the parser exit with status 2.
+line on stderr with exit status 1; usage errors found by the parser are one ``error:`` line too,
+saying what to give instead, with exit status 2 (:mod:`jobloom.cli.usage`).
 
 ``jobloom bench`` is provided by :mod:`jobloom.bench.cli` when that module exists: it exposes
 either ``app`` (a :class:`typer.Typer`, added as the ``bench`` group) or ``bench`` (a function,
@@ -18,20 +19,26 @@ import sys
 from typing import Annotated, Any
 
 import typer
+import typer.main
 from rich.text import Text
+from typer.exceptions import TyperException
 
 from jobloom.app.facade import App
 from jobloom.app.loading import load_app
 from jobloom.cli.bindings import bindings_cli
 from jobloom.cli.common import (
+    WAIT,
     AppOption,
     JsonOption,
     UrlOption,
     UsageProblem,
+    WaitOption,
     check_schema,
+    check_sqlite_file,
     choose_target,
     console,
     fail,
+    for_command,
     print_json,
     redact_url,
     require_app,
@@ -42,7 +49,8 @@ from jobloom.cli.limits import limits_cli
 from jobloom.cli.schedules import schedules_cli
 from jobloom.cli.serve import serve
 from jobloom.cli.tokens import tokens_cli
-from jobloom.core.errors import JobloomError
+from jobloom.cli.usage import plain_flags, usage_message
+from jobloom.core.errors import JobloomError, StoreUnreachable
 from jobloom.core.text import load_json_text
 
 cli = typer.Typer(
@@ -84,18 +92,21 @@ def worker(
         float, typer.Option(min=0, help="Seconds that running jobs get to finish after SIGTERM.")
     ] = 25.0,
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")] = LogLevel.info,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Run worker processes until SIGTERM or SIGINT, then drain gracefully."""
     from jobloom.engine.supervisor import serve
     from jobloom.process import configure_logging
 
     app = load_app(app_ref)
+    check_sqlite_file(app.url, must_exist=False)
     names = [b.strip() for b in (bindings or "").split(",") if b.strip()] or None
     for name in names or ():
         app.spec(name)
     if not app.specs:
         raise UsageProblem(f"{app_ref} has no performers: nothing to work on")
-    run(app, lambda a: a.store())  # connect once here, so a bad store is reported before any process starts
+    # connect once here, so a bad store is reported before any process starts
+    run(for_command(app, wait, must_exist=False), lambda a: a.store())
     configure_logging(log_level.value)
     status = serve(app_ref, processes=processes, concurrency=concurrency, bindings=names, grace=grace,
                    log_level=log_level.value)
@@ -108,6 +119,7 @@ def migrate(
     app_ref: AppOption = None,
     url: UrlOption = None,
     schema: Annotated[str | None, typer.Option(help="PostgreSQL schema to create the tables in.")] = None,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Apply the store's missing schema migrations."""
     app_ref, url = choose_target(ctx, app_ref, url)
@@ -117,7 +129,8 @@ def migrate(
         url, options = user_app.url, dict(user_app.store_options)
     assert url is not None
     options.update(check_schema(url, schema))
-    applied = run(App(url, auto_migrate=False, **options), lambda a: a.migrate())
+    target = for_command(App(url, auto_migrate=False, **options), wait, must_exist=False)
+    applied = run(target, lambda a: a.migrate())
     where = redact_url(url) + (f" (schema {schema})" if schema else "")
     if applied:
         for name in applied:
@@ -161,10 +174,11 @@ def enqueue(
     delivery: Annotated[str | None, typer.Option(help="at_least_once or at_most_once.")] = None,
     app_ref: AppOption = None,
     as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Enqueue one job by binding name; the performer validates the payload."""
     value = parse_payload(payload)
-    app = require_app(ctx, app_ref, "enqueue")
+    app = require_app(ctx, app_ref, "enqueue", wait)
     app.spec(name)
     job = run(app, lambda a: a.enqueue(
         name, value, delay=delay, priority=priority, unique_key=unique_key, concurrency_key=concurrency_key,
@@ -210,7 +224,19 @@ _register_bench()
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``jobloom`` console script."""
     try:
-        cli(args=argv, prog_name="jobloom")
+        status = plain_flags(typer.main.get_command(cli)).main(
+            args=argv, prog_name="jobloom", standalone_mode=False
+        )
+    except typer.Abort:
+        fail("aborted")
+        sys.exit(1)
+    except TyperException as exc:  # the parser's own errors: a wrong option, a value of the wrong type
+        if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help already
+            fail(usage_message(exc))
+        sys.exit(getattr(exc, "exit_code", 2))
+    except StoreUnreachable as exc:
+        fail(f"{exc}; --wait SECONDS waits longer")
+        sys.exit(1)
     except JobloomError as exc:
         fail(str(exc))
         sys.exit(1)
@@ -220,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     except (RecursionError, OverflowError) as exc:  # input beyond what Python can hold: one line, not a traceback
         fail(f"{type(exc).__name__}: {exc}")
         sys.exit(1)
+    if isinstance(status, int) and status:  # a command's typer.Exit(status)
+        sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from jobloom.cli.common import (
+    WAIT,
     AppOption,
     JsonOption,
     SchemaOption,
     UrlOption,
+    WaitOption,
     console,
     fmt_time,
     open_target,
@@ -68,9 +70,10 @@ def _show(rows: list[ScheduleInfo], as_json: bool) -> None:
 def list_command(
     ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
     as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """List every schedule: next run, last run, last job and last error."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     _show(run(app, lambda a: a.list_schedules()), as_json)
 
 
@@ -78,9 +81,10 @@ def list_command(
 def pause_command(
     ctx: typer.Context, name: NameArgument, app_ref: AppOption = None, url: UrlOption = None,
     schema: SchemaOption = None, as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Stop a schedule from firing (a job already made runs on)."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     _show([run(app, lambda a: a.pause_schedule(name))], as_json)
 
 
@@ -88,18 +92,20 @@ def pause_command(
 def resume_command(
     ctx: typer.Context, name: NameArgument, app_ref: AppOption = None, url: UrlOption = None,
     schema: SchemaOption = None, as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Fire a paused schedule again, from its next tick."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
     _show([run(app, lambda a: a.resume_schedule(name))], as_json)
 
 
 @schedules_cli.command("trigger")
 def trigger_command(
     ctx: typer.Context, name: NameArgument, app_ref: AppOption = None, as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Run a schedule now (paused or not): enqueue its job, or start its flow."""
-    app = require_app(ctx, app_ref, "schedules trigger")
+    app = require_app(ctx, app_ref, "schedules trigger", wait)
     made: Any = run(app, lambda a: a.trigger_schedule(name))
     if as_json:
         print_json(made)

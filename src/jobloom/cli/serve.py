@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from jobloom.cli.common import AppOption, SchemaOption, UrlOption, UsageProblem, choose_target, note, open_target, run
+from jobloom.cli.common import (
+    WAIT,
+    AppOption,
+    SchemaOption,
+    UrlOption,
+    UsageProblem,
+    WaitOption,
+    choose_target,
+    note,
+    open_target,
+    run,
+)
 from jobloom.http.auth import AuthMode
 from jobloom.http.factory import create_asgi
 from jobloom.http.tokens import active_tokens
@@ -48,12 +59,13 @@ def serve(
         bool, typer.Option("--insecure-no-auth", help="Serve without tokens, even on a non-loopback address.")
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
+    wait: WaitOption = WAIT,
 ) -> None:
     """Serve the HTTP API (/v1; docs at /v1/docs). With --url, jobs are enqueued by binding name."""
     import uvicorn
 
     chosen, _ = choose_target(ctx, app_ref, url)
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait, must_exist=False)
     named = chosen is None  # a bare store: bindings by name
 
     async def count(a: object) -> int:

@@ -8,10 +8,12 @@ import typer
 from rich.table import Table
 
 from jobloom.cli.common import (
+    WAIT,
     AppOption,
     JsonOption,
     SchemaOption,
     UrlOption,
+    WaitOption,
     console,
     fmt_time,
     open_target,
@@ -37,9 +39,10 @@ def create(
     url: UrlOption = None,
     schema: SchemaOption = None,
     as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Create a token and print it once: only its hash is stored."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
 
     async def go(a: object) -> tuple[str, TokenInfo]:
         return await create_token(await app.store(), name, scopes)
@@ -57,9 +60,10 @@ def create(
 def list_(
     ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
     as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Every token (never the secret), revoked ones included."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
 
     async def go(a: object) -> list[TokenInfo]:
         return await list_tokens(await app.store())
@@ -79,9 +83,10 @@ def revoke(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The token's name.")],
     app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
+    wait: WaitOption = WAIT,
 ) -> None:
     """Revoke a token: servers refuse it within a second."""
-    app = open_target(ctx, app_ref, url, schema)
+    app = open_target(ctx, app_ref, url, schema, wait)
 
     async def go(a: object) -> TokenInfo:
         return await revoke_token(await app.store(), name)

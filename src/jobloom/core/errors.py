@@ -77,6 +77,17 @@ class StoreError(JobloomError):
     """The store cannot be used (bad URL, missing migrations, unreachable server)."""
 
 
+class StoreUnreachable(StoreError):
+    """The database server refused connections for as long as the caller was willing to wait."""
+
+    def __init__(self, message: str, address: str, waited: float) -> None:
+        self.address = address
+        """``host:port`` that was tried."""
+        self.waited = waited
+        """Seconds spent waiting before giving up."""
+        super().__init__(message)
+
+
 class CommitUnknown(StoreError):
     """The connection broke during COMMIT: the transaction may or may not have been applied.
 

@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from jobloom.core.errors import CommitUnknown, StoreError
+from jobloom.core.errors import CommitUnknown, StoreError, StoreUnreachable
 from jobloom.core.retrying import Delays
 from jobloom.store.base import Store, Tx, Wakeups, run_without_loop
 from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, _server_unavailable, is_transient
@@ -38,7 +39,18 @@ log = logging.getLogger("jobloom.store.postgres")
 _RETRY_DEADLINE = 60.0
 CLOCK_RESYNC = 30.0
 _CONNECT_TIMEOUT = 10.0
+_QUIET_WAIT = 5.0  # seconds of refused connections before open() logs a warning
 _MIGRATE_LOCK = "jobloom.migrate"
+
+
+def _server_address(url: str) -> str:
+    """``host:port`` that ``url`` connects to (libpq's defaults filled in), for messages."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "?"
+    host = str(info.get("host") or "localhost")
+    return f"{host}:{info.get('port') or 5432}"
 
 
 def _channel(schema: str) -> str:
@@ -54,7 +66,8 @@ class PostgresStore(Store):
     ``schema`` puts every jobloom table in that schema (created by :meth:`migrate`), so several
     apps can share a database; without it the connection's ``search_path`` decides. ``pool_min`` and
     ``pool_max`` size the connection pool; a transaction that keeps failing transiently is given up
-    after ``retry_deadline`` seconds.
+    after ``retry_deadline`` seconds. ``connect_wait`` is how long :meth:`open` waits for a server that
+    refuses connections (default: ``retry_deadline``; the command line uses a few seconds).
     """
 
     dialect = "postgres"
@@ -68,6 +81,7 @@ class PostgresStore(Store):
         pool_min: int = 1,
         pool_max: int = 10,
         retry_deadline: float = _RETRY_DEADLINE,
+        connect_wait: float | None = None,
     ) -> None:
         if schema is not None and (not isinstance(schema, str) or not schema or "\0" in schema):
             raise StoreError(f"invalid schema name {schema!r}")
@@ -78,6 +92,7 @@ class PostgresStore(Store):
         self.pool_min = pool_min
         self.pool_max = pool_max
         self.retry_deadline = retry_deadline
+        self.connect_wait = retry_deadline if connect_wait is None else connect_wait
         self.channel = _channel(schema or "default")
         self._pool: AsyncConnectionPool[AsyncConn] | None = None
         self._opening: asyncio.Lock | None = None
@@ -100,7 +115,7 @@ class PostgresStore(Store):
     async def open(self) -> None:
         """Check that the server answers, then open the pool.
 
-        A server that is down or starting is waited for, with backoff, up to ``retry_deadline``;
+        A server that is down or starting is waited for, with backoff, up to ``connect_wait``;
         a refused login or a missing database fails at once, with the server's message.
         """
         if self._pool is not None:
@@ -122,7 +137,8 @@ class PostgresStore(Store):
             self._pool = pool
 
     async def _check_server(self) -> None:
-        deadline = time.monotonic() + self.retry_deadline
+        started = time.monotonic()
+        deadline = started + self.connect_wait
         delays = Delays(0.05, 5.0)
         while True:
             try:
@@ -130,10 +146,21 @@ class PostgresStore(Store):
                     self.url, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT)
                 )
             except psycopg.Error as exc:
-                if not _server_unavailable(exc) or time.monotonic() + delays.current > deadline:
-                    raise StoreError(f"cannot connect to PostgreSQL at {_safe_url(self.url)}: {exc}") from exc
-                log.warning("PostgreSQL is not reachable (%s); trying again in %.2f s", exc, delays.current)
-                await asyncio.sleep(delays.next())
+                reason = " ".join(str(exc).split())
+                now = time.monotonic()
+                where = f"PostgreSQL at {_server_address(self.url)} ({_safe_url(self.url)})"
+                if not _server_unavailable(exc):
+                    raise StoreError(f"cannot connect to {where}: {reason}") from exc
+                if now >= deadline:
+                    raise StoreUnreachable(
+                        f"cannot connect to {where}: {reason} (gave up after {now - started:.1f} s)",
+                        _server_address(self.url), now - started,
+                    ) from exc
+                wait = min(delays.next(), deadline - now)  # the last try comes at the deadline
+                # a short outage (a restart) is routine; say so once it lasts
+                level = logging.WARNING if now - started >= _QUIET_WAIT else logging.DEBUG
+                log.log(level, "PostgreSQL is not reachable (%s); trying again in %.2f s", reason, wait)
+                await asyncio.sleep(wait)
                 continue
             try:
                 await self._measure_clock(conn)
