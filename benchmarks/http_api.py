@@ -71,6 +71,23 @@ class Client:
         return int(status_line.split()[1])
 
 
+def start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``jobloom serve`` with ``http_app:app`` on a free loopback port; return it once it listens."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "jobloom.cli", "serve", "--app", "http_app:app", "--port",
+                               str(port), "--log-level", "warning"], env=env, cwd=HERE)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server, port
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise SystemExit("the server did not start") from None
+            time.sleep(0.1)
+
+
 async def load(port: int, token: str, path: str, body: bytes, jobs_per_request: int, clients: int,
                warmup: float, seconds: float) -> dict[str, Any]:
     conns = [Client(port, token) for _ in range(clients)]
@@ -126,19 +143,8 @@ def main() -> None:
     jobloom("migrate", "--url", url, env=env)
     token = jobloom("tokens", "create", f"bench-{os.getpid()}", "--scopes", "enqueue", "--url", url,
                     env=env).split()[0]
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "jobloom.cli", "serve", "--app", "http_app:app", "--port",
-                               str(port), "--log-level", "warning"], env=env, cwd=HERE)
+    server, port = start_server(env)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the server did not start") from None
-                time.sleep(0.1)
         report: dict[str, Any] = {"store": url.split(":", 1)[0], "load_generator": "benchmarks/http_api.py "
                                   "(asyncio, raw HTTP/1.1 keep-alive)", "server": "jobloom serve (uvicorn, 1 process)"}
         one = json.dumps({"binding": "Noop", "payload": {"n": 1, "text": "hello"}}).encode()

@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 import psutil  # type: ignore[import-untyped,unused-ignore]
-from http_api import HERE, Client, free_port, jobloom
+from http_api import HERE, Client, jobloom, start_server
 
 
 class Reader(Client):
@@ -122,21 +122,8 @@ def main() -> None:
                     env=env).split()[0]
     code = f"import asyncio, http_app; asyncio.run(http_app.backlog({args.jobs}))"
     subprocess.run([sys.executable, "-c", code], env=env, cwd=HERE, check=True, timeout=300)
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "jobloom.cli", "serve", "--app", "http_app:app", "--port",
-                               str(port), "--log-level", "warning"], env=env, cwd=HERE)
+    server, port = start_server(env)
     try:
-        import socket
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit("the server did not start") from None
-                time.sleep(0.1)
         cpu0 = psutil.Process(server.pid).cpu_times()
         result = asyncio.run(drain(port, token, args.jobs, args.workers, args.claim, args.report_connections))
         cpu1 = psutil.Process(server.pid).cpu_times()
