@@ -46,6 +46,7 @@ from jobloom.cli.common import (
 )
 from jobloom.cli.jobs import jobs_cli, styled_state
 from jobloom.cli.limits import limits_cli
+from jobloom.cli.scaffold import add_cli, init
 from jobloom.cli.schedules import schedules_cli
 from jobloom.cli.serve import serve
 from jobloom.cli.tokens import tokens_cli
@@ -61,12 +62,14 @@ cli = typer.Typer(
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+cli.add_typer(add_cli)
 cli.add_typer(bindings_cli)
 cli.add_typer(jobs_cli)
 cli.add_typer(limits_cli)
 cli.add_typer(schedules_cli)
 cli.add_typer(tokens_cli)
 cli.command()(serve)
+cli.command()(init)
 
 
 class LogLevel(enum.StrEnum):
