@@ -1,0 +1,1 @@
+"""Orders: each order made gets a receipt job, in the same transaction."""

@@ -1,0 +1,1 @@
+"""An example Django project whose views enqueue jobloom jobs in their own transaction."""

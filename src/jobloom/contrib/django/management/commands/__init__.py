@@ -1,0 +1,3 @@
+"""The ``jobloom`` management command."""
+
+from __future__ import annotations

@@ -1,0 +1,124 @@
+"""Django: ``jobloom.contrib.django`` and the example project ``examples/django_app``, end to end.
+
+The example runs as it would in production, on SQLite and on PostgreSQL: Django's ``migrate`` and
+``manage.py jobloom migrate``, a real worker (``manage.py jobloom worker``) and ``runserver``. A view
+enqueues inside ``transaction.atomic()`` on Django's own connection: a committed order has its job, which
+the worker runs through the ORM; a rolled-back order leaves no job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import jobloom
+from tests.conftest import require_module
+from tests.contrib.conftest import EXAMPLES, Services, free_port
+from tests.helpers import eventually_sync
+
+require_module("django", "pip install -e '.[dev]' (Django is a dev dependency)")
+
+from django.conf import settings  # noqa: E402
+
+from jobloom.contrib import django as jobloom_django  # noqa: E402
+
+PROJECT = EXAMPLES / "django_app"
+
+
+@pytest.fixture
+def django_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Django's settings, configured once per process (no app is loaded), each test's changes undone."""
+    if not settings.configured:
+        settings.configure(DATABASES={}, JOBLOOM={})
+    monkeypatch.setattr(jobloom_django, "_loaded", {})
+    yield settings
+
+
+def test_store_url_is_djangos_database(django_settings: Any, monkeypatch: pytest.MonkeyPatch,
+                                       tmp_path: Path) -> None:
+    monkeypatch.setattr(django_settings, "JOBLOOM", {"app": "x:app"})
+    monkeypatch.setattr(django_settings, "DATABASES", {
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": tmp_path / "db.sqlite3"},
+        "pg": {"ENGINE": "django.db.backends.postgresql", "NAME": "shop", "USER": "app", "PASSWORD": "p@ss:w/rd",
+               "HOST": "db.internal", "PORT": 5433, "OPTIONS": {"options": "-csearch_path=jobs"}},
+        "pg_local": {"ENGINE": "django.db.backends.postgresql", "NAME": "shop"},
+        "memory": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
+        "mysql": {"ENGINE": "django.db.backends.mysql", "NAME": "shop"},
+    })
+    assert jobloom_django.store_url() == f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    pg = jobloom_django.store_url("pg")
+    assert pg == "postgresql://app:p%40ss%3Aw%2Frd@db.internal:5433/shop?options=-csearch_path%3Djobs"
+    assert jobloom_django.store_url("pg_local") == "postgresql:///shop"
+    assert jobloom_django.same_database(pg, "postgresql://other@db.internal:5433/shop")
+    assert not jobloom_django.same_database(pg, "postgresql://app@db.internal:5433/other")
+    assert jobloom_django.same_database(f"sqlite:///{tmp_path}/db.sqlite3", jobloom_django.store_url())
+    with pytest.raises(jobloom_django.ImproperlyConfigured, match="in-memory SQLite"):
+        jobloom_django.store_url("memory")
+    with pytest.raises(jobloom_django.ImproperlyConfigured, match="mysql.*JOBLOOM\\['url'\\]"):
+        jobloom_django.store_url("mysql")
+    with pytest.raises(jobloom_django.ImproperlyConfigured, match="no 'nope' database"):
+        jobloom_django.store_url("nope")
+
+    monkeypatch.setattr(django_settings, "JOBLOOM", {"app": "x:app", "url": "sqlite:///elsewhere.db"})
+    assert jobloom_django.store_url() == "sqlite:///elsewhere.db"
+    assert jobloom_django.store_url("pg") == pg  # an explicit alias is that database, whatever the url
+
+
+def test_the_setting_is_checked_and_named(django_settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    for value, expected in ((None, "settings.JOBLOOM must be a dict"),
+                            ({"app": "x:app", "ulr": "sqlite:///x.db"}, "unknown key 'ulr'"),
+                            ({"app": "orders.jobs"}, "JOBLOOM\\['app'\\] must be 'module:attr'"),
+                            ({"app": "no_such_module_here:app"}, "cannot import 'no_such_module_here'")):
+        monkeypatch.setattr(django_settings, "JOBLOOM", value)
+        with pytest.raises(jobloom.JobloomError, match=expected):
+            jobloom_django.get_app()
+
+
+@pytest.mark.slow
+def test_the_django_example_enqueues_in_its_transaction_and_a_worker_runs_the_job(
+        store_url: str, services: Services) -> None:
+    env = {"SHOP_DATABASE": store_url}
+    services.run("migrate", ["manage.py", "migrate"], cwd=PROJECT, env=env)
+    out = services.run("jobloom migrate", ["manage.py", "jobloom", "migrate"], cwd=PROJECT, env=env)
+    assert "migration(s) applied" in out
+    port = free_port()
+    services.start("worker", ["manage.py", "jobloom", "worker", "--concurrency", "4"], cwd=PROJECT, env=env)
+    services.start("runserver", ["manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=PROJECT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    services.wait_http(f"{base}/orders")
+
+    made = httpx.post(f"{base}/orders", json={"email": "ada@example.com", "total": 1200}, timeout=30)
+    assert made.status_code == 201, made.text
+    order, job_id = made.json()["order"], made.json()["job"]
+    declined = httpx.post(f"{base}/orders", json={"email": "bob@example.com", "total": 5, "decline": True},
+                          timeout=30)
+    assert declined.status_code == 402 and "card declined" in declined.text
+    later = httpx.post(f"{base}/orders?after_commit=1", json={"email": "cy@example.com", "total": 7}, timeout=30)
+    assert later.status_code == 201 and later.json()["job"] is None
+    declined_later = httpx.post(f"{base}/orders?after_commit=1",
+                                json={"email": "di@example.com", "total": 9, "decline": True}, timeout=30)
+    assert declined_later.status_code == 402
+
+    def receipts_sent() -> list[dict[str, Any]] | None:
+        orders = httpx.get(f"{base}/orders", timeout=30).json()["orders"]
+        return orders if orders and all(o["receipt_sent"] for o in orders) else None
+
+    orders = eventually_sync(receipts_sent, timeout=60, interval=0.2, what=f"receipts sent\n{services.logs()}")
+    assert [o["email"] for o in orders] == ["ada@example.com", "cy@example.com"]  # the declined ones rolled back
+
+    async def jobs() -> tuple[jobloom.Job, list[jobloom.Job]]:
+        reader = jobloom.App(store_url)
+        try:
+            return await reader.get_job(job_id), list(await reader.list_jobs(binding="SendReceipt"))
+        finally:
+            await reader.close()
+
+    job, every = asyncio.run(jobs())
+    assert job.state == "succeeded" and job.result == f"receipt for order {order} sent to ada@example.com"
+    assert sorted(j.payload["order"] for j in every) == [o["order"] for o in orders]  # no job without its order
+    assert all(j.state == "succeeded" for j in every)
