@@ -1,7 +1,8 @@
 """Django: ``jobloom.contrib.django`` and the example project ``examples/django_app``, end to end.
 
 The example runs as it would in production, on SQLite and on PostgreSQL: Django's ``migrate`` and
-``manage.py jobloom migrate``, a real worker (``manage.py jobloom worker``) and ``runserver``. A view
+``manage.py jobloom migrate``, a real worker (``manage.py jobloom worker``), ``runserver`` and the HTTP API
+(``manage.py jobloom serve``). A view
 enqueues inside ``transaction.atomic()`` on Django's own connection: a committed order has its job, which
 the worker runs through the ORM; a rolled-back order leaves no job.
 """
@@ -89,6 +90,8 @@ def test_the_django_example_enqueues_in_its_transaction_and_a_worker_runs_the_jo
     port = free_port()
     services.start("worker", ["manage.py", "jobloom", "worker", "--concurrency", "4"], cwd=PROJECT, env=env)
     services.start("runserver", ["manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=PROJECT, env=env)
+    api_port = free_port()
+    services.start("serve", ["manage.py", "jobloom", "serve", "--port", str(api_port)], cwd=PROJECT, env=env)
     base = f"http://127.0.0.1:{port}"
     services.wait_http(f"{base}/orders")
 
@@ -119,6 +122,9 @@ def test_the_django_example_enqueues_in_its_transaction_and_a_worker_runs_the_jo
             await reader.close()
 
     job, every = asyncio.run(jobs())
+    services.wait_http(f"http://127.0.0.1:{api_port}/v1/health")
+    served = httpx.get(f"http://127.0.0.1:{api_port}/v1/jobs/{job_id}", timeout=30)  # manage.py jobloom serve
+    assert served.status_code == 200 and served.json()["state"] == "succeeded", served.text
     assert job.state == "succeeded" and job.result == f"receipt for order {order} sent to ada@example.com"
     assert sorted(j.payload["order"] for j in every) == [o["order"] for o in orders]  # no job without its order
     assert all(j.state == "succeeded" for j in every)

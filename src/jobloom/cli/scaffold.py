@@ -22,7 +22,7 @@ add_cli = typer.Typer(name="add", help="Add to a project made by `jobloom init`.
 
 def init(
     folder: Annotated[
-        Path, typer.Argument(metavar="[DIR]", help="The folder of the new project (made if missing).")
+        Path, typer.Argument(metavar="DIR", help="The folder of the new project (made if missing).")
     ] = Path("."),
     package: Annotated[
         str | None, typer.Option(help="The Python package of the project (default: made from the folder's name).")

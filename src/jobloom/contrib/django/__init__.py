@@ -132,7 +132,12 @@ def enqueue(performer: PerformerRef, payload: Any, *, using: str | None = None, 
             f"cannot enqueue in the transaction of database {alias!r}: the jobloom app's store is another "
             "database; use enqueue_on_commit(), or make the store Django's (App(store_url(), ...))")
     conn.ensure_connection()
-    return app.enqueue_sync(performer, payload, connection=conn.connection, **options)
+    raw = conn.connection
+    if type(raw).__module__.startswith("psycopg2"):
+        raise ImproperlyConfigured(
+            f"database {alias!r} is on psycopg2, and jobloom enqueues in a transaction on psycopg 3: "
+            "pip install 'psycopg[binary]' (Django uses it when it is installed), or use enqueue_on_commit()")
+    return app.enqueue_sync(performer, payload, connection=raw, **options)
 
 
 def enqueue_on_commit(performer: PerformerRef, payload: Any, *, using: str | None = None, **options: Any) -> None:
