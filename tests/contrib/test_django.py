@@ -10,6 +10,11 @@ the worker runs through the ORM; a rolled-back order leaves no job.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +83,74 @@ def test_the_setting_is_checked_and_named(django_settings: Any, monkeypatch: pyt
         monkeypatch.setattr(django_settings, "JOBLOOM", value)
         with pytest.raises(jobloom.JobloomError, match=expected):
             jobloom_django.get_app()
+
+
+SIDE_JOBS = """
+import os
+
+import jobloom
+
+
+class Ping(jobloom.Performer[dict, str]):
+    async def perform(self, payload: dict) -> str:
+        return "pong"
+
+
+app = jobloom.App(os.environ["SIDE_STORE"], performers=[Ping])
+"""
+
+SCRIPT = """
+import json, os
+
+import django
+from django.conf import settings
+
+settings.configure(DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ["DJANGO_DB"]}},
+                   JOBLOOM={"app": "side_jobs:app"}, INSTALLED_APPS=["jobloom.contrib.django"])
+django.setup()
+from django.db import transaction
+
+from jobloom.contrib.django import ImproperlyConfigured, enqueue, enqueue_on_commit
+from side_jobs import Ping, app
+
+def count():
+    return len(app.run_sync(app.list_jobs(binding="Ping")))
+
+out = {}
+try:
+    with transaction.atomic():
+        enqueue(Ping, {"n": 0})
+except ImproperlyConfigured as exc:
+    out["refused"] = str(exc)
+with transaction.atomic():
+    enqueue_on_commit(Ping, {"n": 1})
+    out["inside"] = count()
+out["after_commit"] = count()
+try:
+    with transaction.atomic():
+        enqueue_on_commit(Ping, {"n": 2})
+        raise RuntimeError("rolled back")
+except RuntimeError:
+    pass
+out["after_rollback"] = count()
+out["outside"] = enqueue(Ping, {"n": 3}).state
+out["total"] = count()
+print(json.dumps(out))
+"""
+
+
+def test_a_store_in_another_database_is_enqueued_on_commit_and_refused_in_the_transaction(tmp_path: Path) -> None:
+    (tmp_path / "side_jobs.py").write_text(textwrap.dedent(SIDE_JOBS))
+    env = {"SIDE_STORE": f"sqlite:///{tmp_path}/jobs.db", "DJANGO_DB": str(tmp_path / "django.db"),
+           "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **env})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert "the jobloom app's store is another database" in out["refused"] and "enqueue_on_commit" in out["refused"]
+    assert out["inside"] == 0 and out["after_commit"] == 1  # enqueued when the transaction committed
+    assert out["after_rollback"] == 1                       # nothing for the one rolled back
+    assert out["outside"] == "queued" and out["total"] == 2  # outside a transaction: at once
 
 
 @pytest.mark.slow
