@@ -131,7 +131,13 @@ def test_add_performer_adds_a_registered_documented_skeleton_and_its_test(tmp_pa
     assert "performers=[Welcome, Digest, FollowUp, ResizeImage]" in jobs
     assert jobs.index("class ResizeImage(") < jobs.index("def make_app(")
 
-    assert "4 passed" in project_tests(folder)
+    run_cli("add", "performer", "Thumbnail", "--sync", cwd=folder)
+    jobs = (folder / "shop" / "jobs.py").read_text()
+    assert "    def perform(self, payload: ThumbnailPayload) -> str:" in jobs
+    assert "async def perform(self, payload: ResizeImagePayload) -> str:" in jobs
+    assert "performers=[Welcome, Digest, FollowUp, ResizeImage, Thumbnail]" in jobs
+
+    assert "5 passed" in project_tests(folder)
 
     # the app knows it: a real enqueue by name is validated against the new payload type
     run_cli("migrate", "--app", "shop.jobs:app", cwd=folder)

@@ -54,9 +54,12 @@ def performer(
         Path | None,
         typer.Option(help="The jobs module to add it to (default: the one of [tool.jobloom] app in pyproject.toml)."),
     ] = None,
+    sync: Annotated[
+        bool, typer.Option("--sync", help="A plain `def perform` (run in a thread) rather than `async def`.")
+    ] = False,
 ) -> None:
     """Add a documented performer skeleton (and a payload dataclass) to the project's jobs module."""
-    added = add_performer(name, module=module)
+    added = add_performer(name, module=module, sync=sync)
     console.print(f"added [bold]{name}[/bold] and {name}Payload to {added.module}", highlight=False)
     if not added.registered:
         console.print(f"note: no App(performers=[...]) list found in {added.module}: add {name} to your "

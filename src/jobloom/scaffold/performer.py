@@ -69,8 +69,11 @@ def module_path(folder: Path, ref: str) -> Path:
                        f"but {base.with_suffix('.py')} does not exist: fix [tool.jobloom] app, or give --module PATH")
 
 
-def add_performer(name: str, *, project: Path | None = None, module: Path | None = None) -> AddedPerformer:
+def add_performer(name: str, *, project: Path | None = None, module: Path | None = None,
+                  sync: bool = False) -> AddedPerformer:
     """Add performer ``name`` (with a payload dataclass ``<name>Payload``) to the project's jobs module.
+
+    ``sync``: a plain ``def perform`` (run in a thread: for blocking libraries) rather than ``async def``.
 
     The module is ``module`` if given, else the one of ``[tool.jobloom] app`` in the ``pyproject.toml`` of
     ``project`` (default: the current folder) or a parent. When the module defines ``make_app`` and the
@@ -94,7 +97,7 @@ def add_performer(name: str, *, project: Path | None = None, module: Path | None
         if taken in defined:
             raise JobloomError(f"{module} already defines {taken!r} (line {defined[taken]}): "
                                "choose another name for the new performer")
-    new_source, registered = _insert(source, tree, name, defined)
+    new_source, registered = _insert(source, tree, name, defined, sync)
     try:
         ast.parse(new_source, filename=str(module))
     except SyntaxError as exc:  # never write a broken module
@@ -145,12 +148,13 @@ def _app_call(tree: ast.Module) -> tuple[ast.stmt, ast.List | None] | None:
     return None
 
 
-def _insert(source: str, tree: ast.Module, name: str, defined: dict[str, int]) -> tuple[str, bool]:
+def _insert(source: str, tree: ast.Module, name: str, defined: dict[str, int], sync: bool) -> tuple[str, bool]:
     """``source`` with the skeleton of ``name`` added (and listed in the app's performers when it can be)."""
     lines = source.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    skeleton = render("performer.py", name=name)
+    skeleton = render("performer.py", name=name, define="def" if sync else "async def",
+                      runs_in="; a plain def runs in a thread of its own" if sync else "")
     imports = [line for line, wanted in (("from dataclasses import dataclass\n", "dataclass"),
                                          ("import jobloom\n", "jobloom")) if wanted not in defined]
     found = _app_call(tree)
