@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobloom.core.errors import InvalidOption, JobloomError
-from jobloom.scaffold.templates import render
+from jobloom.scaffold.render import render
 
 
 @dataclass(frozen=True)

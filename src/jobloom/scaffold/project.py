@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobloom.core.errors import InvalidOption, JobloomError
-from jobloom.scaffold.templates import render
+from jobloom.scaffold.render import render
 
 
 class ProjectExists(JobloomError):
