@@ -61,6 +61,22 @@ class Rated(jobloom.Performer[dict[str, Any], None]):
         return None
 
 
+class Throttled(jobloom.Performer[dict[str, Any], None]):
+    """One at a time until the limits page raises it; each sleeps ``sleep`` seconds."""
+
+    concurrency = 1
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(float(payload.get("sleep", 1)))
+
+
+class Shown(jobloom.Performer[dict[str, Any], int]):
+    """Returns at once (the overview's live test)."""
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        return 1
+
+
 class Unserved(jobloom.Performer[dict[str, Any], None]):
     """No worker of the tests serves this binding."""
 
@@ -73,8 +89,9 @@ _fetch = pipeline.node("fetch", Quick, input=lambda inp, up: {"n": 3, "sleep": i
 _resize = pipeline.map("resize", Quick, after=[_fetch], over=lambda inp, up: [{"n": i} for i in range(up["fetch"])])
 pipeline.node("publish", Quick, after=[_resize], input=lambda inp, up: {"n": up["resize"]["succeeded"]})
 
-app = jobloom.App(URL, performers=[Quick, Flaky, Limited, Keyed, Rated, Unserved], flows=[pipeline], lease=2.0,
+PERFORMERS = [Quick, Flaky, Limited, Keyed, Rated, Throttled, Shown, Unserved]
+app = jobloom.App(URL, performers=PERFORMERS, flows=[pipeline], lease=2.0,
                   schedules=[jobloom.Schedule("hourly-digest", every=3600, performer=Quick, payload={"n": 7},
                                               timezone="Europe/Berlin")])
-SERVED = "Quick,Flaky,Limited,Keyed,Rated,jobloom.map,jobloom.subflow"
+SERVED = "Quick,Flaky,Limited,Keyed,Rated,Throttled,Shown,jobloom.map"
 """The bindings the tests' workers serve (all but Unserved)."""

@@ -54,15 +54,23 @@ async def overview_values(d: Dashboard) -> dict[str, Any]:
         full = sum(1 for k in running_keys if k.n >= info.policy.key_concurrency)
         lines.append(BindingLine(info, stats.bindings.get(info.binding, Figures()),
                                  reads.tokens_now(rows.get(info.binding), info.policy, now), full, len(running_keys)))
-    minutes = stats.minutes
-    chart = {
-        "x": [int(m.timestamp()) for m, _ in minutes],
+    chart = chart_data(stats, now)
+    return {"lines": lines, "stats": stats, "chart": chart, "columns": COLUMNS, "now": now,
+            "workers_alive": [w for w in workers if w.alive], "workers_total": len(workers)}
+
+
+def chart_data(stats: Stats, now: float) -> dict[str, Any]:
+    """The last hour per minute for the charts: every minute present (no events: zero counts, no run times),
+    and the x range from the first minute to now."""
+    by_minute = {int(m.timestamp()) // 60: f for m, f in stats.minutes}
+    first, last = int(stats.since.timestamp()) // 60, int(now) // 60
+    minutes = [(m * 60, by_minute.get(m, Figures())) for m in range(first, last + 1)]
+    return {
+        "x": [m for m, _ in minutes], "range": [first * 60, last * 60 + 60],
         "succeeded": [f.succeeded for _, f in minutes], "failed": [f.failed for _, f in minutes],
         "started": [f.started for _, f in minutes],
         "p50": [f.p50 for _, f in minutes], "p90": [f.p90 for _, f in minutes], "p99": [f.p99 for _, f in minutes],
     }
-    return {"lines": lines, "stats": stats, "chart": chart, "columns": COLUMNS, "now": now,
-            "workers_alive": [w for w in workers if w.alive], "workers_total": len(workers)}
 
 
 def routes(d: Dashboard) -> list[Route]:

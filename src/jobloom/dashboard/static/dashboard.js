@@ -17,9 +17,9 @@
               {label: "started / min", stroke: css("--info"), width: 1}];
     }
     var fmt = function (u, v) { return v == null ? "—" : (v < 1 ? (v * 1000).toPrecision(3) + " ms" : v.toPrecision(3) + " s"); };
-    return [{}, {label: "p50", stroke: css("--ok"), width: 2, value: fmt},
-            {label: "p90", stroke: css("--warn"), width: 2, value: fmt},
-            {label: "p99", stroke: css("--danger"), width: 2, value: fmt}];
+    return [{}, {label: "p50", stroke: css("--ok"), width: 2, value: fmt, points: {show: true, size: 5}},
+            {label: "p90", stroke: css("--warn"), width: 2, value: fmt, points: {show: true, size: 5}},
+            {label: "p99", stroke: css("--danger"), width: 2, value: fmt, points: {show: true, size: 5}}];
   }
 
   function rows(kind, d) {
@@ -46,7 +46,7 @@
         values: function (u, vals) { return vals.map(function (v) { return v == null ? "" : (v < 1 ? (v * 1000).toPrecision(2) + " ms" : v.toPrecision(2) + " s"); }); }
       });
       charts[kind] = new uPlot({width: width, height: 200, series: series(kind), axes: [axis, y],
-                                scales: {x: {time: true}}, tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); }},
+                                scales: {x: {time: true, range: function (u, lo, hi) { var c = chartData(); return c ? c.range : [lo, hi]; }}}, tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); }},
                                data, el);
     });
   }
