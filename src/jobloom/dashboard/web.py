@@ -72,11 +72,12 @@ class Dashboard:
              **values: Any) -> HTMLResponse:
         """Render ``template`` with the page's common values (base path, session, CSRF token, navigation)."""
         base = self.url(request, "")
-        body = self.env.get_template(template).render(
-            base=base, session=session, csrf=session.csrf if session else "", nav=NAV, refresh=REFRESH,
-            path=request.url.path, query=request.url.query, notice=request.query_params.get("done"),
-            problem=request.query_params.get("problem"), **values,
-        )
+        common: dict[str, Any] = {
+            "base": base, "session": session, "csrf": session.csrf if session else "", "nav": NAV,
+            "refresh": REFRESH, "path": request.url.path, "query": request.url.query,
+            "notice": request.query_params.get("done"), "problem": request.query_params.get("problem"),
+        }
+        body = self.env.get_template(template).render(common | values)
         return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
 
     def url(self, request: Request, path: str) -> str:
