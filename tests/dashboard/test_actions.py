@@ -4,9 +4,11 @@ schedule, and a limit changed on the limits page that dispatch follows."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
+from jobloom.core.errors import JobloomError
 from tests.dashboard.conftest import Site, screenshot, sync_api, wait_until
 
 expect = sync_api.expect
@@ -134,7 +136,7 @@ def test_why_a_job_is_not_running_for_each_cause(page: Any, site: Site) -> None:
         for code, (job_id, linked) in cases.items():
             page.goto(f"{site.url}/jobs/{job_id}")
             reason = page.locator(f"#why [data-reason={code}]")
-            expect(reason).to_be_visible()
+            expect(reason, f"reason {code} for job {job_id}").to_be_visible()
             expect(reason).not_to_be_empty()
             for other in linked:
                 expect(reason.locator(f"a[href='/jobs/{other}']")).to_have_count(1)
@@ -148,10 +150,8 @@ def test_why_a_job_is_not_running_for_each_cause(page: Any, site: Site) -> None:
             await app.resume_binding("Shown")
             await app.cancel_run("why-run")
             for key in ("limited_running", "binding_full", "key_running", "key_full", "no_worker", "rate_limited"):
-                try:
+                with contextlib.suppress(JobloomError):  # finished meanwhile
                     await app.cancel(made[key].id)
-                except Exception:
-                    pass
 
         site.run(cleanup())
 

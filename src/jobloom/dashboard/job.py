@@ -69,6 +69,17 @@ def _decode(text: str | None) -> Any:
         return text
 
 
+def payload_text(job: Job) -> str | None:
+    """The payload as indented JSON; None for a flow node whose payload is not built yet (a worker builds
+    it from the run input and the upstream results just before the node runs)."""
+    if not job.payload_json:
+        return None
+    try:
+        return json.dumps(json.loads(job.payload_json), indent=2, sort_keys=True)
+    except ValueError:
+        return job.payload_json
+
+
 async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
     """What the job's page shows, as template values."""
     app = d.app
@@ -79,7 +90,7 @@ async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
     if job.state in WAITING_STATES:
         diagnosis = await why_not_running(app, job_id)
     return {
-        "job": job, "attempts": list(reversed(attempts)), "steps": [(s.name, _decode(s.result)) for s in steps],
+        "job": job, "payload": payload_text(job), "attempts": list(reversed(attempts)), "steps": [(s.name, _decode(s.result)) for s in steps],
         "moments": timeline(job, attempts, events), "diagnosis": diagnosis, "finished": job.state in FINISHED_STATES,
         "can_retry": job.state in RETRYABLE_STATES, "can_cancel": job.state not in FINISHED_STATES,
         "tags": json.loads(job.tags_json) if job.tags_json else [],

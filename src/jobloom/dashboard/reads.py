@@ -1,16 +1,15 @@
 """The dashboard's own reads, each through an active-state index or a small table: bindings' token
 buckets, running jobs per concurrency key and per worker, a job's steps and its events still in the
-outbox, a run's graph, and counting the jobs a bulk action would touch."""
+outbox, and counting the jobs a bulk action would touch."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from jobloom.app.search import JobFilter, page_rows
 from jobloom.core.decide import refill
 from jobloom.core.queries import Q
-from jobloom.core.rows import BindingRow, EventRow, HeldRow, KeyCountRow, RunRow, StepRow
+from jobloom.core.rows import BindingRow, EventRow, HeldRow, KeyCountRow, StepRow
 from jobloom.core.types import Bucket, Policy
 from jobloom.engine import registry
 from jobloom.engine.registry import WorkerInfo
@@ -83,21 +82,6 @@ async def steps_and_events(store: Store, job_id: int) -> tuple[list[StepRow], li
     return await store.transact(work, exclusive=False)
 
 
-async def run_row(store: Store, run_id: str) -> RunRow | None:
-    """A run's row (its graph: node -> upstream nodes)."""
-
-    async def work(tx: Tx) -> RunRow | None:
-        return await tx.fetchone(Q.get_run, {"id": run_id})
-
-    return await store.transact(work, exclusive=False)
-
-
-def graph_of(row: RunRow) -> dict[str, list[str]]:
-    """The run's graph: each node and the nodes upstream of it."""
-    graph: dict[str, list[str]] = json.loads(row.graph)
-    return graph
-
-
 async def count_matching(store: Store, f: JobFilter, allowed: frozenset[str], cap: int = COUNT_CAP) -> int:
     """How many jobs in ``allowed`` states match ``f`` (up to ``cap``), read through the search indexes
     as the bulk actions read them."""
@@ -118,5 +102,5 @@ async def count_matching(store: Store, f: JobFilter, allowed: frozenset[str], ca
     return min(n, cap)
 
 
-__all__ = ["COUNT_CAP", "WorkerView", "binding_rows", "count_matching", "graph_of", "run_row", "running_keys",
+__all__ = ["COUNT_CAP", "WorkerView", "binding_rows", "count_matching", "running_keys",
            "steps_and_events", "tokens_now", "workers"]

@@ -3,7 +3,6 @@ its job, fan-out children summarized); cancel and resume."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 from urllib.parse import urlencode
 
@@ -12,12 +11,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from jobloom.core.errors import JobloomError
-from jobloom.core.states import RUN_FINISHED_STATES
-from jobloom.core.types import NodeState, Run
-from jobloom.dashboard import reads
-from jobloom.dashboard.dag import DagNode, render_dag_svg
+from jobloom.core.states import RUN_FINISHED_STATES, RUN_RESUMABLE_STATES
+from jobloom.dashboard.dag import flow_dag, render_dag_svg
 from jobloom.dashboard.session import Session
 from jobloom.dashboard.web import Dashboard, Form
+from jobloom.flows.runs import RunNotFound
 
 PAGE_SIZE = 50
 """Runs per page."""
@@ -25,51 +23,17 @@ RUN_STATES = ("running", "cancelling", "failing", "succeeded", "failed", "cancel
 """The states a run filter offers."""
 
 
-def _parent(name: str) -> str | None:
-    """The node a fan-out child (``resize:3``) or a spawned child (``resize/x``) belongs to."""
-    for sep in (":", "/"):
-        if sep in name:
-            return name.split(sep, 1)[0]
-    return None
-
-
-def children_summary(children: list[NodeState]) -> str:
-    """``"5 children: 3 succeeded, 2 running"``."""
-    counts = Counter(c.state for c in children)
-    parts = ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    return f"{len(children)} child{'ren' if len(children) != 1 else ''}: {parts}"
-
-
-def dag_of(graph: dict[str, list[str]], run: Run, base: str) -> str:
-    """The run's DAG as SVG: one box per node of its graph, coloured by the node's state."""
-    children: dict[str, list[NodeState]] = {}
-    for name, node in run.nodes.items():
-        parent = _parent(name)
-        if parent is not None and name not in graph:
-            children.setdefault(parent, []).append(node)
-    nodes = []
-    for name in graph:
-        state = run.nodes.get(name)
-        kids = children.get(name)
-        nodes.append(DagNode(
-            key=name, label=name, state=state.state if state else "waiting",
-            href=f"{base}/jobs/{state.job_id}" if state else None,
-            summary=children_summary(kids) if kids else None,
-        ))
-    edges = [(up, name) for name, ups in graph.items() for up in ups]
-    return render_dag_svg(nodes, edges)
-
-
 async def run_values(d: Dashboard, run_id: str, base: str) -> dict[str, Any] | None:
-    """What a run's page shows; None if there is no such run."""
-    row = await reads.run_row(await d.app.store(), run_id)
-    if row is None:
+    """What a run's page shows (its DAG drawn, its nodes); None if there is no such run."""
+    try:
+        run = await d.app.get_run(run_id)
+    except RunNotFound:
         return None
-    run = await d.app.get_run(run_id)
-    graph = reads.graph_of(row)
-    nodes = sorted(run.nodes.values(), key=lambda n: n.job_id)
-    return {"run": run, "svg": dag_of(graph, run, base), "nodes": nodes, "finished": run.state in RUN_FINISHED_STATES,
-            "can_resume": run.state in ("failed", "cancelled"), "can_cancel": run.state not in RUN_FINISHED_STATES}
+    nodes, edges = flow_dag(run, job_href=lambda job_id: f"{base}/jobs/{job_id}")
+    listed = sorted(run.nodes.values(), key=lambda n: n.job_id)
+    return {"run": run, "svg": render_dag_svg(nodes, edges), "nodes": listed,
+            "finished": run.state in RUN_FINISHED_STATES, "can_resume": run.state in RUN_RESUMABLE_STATES,
+            "can_cancel": run.state not in RUN_FINISHED_STATES}
 
 
 def routes(d: Dashboard) -> list[Route]:
