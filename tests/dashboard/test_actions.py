@@ -92,6 +92,8 @@ def test_cancel_from_the_job_page(page: Any, site: Site) -> None:
     job = site.run(site.app.enqueue(site.dashapp.Quick, {"n": 1}, delay=3600))
     page.goto(f"{site.url}/jobs/{job.id}")
     expect(page.locator("#job-state")).to_have_text("scheduled")
+    with page.expect_response(f"{site.url}/jobs/{job.id}/live"):
+        pass  # the live part was fetched again: its button is the refreshed one
     page.get_by_role("button", name="Cancel job").click()
     expect(page.get_by_role("status")).to_have_text(f"job {job.id} cancelled")
     expect(page.locator("#job-state")).to_have_text("cancelled")

@@ -90,7 +90,8 @@ async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
     if job.state in WAITING_STATES:
         diagnosis = await why_not_running(app, job_id)
     return {
-        "job": job, "payload": payload_text(job), "attempts": list(reversed(attempts)), "steps": [(s.name, _decode(s.result)) for s in steps],
+        "job": job, "page_url": f"/jobs/{job.id}", "payload": payload_text(job), "attempts": list(reversed(attempts)),
+        "steps": [(s.name, _decode(s.result)) for s in steps],
         "moments": timeline(job, attempts, events), "diagnosis": diagnosis, "finished": job.state in FINISHED_STATES,
         "can_retry": job.state in RETRYABLE_STATES, "can_cancel": job.state not in FINISHED_STATES,
         "tags": json.loads(job.tags_json) if job.tags_json else [],

@@ -4,7 +4,7 @@ its job, fan-out children summarized); cancel and resume."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,7 +31,7 @@ async def run_values(d: Dashboard, run_id: str, base: str) -> dict[str, Any] | N
         return None
     nodes, edges = flow_dag(run, job_href=lambda job_id: f"{base}/jobs/{job_id}")
     listed = sorted(run.nodes.values(), key=lambda n: n.job_id)
-    return {"run": run, "svg": render_dag_svg(nodes, edges), "nodes": listed,
+    return {"run": run, "page_url": f"/runs/{quote(run.id)}", "svg": render_dag_svg(nodes, edges), "nodes": listed,
             "finished": run.state in RUN_FINISHED_STATES, "can_resume": run.state in RUN_RESUMABLE_STATES,
             "can_cancel": run.state not in RUN_FINISHED_STATES}
 
