@@ -17,14 +17,23 @@ expect = sync_api.expect
 def test_filtering_jobs(page: Any, site: Site) -> None:
     app, d = site.app, site.dashapp
 
-    async def work() -> tuple[Any, Any, Any]:
+    async def work() -> tuple[Any, Any, Any, Any]:
         failing = await app.enqueue(d.Flaky, {"n": "filter-me"})
         keyed = await app.enqueue(d.Quick, {"n": 2}, delay=3600, unique_key="filter-key")
         other = await app.enqueue(d.Quick, {"n": 3}, delay=3600)
+        done = await app.enqueue(d.Quick, {"n": 4})
         await app.wait(failing.id, timeout=30)
-        return failing, keyed, other
+        await app.wait(done.id, timeout=30)
+        return failing, keyed, other, done
 
-    failing, keyed, other = site.run(work())
+    failing, keyed, other, done = site.run(work())
+    page.goto(f"{site.url}/jobs")  # by default: unfinished and failed jobs, each state from its index
+    expect(page.locator(f"#jobs tr[data-job='{failing.id}']")).to_be_visible()
+    expect(page.locator(f"#jobs tr[data-job='{done.id}']")).to_have_count(0)
+    page.get_by_label("State").select_option("all")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator(f"#jobs tr[data-job='{done.id}']")).to_contain_text("succeeded")
+
     page.goto(f"{site.url}/jobs")
     page.get_by_label("State").select_option("scheduled")
     page.get_by_label("Binding").select_option("Quick")

@@ -26,9 +26,22 @@ ACTIONS = {"retry": ("Retry", RETRYABLE_STATES), "cancel": ("Cancel", frozenset(
 """Bulk actions: their label and the states a job must be in to be acted on."""
 
 
+DEFAULT_STATES = ("waiting", "scheduled", "queued", "running", "failed", "stalled", "cancelled")
+"""The states listed when the state field is blank: every one read through its own index, so the page costs
+the same however long the history of succeeded jobs (``state=all`` reads the history too)."""
+ALL = "all"
+
+
+def states_of(value: str | None) -> str | tuple[str, ...] | None:
+    """The states a state field asks for: blank -> :data:`DEFAULT_STATES`, ``all`` -> any."""
+    if not value:
+        return DEFAULT_STATES
+    return None if value == ALL else value
+
+
 def filter_of(values: dict[str, str]) -> JobFilter:
     """The search filter the page's fields give (``InvalidOption`` names a bad one)."""
-    return JobFilter(values.get("state") or None, values.get("binding") or None, None,
+    return JobFilter(states_of(values.get("state")), values.get("binding") or None, None,
                      values.get("unique_key") or None, values.get("text") or None)
 
 
@@ -66,8 +79,8 @@ def routes(d: Dashboard) -> list[Route]:
         values = fields_of(q)
         bindings = sorted(b.binding for b in await app.list_bindings())
         try:
-            found = await app.list_jobs(values.get("state"), values.get("binding"), limit=PAGE_SIZE,
-                                        unique_key=values.get("unique_key"), text=values.get("text"),
+            f = filter_of(values)
+            found = await app.list_jobs(f.state, f.binding, limit=PAGE_SIZE, unique_key=f.unique_key, text=f.text,
                                         cursor=q.get("cursor") or None)
         except JobloomError as exc:
             return d.html(request, "jobs.html", session, 422, active="jobs", values=values, page=None,
