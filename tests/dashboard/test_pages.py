@@ -29,6 +29,9 @@ def seed(site: Site) -> dict[str, Any]:
 
 
 def test_each_page_renders_with_data(page: Any, site: Site) -> None:
+    errors: list[str] = []  # a script error or a blocked resource (the pages' CSP) shows up here
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
     made = seed(site)
     wait_until("the run to finish", lambda: site.run(site.app.get_run("pages-run")).state == "succeeded")
     wait_until("the read model to count them", lambda: site.run(site.app.stats()).total.succeeded >= 5)
@@ -93,6 +96,7 @@ def test_each_page_renders_with_data(page: Any, site: Site) -> None:
     page.goto(f"{site.url}/jobs/{made['later'].id}")
     expect(page.locator("#why")).to_be_visible()
     screenshot(page, site, "job-scheduled-dark")
+    assert errors == []
 
 
 def test_the_overview_follows_a_job_from_queued_to_succeeded_without_a_reload(page: Any, site: Site) -> None:

@@ -66,7 +66,9 @@ def test_an_action_without_the_csrf_token_is_refused(page: Any, site: Site) -> N
                                 max_redirects=0)
     assert refused.status == 403
     assert site.job(job.id).state == "scheduled"
-    page.goto(f"{site.url}/jobs/{job.id}")
+    response = page.goto(f"{site.url}/jobs/{job.id}")
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert response.headers["cache-control"] == "no-store"
     csrf = page.locator("input[name=csrf]").first.get_attribute("value")
     done = page.request.post(f"{site.url}/jobs/{job.id}/cancel", form={"back": "/", "csrf": csrf}, max_redirects=0)
     assert done.status == 303

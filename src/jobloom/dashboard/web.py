@@ -20,6 +20,13 @@ MAX_FORM = 1 << 20
 """The largest form body an action takes (bytes)."""
 REFRESH = "every 2s"
 """How often live parts of a page are fetched again (an htmx trigger)."""
+SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+                                "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
+    "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
+}
+"""Headers of every page and fragment: nothing from elsewhere, no framing (clickjacking), not cached."""
 NAV = (("overview", "/", "Overview"), ("jobs", "/jobs", "Jobs"), ("runs", "/runs", "Runs"),
        ("schedules", "/schedules", "Schedules"), ("limits", "/limits", "Limits"), ("workers", "/workers", "Workers"))
 
@@ -78,7 +85,7 @@ class Dashboard:
             "notice": request.query_params.get("done"), "problem": request.query_params.get("problem"),
         }
         body = self.env.get_template(template).render(common | values)
-        return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
 
     def url(self, request: Request, path: str) -> str:
         """``path`` under the dashboard's base path (where it is mounted)."""
@@ -145,4 +152,4 @@ class Dashboard:
         return endpoint
 
 
-__all__ = ["MAX_FORM", "NAV", "REFRESH", "Dashboard", "Form", "Refused", "local_path"]
+__all__ = ["MAX_FORM", "NAV", "REFRESH", "SECURITY_HEADERS", "Dashboard", "Form", "Refused", "local_path"]
