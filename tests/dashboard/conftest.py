@@ -1,6 +1,7 @@
 """Fixtures of the dashboard's browser tests: a real ``jobloom serve`` of ``dashapp`` with a real worker
 process, on each store, and Debian's Chromium driven by Playwright; one server and one browser per
-module (they take seconds to start), a fresh browser context (no cookies) per test."""
+store for the whole run (they take seconds to start; the tests leave the bindings, limits and schedules
+as they found them), a fresh browser context (no cookies) per test."""
 
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ async def _prepare(app: jobloom.App) -> dict[str, str]:
     return tokens
 
 
-@pytest.fixture(scope="module", params=STORES)
+@pytest.fixture(scope="session", params=STORES)
 def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """``jobloom serve --app dashapp:app`` and one worker process (every binding but ``Unserved``)."""
     require_chromium()
@@ -160,9 +161,9 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             sys.path.remove(str(folder))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser(site: Site) -> Iterator[Any]:
-    """Chromium (Debian's, headless), one per module."""
+    """Chromium (Debian's, headless), one per store."""
     with sync_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
         try:
@@ -204,3 +205,13 @@ def screenshot(page: Any, site: Site, name: str) -> None:
     if site.store == "sqlite":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep each store's browser tests on one xdist worker (``./dev test`` distributes with ``--dist
+    loadgroup``), so that each store's server and browser start once, not once per worker."""
+    for item in items:
+        if item.path.parent == HERE:
+            callspec = getattr(item, "callspec", None)
+            store = callspec.params.get("site", "sqlite") if callspec is not None else "sqlite"
+            item.add_marker(pytest.mark.xdist_group(name=f"dashboard-{store}"))

@@ -77,6 +77,13 @@ class Shown(jobloom.Performer[dict[str, Any], int]):
         return 1
 
 
+class Pausable(jobloom.Performer[dict[str, Any], None]):
+    """Paused by the "why not running" test."""
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
 class Unserved(jobloom.Performer[dict[str, Any], None]):
     """No worker of the tests serves this binding."""
 
@@ -89,9 +96,9 @@ _fetch = pipeline.node("fetch", Quick, input=lambda inp, up: {"n": 3, "sleep": i
 _resize = pipeline.map("resize", Quick, after=[_fetch], over=lambda inp, up: [{"n": i} for i in range(up["fetch"])])
 pipeline.node("publish", Quick, after=[_resize], input=lambda inp, up: {"n": up["resize"]["succeeded"]})
 
-PERFORMERS = [Quick, Flaky, Limited, Keyed, Rated, Throttled, Shown, Unserved]
+PERFORMERS = [Quick, Flaky, Limited, Keyed, Rated, Throttled, Shown, Pausable, Unserved]
 app = jobloom.App(URL, performers=PERFORMERS, flows=[pipeline], lease=2.0,
                   schedules=[jobloom.Schedule("hourly-digest", every=3600, performer=Quick, payload={"n": 7},
                                               timezone="Europe/Berlin")])
-SERVED = "Quick,Flaky,Limited,Keyed,Rated,Throttled,Shown,jobloom.map"
+SERVED = "Quick,Flaky,Limited,Keyed,Rated,Throttled,Shown,Pausable,jobloom.map"
 """The bindings the tests' workers serve (all but Unserved)."""

@@ -121,8 +121,8 @@ def test_why_a_job_is_not_running_for_each_cause(page: Any, site: Site) -> None:
         made["key_full"] = await app.enqueue(d.Keyed, {"sleep": 60}, concurrency_key="k1")
         made["rated_first"] = await app.enqueue(d.Rated, {})
         made["rate_limited"] = await app.enqueue(d.Rated, {})
-        await app.pause_binding("Shown")
-        made["paused"] = await app.enqueue(d.Shown, {})
+        await app.pause_binding("Pausable")
+        made["paused"] = await app.enqueue(d.Pausable, {})
         made["no_worker"] = await app.enqueue(d.Unserved, {})
         made["run"] = await app.start(d.pipeline, {"sleep": 60}, id="why-run")
         return made
@@ -158,7 +158,7 @@ def test_why_a_job_is_not_running_for_each_cause(page: Any, site: Site) -> None:
                 screenshot(page, site, "job-why-not-running")
     finally:
         async def cleanup() -> None:
-            await app.resume_binding("Shown")
+            await app.resume_binding("Pausable")
             await app.cancel_run("why-run")
             for key in ("limited_running", "binding_full", "key_running", "key_full", "no_worker", "rate_limited"):
                 with contextlib.suppress(JobloomError):  # finished meanwhile
@@ -188,7 +188,7 @@ def test_pause_and_trigger_a_schedule(page: Any, site: Site) -> None:
 
 def test_a_limit_changed_on_the_limits_page_is_what_dispatch_follows(page: Any, site: Site) -> None:
     app, d = site.app, site.dashapp
-    jobs = site.run(app.enqueue_many([(d.Throttled, {"sleep": 1.5}) for _ in range(12)]))
+    jobs = site.run(app.enqueue_many([(d.Throttled, {"sleep": 1.0}) for _ in range(7)]))
 
     def running() -> int:
         return int(site.run(app.counts()).get("Throttled", {}).get("running", 0))
@@ -208,5 +208,5 @@ def test_a_limit_changed_on_the_limits_page_is_what_dispatch_follows(page: Any, 
     assert max(seen) <= 3
     page.goto(f"{site.url}/")
     expect(page.locator("#bindings tr[data-binding=Throttled]")).to_contain_text("*")
-    site.run(app.set_limits("Throttled", concurrency=1))
     wait_until("them all to finish", lambda: all(site.job(j.id).finished for j in jobs), timeout=60)
+    site.run(app.set_limits("Throttled", concurrency=1))
