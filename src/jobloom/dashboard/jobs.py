@@ -90,7 +90,7 @@ def routes(d: Dashboard) -> list[Route]:
             next_url = "/jobs?" + urlencode({**values, "cursor": found.next_cursor})
         return d.html(request, "jobs.html", session, active="jobs", values=values, page=found, bindings=bindings,
                       states=ALL_STATES, next_url=next_url, first_url="/jobs?" + urlencode(values),
-                      paged=bool(q.get("cursor")), here=request.url.path + "?" + request.url.query)
+                      paged=bool(q.get("cursor")), here=d.here(request))
 
     async def confirm(request: Request, session: Session, form: Form) -> Response:
         action = form.get("action") or ""

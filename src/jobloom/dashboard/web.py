@@ -81,7 +81,7 @@ class Dashboard:
         base = self.url(request, "")
         common: dict[str, Any] = {
             "base": base, "session": session, "csrf": session.csrf if session else "", "nav": NAV,
-            "refresh": REFRESH, "path": request.url.path, "query": request.url.query,
+            "refresh": REFRESH, "path": self.here(request).partition("?")[0], "query": request.url.query,
             "notice": request.query_params.get("done"), "problem": request.query_params.get("problem"),
         }
         body = self.env.get_template(template).render(common | values)
@@ -91,6 +91,15 @@ class Dashboard:
         """``path`` under the dashboard's base path (where it is mounted)."""
         root: str = request.scope.get("root_path", "")
         return root.rstrip("/") + path
+
+    @staticmethod
+    def here(request: Request) -> str:
+        """The request's path within the dashboard (without the base path it is mounted under), with its query."""
+        root: str = request.scope.get("root_path", "").rstrip("/")
+        path = request.url.path
+        if root and path.startswith(root):
+            path = path[len(root):] or "/"
+        return path + (f"?{request.url.query}" if request.url.query else "")
 
     def back(self, request: Request, form: Form, **message: str) -> RedirectResponse:
         """Redirect (303) to the page the action came from (the form's ``back``), with a message."""
@@ -109,8 +118,7 @@ class Dashboard:
             raise Refused(Response("log in first", status_code=401, headers={"HX-Redirect": login}))
         if request.method != "GET":
             raise Refused(Response("log in first", status_code=401))
-        return_to = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        raise Refused(RedirectResponse(f"{login}?next={quote(return_to)}", status_code=303))
+        raise Refused(RedirectResponse(f"{login}?next={quote(self.here(request))}", status_code=303))
 
     def page(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         """A GET route: only with a session."""
