@@ -1,7 +1,7 @@
 """Fixtures of the dashboard's browser tests: a real ``jobloom serve`` of ``dashapp`` with a real worker
-process, on each store, and Debian's Chromium driven by Playwright; one server and one browser per
-store for the whole run (they take seconds to start; the tests leave the bindings, limits and schedules
-as they found them), a fresh browser context (no cookies) per test."""
+process, on each store, and Debian's Chromium driven by Playwright; one server per store for the
+whole run (it takes seconds to start; the tests leave the bindings, limits and schedules as they found
+them), one browser per module, a fresh browser context (no cookies) per test."""
 
 from __future__ import annotations
 
@@ -161,9 +161,11 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             sys.path.remove(str(folder))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(site: Site) -> Iterator[Any]:
-    """Chromium (Debian's, headless), one per store."""
+    """Chromium (Debian's, headless), one per module and store. Not longer: while Playwright's sync API is
+    active it runs an event loop in the test thread, and the async tests that xdist may give the same worker
+    next need that thread free."""
     with sync_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
         try:
