@@ -71,6 +71,23 @@ def require_executable(name: str, how: str) -> str:
     return found
 
 
+CHROMIUM = "/usr/bin/chromium"
+"""Debian's Chromium, which the browser tests drive (they never download a browser)."""
+
+
+def require_chromium() -> str:
+    """The path of Debian's ``chromium``; when it is missing, skip (saying how to install it) or, with
+    CI=true, fail. ``.ci/run`` installs it."""
+    found = shutil.which("chromium") or (CHROMIUM if os.access(CHROMIUM, os.X_OK) else None)
+    if found is None:
+        message = ("chromium is not installed: `apt-get install chromium` (Debian's package; the dashboard's "
+                   "browser tests drive it through Playwright and never download a browser)")
+        if IN_CI:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return found
+
+
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A PostgreSQL URL with a private schema for this test, dropped afterwards."""

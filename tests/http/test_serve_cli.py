@@ -82,3 +82,14 @@ def test_serve_a_bare_store_enqueues_by_name_and_requires_tokens_once_one_exists
         assert r.json() == {"counts": {"SendMail": {"queued": 1}}}
     cli.drain()
     assert cli.json("jobs", "list", "--url", cli.url)[0]["result"] == "sent to a"
+
+
+def test_serve_puts_the_dashboard_at_the_root_unless_told_not_to(cli: Env) -> None:
+    cli.run("jobs", "list", "--url", cli.url)
+    with serving(cli, "--url", cli.url) as url:
+        r = httpx.get(f"{url}/jobs")
+        assert r.status_code == 303 and r.headers["location"] == "/login?next=/jobs"
+        assert httpx.get(f"{url}/login").status_code == 200
+    with serving(cli, "--url", cli.url, "--no-dashboard") as url:
+        assert httpx.get(f"{url}/login").status_code == 404
+        assert httpx.get(f"{url}/v1/health").status_code == 200

@@ -425,11 +425,12 @@ class App:
 
     # -- HTTP -----------------------------------------------------------------------------------------
 
-    def asgi(self, *, auth: str = "required", **options: Any) -> Any:
-        """The HTTP API (``/v1``) as an ASGI app to mount or serve (see ``jobloom.http.factory.create_asgi``)."""
-        from jobloom.http.factory import create_asgi
+    def asgi(self, *, auth: str = "required", dashboard: bool = True, **options: Any) -> Any:
+        """The HTTP API (``/v1``) and, with ``dashboard``, the web dashboard (``/``) as an ASGI app to mount
+        or serve (see ``jobloom.dashboard.site.create_site`` and ``jobloom.http.factory.create_asgi``)."""
+        from jobloom.dashboard.site import create_site
 
-        return create_asgi(self, auth=auth, **options)  # type: ignore[arg-type]
+        return create_site(self, auth=auth, dashboard=dashboard, **options)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"App({self.url!r}, performers={sorted(self.specs)})"

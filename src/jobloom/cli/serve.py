@@ -19,8 +19,8 @@ from jobloom.cli.common import (
     open_target,
     run,
 )
+from jobloom.dashboard.site import create_site
 from jobloom.http.auth import AuthMode
-from jobloom.http.factory import create_asgi
 from jobloom.http.tokens import active_tokens
 
 
@@ -59,9 +59,11 @@ def serve(
         bool, typer.Option("--insecure-no-auth", help="Serve without tokens, even on a non-loopback address.")
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
+    dashboard: Annotated[bool, typer.Option(help="Serve the web dashboard at / (log in with a token).")] = True,
     wait: WaitOption = WAIT,
 ) -> None:
-    """Serve the HTTP API (/v1; docs at /v1/docs). With --url, jobs are enqueued by binding name."""
+    """Serve the HTTP API (/v1; docs at /v1/docs) and the web dashboard (/). With --url, jobs are enqueued by
+    binding name."""
     import uvicorn
 
     chosen, _ = choose_target(ctx, app_ref, url)
@@ -78,5 +80,5 @@ def serve(
     elif auth == "auto" and tokens == 0:
         note("no token exists: the API is open to anyone on this host until one is created "
              "(jobloom tokens create NAME --scopes ...)")
-    uvicorn.run(create_asgi(app, auth=auth, named=named), host=host, port=port, log_level=log_level,
-                lifespan="on")
+    site = create_site(app, auth=auth, named=named, dashboard=dashboard)
+    uvicorn.run(site, host=host, port=port, log_level=log_level, lifespan="on")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from jobloom.core.types import Bucket, Candidate, Decision, Policy
 
@@ -129,3 +130,83 @@ def decide(
     if blocked == "tokens" and state is not None and policy.rate is not None:
         next_token_at = now + (1 - state.tokens) / policy.rate.rate
     return Decision(tuple(selected), state, blocked, next_token_at, frozenset(skipped))
+
+
+@dataclass(frozen=True, slots=True)
+class WhyNot:
+    """Why :func:`decide` does not start one candidate (see :func:`why_not`).
+
+    ``limits``: every limit that holds the candidate back on its own, as :attr:`Decision.blocked_by`
+    names them (``"paused"``, ``"slots"``, ``"keys"``, ``"tokens"``), in the order decide checks them.
+    ``ahead``: when no limit holds it alone, the candidates decide starts before it (they take the room
+    it would need). ``next_token_at``: with ``"tokens"``, when the next token comes. Nothing in
+    ``limits`` or ``ahead``: decide starts it."""
+
+    limits: tuple[str, ...] = ()
+    ahead: tuple[int, ...] = ()
+    next_token_at: float | None = None
+
+    @property
+    def starts(self) -> bool:
+        """Whether :func:`decide` starts the candidate."""
+        return not self.limits and not self.ahead
+
+
+def why_not(
+    now: float,
+    candidate: Candidate,
+    others: Iterable[Candidate],
+    policy: Policy,
+    bucket: Bucket | None,
+    *,
+    running: int = 0,
+    running_by_key: Mapping[str, int] | None = None,
+    capacity: int | None = None,
+) -> WhyNot:
+    """Ask :func:`decide` why it does not start ``candidate`` (among ``others``), with the same inputs.
+
+    Every answer is decide's own: the candidate alone is decided, and each limit decide reports
+    (``blocked_by``) is noted and then lifted, until decide would start it (at most once per limit).
+    A candidate no limit holds back on its own, but that decide does not pick among ``others``, waits
+    behind the ones it picks first. ``why_not(...).starts`` is exactly whether ``candidate.id`` is in
+    ``decide(now, [candidate, *others], ...).selected``."""
+    limits: list[str] = []
+    next_token_at: float | None = None
+    by_key = dict(running_by_key or {})
+    rules = policy
+    for _ in range(5):
+        alone = decide(now, [candidate], rules, bucket, running=running, running_by_key=by_key, capacity=capacity)
+        if alone.selected:
+            break
+        reason = alone.blocked_by or "keys"
+        limits.append(reason)
+        if reason == "paused":
+            rules = replace(rules, paused=False)
+        elif reason == "slots":
+            rules = replace(rules, concurrency=None)
+        elif reason == "keys" and candidate.key is not None:
+            by_key.pop(candidate.key, None)
+        elif reason == "tokens":
+            next_token_at = alone.next_token_at
+            rules = replace(rules, rate=None)
+        else:  # "capacity": no room at all was given
+            break
+    if limits:
+        return WhyNot(tuple(limits), (), next_token_at)
+    pool = [candidate, *(c for c in others if c.id != candidate.id)]
+    chosen = decide(now, pool, policy, bucket, running=running, running_by_key=running_by_key, capacity=capacity)
+    if candidate.id in chosen.selected:
+        return WhyNot()
+    ordered = order(pool, now, policy.priority_aging)
+    place = {c.id: i for i, c in enumerate(ordered)}
+    picked = set(chosen.selected)
+    ahead = [c for c in ordered if c.id in picked and place[c.id] < place[candidate.id]]
+    # which of them took the room it needed, checked in decide's order: a slot, the worker's room, then
+    # a slot of its key (only those of its key took it), then a token
+    out_of_slots = policy.concurrency is not None and running + len(ahead) >= policy.concurrency
+    out_of_room = capacity is not None and len(ahead) >= capacity
+    if not (out_of_slots or out_of_room) and candidate.key is not None:
+        mine = [c for c in ahead if c.key == candidate.key]
+        if (running_by_key or {}).get(candidate.key, 0) + len(mine) >= policy.key_concurrency:
+            ahead = mine
+    return WhyNot((), tuple(c.id for c in ahead), chosen.next_token_at)

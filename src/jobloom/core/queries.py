@@ -23,6 +23,7 @@ from jobloom.core.rows import (
     EventRow,
     HeartbeatRow,
     HeldRow,
+    JobIdRow,
     JobRow,
     JobRunRow,
     JobStateRow,
@@ -31,6 +32,7 @@ from jobloom.core.rows import (
     MomentRow,
     MovedRow,
     NewChildRow,
+    NodeJobRow,
     NodeResultRow,
     NodeRow,
     NodeStateRow,
@@ -163,6 +165,11 @@ class Q:
     stats_since = Query("stats_since", StatsRow)
     get_token = Query("get_token", TokenRow)
     list_tokens = Query("list_tokens", TokenRow)
+    peek_by_priority = Query("peek_by_priority", CandidateRow)
+    peek_by_age = Query("peek_by_age", CandidateRow)
+    running_ids = Query("running_ids", JobIdRow)
+    node_jobs = Query("node_jobs", NodeJobRow)
+    active_in_range = Query("active_in_range", NodeJobRow)
 
 
 QUERIES: dict[str, Query[Any]] = {q.name: q for q in vars(Q).values() if isinstance(q, Query)}

@@ -451,3 +451,17 @@ class TokenRow(NamedTuple):
     scopes: str
     created_at: float
     revoked_at: float | None
+
+
+class NodeJobRow(NamedTuple):
+    """A job of a run by its node (what a diagnosis links to)."""
+
+    id: int
+    node: str | None
+    state: str
+
+
+class JobIdRow(NamedTuple):
+    """A job's id."""
+
+    id: int

@@ -255,7 +255,8 @@ class NodeState:
 @dataclass(frozen=True, slots=True)
 class Run:
     """A started instance of a flow: ``running``, ``cancelling`` or ``failing`` (being stopped: some of
-    its jobs still run), ``succeeded``, ``failed`` or ``cancelled``."""
+    its jobs still run), ``succeeded``, ``failed`` or ``cancelled``. ``nodes``: every job of the run by
+    node name; ``graph``: the run's DAG (node -> upstream nodes)."""
 
     id: str
     flow: str
@@ -267,6 +268,9 @@ class Run:
     created_at: datetime
     finished_at: datetime | None
     nodes: dict[str, NodeState]
+    graph: dict[str, list[str]] = field(default_factory=dict)
+    """The flow's nodes as the run was started: each node's upstream nodes (fan-out children and
+    spawned children are not in it: they belong to their node, see :func:`jobloom.flows.runs.top_node`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ def _run_from(row: RunRow, jobs: Sequence[RunJobRow | RunsJobRow]) -> Run:
     return Run(
         id=row.id, flow=row.flow, state=row.state, input=json.loads(row.input), deadline=to_datetime(row.deadline),
         parent_job_id=row.parent_job_id, error=row.error, created_at=to_datetime(row.created_at),  # type: ignore[arg-type]
-        finished_at=to_datetime(row.finished_at), nodes=nodes,
+        finished_at=to_datetime(row.finished_at), nodes=nodes, graph=json.loads(row.graph),
     )
 
 

@@ -96,7 +96,7 @@ ORDER BY j.id DESC LIMIT :limit
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
        j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
-FROM jobloom_jobs j
+FROM jobloom_jobs j INDEXED BY jobloom_jobs_scheduled
 WHERE j.state = 'scheduled' AND j.id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
   AND (:binding IS NULL OR j.binding = :binding)
@@ -112,7 +112,7 @@ ORDER BY j.id DESC LIMIT :limit
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
        j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
-FROM jobloom_jobs j
+FROM jobloom_jobs j INDEXED BY jobloom_jobs_running
 WHERE j.state = 'running' AND j.id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
   AND (:binding IS NULL OR j.binding = :binding)

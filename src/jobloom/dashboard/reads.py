@@ -1,0 +1,106 @@
+"""The dashboard's own reads, each through an active-state index or a small table: bindings' token
+buckets, running jobs per concurrency key and per worker, a job's steps and its events still in the
+outbox, and counting the jobs a bulk action would touch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobloom.app.search import JobFilter, page_rows
+from jobloom.core.decide import refill
+from jobloom.core.queries import Q
+from jobloom.core.rows import BindingRow, EventRow, HeldRow, KeyCountRow, StepRow
+from jobloom.core.types import Bucket, Policy
+from jobloom.engine import registry
+from jobloom.engine.registry import WorkerInfo
+from jobloom.store import Store, Tx
+
+COUNT_CAP = 100_000
+"""A bulk action's confirmation counts at most this many jobs (then says "more than")."""
+_COUNT_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerView:
+    """A registered worker, whether it is alive, and the jobs it runs now."""
+
+    info: WorkerInfo
+    alive: bool
+    running: tuple[HeldRow, ...]
+
+
+async def binding_rows(store: Store) -> dict[str, BindingRow]:
+    """Every binding's stored row (limits, overrides, token bucket), by name."""
+
+    async def work(tx: Tx) -> list[BindingRow]:
+        return await tx.fetch(Q.list_bindings)
+
+    return {r.binding: r for r in await store.transact(work, exclusive=False)}
+
+
+def tokens_now(row: BindingRow | None, policy: Policy, now: float) -> float | None:
+    """The rate tokens a binding has now (its stored bucket refilled to ``now``); None without a rate."""
+    if policy.rate is None:
+        return None
+    bucket = None if row is None or row.tokens is None or row.tokens_at is None else Bucket(row.tokens, row.tokens_at)
+    filled = refill(bucket, policy, now)
+    return None if filled is None else filled.tokens
+
+
+async def running_keys(store: Store, bindings: list[str]) -> dict[str, list[KeyCountRow]]:
+    """Running jobs per concurrency key of each binding (the running jobs' index)."""
+    if not bindings:
+        return {}
+
+    async def work(tx: Tx) -> list[list[KeyCountRow]]:
+        return await tx.fetch_batch([(Q.running_by_key, {"binding": b}) for b in bindings])
+
+    return dict(zip(bindings, await store.transact(work, exclusive=False), strict=True))
+
+
+async def workers(store: Store) -> list[WorkerView]:
+    """Every registered worker with the jobs it runs (alive ones first, then by name)."""
+
+    async def work(tx: Tx) -> tuple[list[WorkerInfo], list[list[HeldRow]]]:
+        found = await registry.workers(tx)
+        held = await tx.fetch_batch([(Q.running_of_worker, {"worker": w.name}) for w in found]) if found else []
+        return found, held
+
+    found, held = await store.transact(work, exclusive=False)
+    now = store.now()
+    views = [WorkerView(w, w.alive(now), tuple(h)) for w, h in zip(found, held, strict=True)]
+    return sorted(views, key=lambda v: (not v.alive, v.info.name))
+
+
+async def steps_and_events(store: Store, job_id: int) -> tuple[list[StepRow], list[EventRow]]:
+    """A job's durable steps and its events not yet folded into the read model."""
+
+    async def work(tx: Tx) -> tuple[list[StepRow], list[EventRow]]:
+        steps, events = await tx.fetch_batch([(Q.get_steps, {"job_id": job_id}), (Q.job_events, {"job_id": job_id})])
+        return steps, events
+
+    return await store.transact(work, exclusive=False)
+
+
+async def count_matching(store: Store, f: JobFilter, allowed: frozenset[str], cap: int = COUNT_CAP) -> int:
+    """How many jobs in ``allowed`` states match ``f`` (up to ``cap``), read through the search indexes
+    as the bulk actions read them."""
+    states = f.restricted(allowed)
+    if not states:
+        return 0
+    narrowed = JobFilter(states, f.binding, f.tag_list, f.unique_key, f.text, f.after_ts, f.before_ts)
+    before, n = 2**63 - 1, 0
+    while n < cap:
+        async def work(tx: Tx, before: int = before) -> list[int]:
+            return [int(r.id) for r in await page_rows(tx, narrowed, limit=_COUNT_PAGE, before=before)]
+
+        ids = await store.transact(work, exclusive=False)
+        n += len(ids)
+        if len(ids) < _COUNT_PAGE:
+            break
+        before = min(ids)
+    return min(n, cap)
+
+
+__all__ = ["COUNT_CAP", "WorkerView", "binding_rows", "count_matching", "running_keys",
+           "steps_and_events", "tokens_now", "workers"]

@@ -1,0 +1,219 @@
+"""Fixtures of the dashboard's browser tests: a real ``jobloom serve`` of ``dashapp`` with a real worker
+process, on each store, and Debian's Chromium driven by Playwright; one server per store for the
+whole run (it takes seconds to start; the tests leave the bindings, limits and schedules as they found
+them), one browser per module, a fresh browser context (no cookies) per test."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import POSTGRES_URL, STORES, require_chromium, require_module, require_postgres
+
+sync_api = require_module("playwright.sync_api", 'pip install -e ".[dev]" to run the dashboard\'s browser tests')
+httpx = require_module("httpx", 'pip install -e ".[dev]" to run the dashboard\'s browser tests')
+
+import jobloom  # noqa: E402
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+TIMEOUT_MS = 20_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(what: str, check: Any, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@dataclass
+class Site:
+    """A served dashboard: its URL, store, tokens, and an App on the same store for the test's own setup."""
+
+    url: str
+    store_url: str
+    store: str
+    folder: Path
+    app: jobloom.App
+    dashapp: Any
+    tokens: dict[str, str] = field(default_factory=dict)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def run(self, coro: Any) -> Any:
+        """Run one of the app's coroutines (from the test's sync code)."""
+        return self.app.run_sync(coro)
+
+    def job(self, job_id: int) -> jobloom.Job:
+        return self.run(self.app.get_job(job_id))
+
+    def log(self) -> str:
+        return "".join(p.read_text() for p in self.folder.glob("*.log"))
+
+
+@contextlib.contextmanager
+def private_store(store: str, folder: Path) -> Iterator[str]:
+    """A fresh store for one module: a SQLite file, or a PostgreSQL schema dropped afterwards."""
+    if store == "sqlite":
+        yield f"sqlite:///{folder}/dash.db"
+        return
+    require_postgres()
+    import psycopg
+
+    schema = f"jl_dash_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    try:
+        yield f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+async def _prepare(app: jobloom.App) -> dict[str, str]:
+    from jobloom.http.tokens import create_token
+
+    await app.migrate()
+    await app.register_bindings()
+    store = await app.store()
+    tokens = {}
+    for name, scopes in (("ops", "read,operate"), ("viewer", "read"), ("pusher", "enqueue")):
+        tokens[name], _ = await create_token(store, name, scopes)
+    return tokens
+
+
+@pytest.fixture(scope="session", params=STORES)
+def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """``jobloom serve --app dashapp:app`` and one worker process (every binding but ``Unserved``)."""
+    require_chromium()
+    folder = tmp_path_factory.mktemp(f"dash-{request.param}")
+    shutil.copy(HERE / "dashapp.py", folder / "dashapp.py")
+    with private_store(request.param, folder) as store_url:
+        env = {**os.environ, "PYTHONPATH": str(folder), "JOBLOOM_DASH_URL": store_url}
+        sys.path.insert(0, str(folder))
+        os.environ["JOBLOOM_DASH_URL"] = store_url
+        import importlib
+
+        import dashapp  # type: ignore[import-not-found]
+
+        dashapp = importlib.reload(dashapp)
+        app = dashapp.app
+        site = Site("", store_url, request.param, folder, app, dashapp)
+        try:
+            site.tokens = app.run_sync(_prepare(app))
+            port = free_port()
+            serve = [sys.executable, "-m", "jobloom.cli", "serve", "--app", "dashapp:app", "--port", str(port),
+                     "--log-level", "warning"]
+            worker = [sys.executable, "-m", "jobloom.process", "dashapp:app", "--bindings", dashapp.SERVED,
+                      "--concurrency", "16", "--log-level", "warning"]
+            for name, command in (("serve", serve), ("worker", worker)):
+                log = (folder / f"{name}.log").open("w")
+                site.procs.append(subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                   start_new_session=True))
+            site.url = f"http://127.0.0.1:{port}"
+
+            def up() -> bool:
+                assert all(p.poll() is None for p in site.procs), site.log()
+                try:
+                    return httpx.get(f"{site.url}/v1/health", timeout=1).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            wait_until("the server to answer", up, timeout=60)
+            yield site
+        finally:
+            for p in site.procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in site.procs:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(5)
+            app.close_sync()
+            sys.path.remove(str(folder))
+
+
+@pytest.fixture(scope="module")
+def browser(site: Site) -> Iterator[Any]:
+    """Chromium (Debian's, headless), one per module and store. Not longer: while Playwright's sync API is
+    active it runs an event loop in the test thread, and the async tests that xdist may give the same worker
+    next need that thread free."""
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    """A fresh browser context (no cookies) at 1280 x 800."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    ctx.set_default_timeout(TIMEOUT_MS)
+    sync_api.expect.set_options(timeout=TIMEOUT_MS)
+    try:
+        yield ctx
+    finally:
+        ctx.close()
+
+
+def login(page: Any, site: Site, token: str = "ops", then: str = "/") -> None:
+    """Log in through the login page with one of the site's tokens."""
+    page.goto(f"{site.url}/login?next={then}")
+    page.get_by_label("API token").fill(site.tokens[token])
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{site.url}{then}")
+
+
+@pytest.fixture
+def page(context: Any, site: Site) -> Any:
+    """A page logged in with the ``ops`` token (read and operate)."""
+    p = context.new_page()
+    login(p, site)
+    return p
+
+
+def screenshot(page: Any, site: Site, name: str) -> None:
+    """Save the page as ``docs/screenshots/<name>.png`` (from the SQLite run only, so runs do not race)."""
+    if site.store == "sqlite":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep each store's browser tests on one xdist worker (``./dev test`` distributes with ``--dist
+    loadgroup``), so that each store's server and browser start once, not once per worker."""
+    for item in items:
+        if item.path.parent == HERE:
+            callspec = getattr(item, "callspec", None)
+            store = callspec.params.get("site", "sqlite") if callspec is not None else "sqlite"
+            item.add_marker(pytest.mark.xdist_group(name=f"dashboard-{store}"))

@@ -1,0 +1,104 @@
+"""The app the dashboard's browser tests serve (``jobloom serve --app dashapp:app``) and run in real
+worker processes; its store comes from ``JOBLOOM_DASH_URL``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import jobloom
+
+URL = os.environ.get("JOBLOOM_DASH_URL", "sqlite:///dash.db")
+
+
+class Quick(jobloom.Performer[dict[str, Any], int]):
+    """Returns ``n`` after ``sleep`` seconds; steps when asked."""
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        if payload.get("steps"):
+            for name in ("fetch", "store"):
+                await self.step(name, lambda name=name: {"step": name})
+        await asyncio.sleep(float(payload.get("sleep", 0)))
+        return int(payload.get("n", 1))
+
+
+class Flaky(jobloom.Performer[dict[str, Any], str]):
+    """Fails its first attempt for good; a retry by hand succeeds."""
+
+    max_attempts = 1
+
+    async def perform(self, payload: dict[str, Any]) -> str:
+        if self.ctx.attempt == 1:
+            raise RuntimeError(f"flaky {payload.get('n')}: upstream said no")
+        return "ok"
+
+
+class Limited(jobloom.Performer[dict[str, Any], None]):
+    """One at a time (the dashboard raises it); each sleeps ``sleep`` seconds."""
+
+    concurrency = 1
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(float(payload.get("sleep", 1)))
+
+
+class Keyed(jobloom.Performer[dict[str, Any], None]):
+    """One running job per concurrency key."""
+
+    key_concurrency = 1
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(float(payload.get("sleep", 30)))
+
+
+class Rated(jobloom.Performer[dict[str, Any], None]):
+    """One start a minute."""
+
+    rate_limit = "1/m"
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+class Throttled(jobloom.Performer[dict[str, Any], None]):
+    """One at a time until the limits page raises it; each sleeps ``sleep`` seconds."""
+
+    concurrency = 1
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(float(payload.get("sleep", 1)))
+
+
+class Shown(jobloom.Performer[dict[str, Any], int]):
+    """Returns at once (the overview's live test)."""
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        return 1
+
+
+class Pausable(jobloom.Performer[dict[str, Any], None]):
+    """Paused by the "why not running" test."""
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+class Unserved(jobloom.Performer[dict[str, Any], None]):
+    """No worker of the tests serves this binding."""
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+pipeline = jobloom.Flow("pipeline")
+_fetch = pipeline.node("fetch", Quick, input=lambda inp, up: {"n": 3, "sleep": inp.get("sleep", 0)})
+_resize = pipeline.map("resize", Quick, after=[_fetch], over=lambda inp, up: [{"n": i} for i in range(up["fetch"])])
+pipeline.node("publish", Quick, after=[_resize], input=lambda inp, up: {"n": up["resize"]["succeeded"]})
+
+PERFORMERS = [Quick, Flaky, Limited, Keyed, Rated, Throttled, Shown, Pausable, Unserved]
+app = jobloom.App(URL, performers=PERFORMERS, flows=[pipeline], lease=2.0,
+                  schedules=[jobloom.Schedule("hourly-digest", every=3600, performer=Quick, payload={"n": 7},
+                                              timezone="Europe/Berlin")])
+SERVED = "Quick,Flaky,Limited,Keyed,Rated,Throttled,Shown,Pausable,jobloom.map"
+"""The bindings the tests' workers serve (all but Unserved)."""
