@@ -126,11 +126,11 @@ class Worker(LeaseKeeping, Shutdown):
                         await asyncio.sleep(0)  # let just-started jobs run before the next cycle
                         if self.outcomes or (result.claimed and self._free() > 0):
                             continue
-                    wake = self._wake_at(result)
-                    if wake is not None and wake <= self._now():
+                    when = self._wake_at(result)
+                    if when is not None and when <= self._now():
                         continue
-                    if await self._sleep_until(wake) and result.token_at is not None:
-                        self._aimed = result.token_at if wake == result.token_at - self._token_lead else None
+                    if await self._sleep_until(when) and result.token_at is not None:
+                        self._aimed = result.token_at if when == result.token_at - self._token_lead else None
             finally:
                 await self._shutdown()
         except asyncio.CancelledError:
