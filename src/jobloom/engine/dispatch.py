@@ -11,6 +11,7 @@ batches, and its key and rate limits apply per job.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -23,10 +24,15 @@ from jobloom.core.types import Candidate, Policy
 from jobloom.engine.jobs import Claimed, Dispatched, emit, event
 from jobloom.store.base import Tx
 
+TOKEN_SLACK = 0.0002
+"""Seconds past a token's due moment that a waiting dispatch reads the clock again: the clock then
+shows the token accrued, not a hair short of it."""
+
 
 async def dispatch(
     tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
     binding_rows: list[PolicyRow] | None = None, clock: Callable[[], float] | None = None,
+    token_wait: float = 0.0,
 ) -> Dispatched:
     """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
 
@@ -35,7 +41,13 @@ async def dispatch(
     never before the bucket's last update (:func:`~jobloom.core.decide.dispatch_time`); the bucket spends
     their tokens at that moment.
     ``binding_rows``: the binding's ``get_binding`` rows if already read in this transaction, after
-    ``hold_dispatch`` (as :func:`~jobloom.engine.coordinator.read_cycle` does)."""
+    ``hold_dispatch`` (as :func:`~jobloom.engine.coordinator.read_cycle` does).
+
+    ``token_wait``: when jobs wait only for the binding's next rate token and it is due within that
+    many seconds, wait for it here, under the lock, and start the first of them when it is due. A
+    worker that wakes a little before the token (its timer aims early by its cycles' usual latency)
+    then starts the job on time instead of a cycle late: with a burst of 1, lateness is a share of
+    the rate lost for good. Needs ``clock``."""
     if capacity <= 0:
         return Dispatched([])
     if binding_rows is None:  # the hold first: the binding is read after any pause that commits
@@ -74,7 +86,9 @@ async def dispatch(
     selected: list[int] = []
     next_token_at: float | None = None
     room = capacity
-    for _ in range(8):
+    waits = 2 if token_wait > 0 and policy.rate is not None else 0
+    decided_at: float | None = None
+    for _ in range(8 + waits):
         want = min(room, rules.concurrency - running if rules.concurrency is not None else room)
         if want <= 0:
             break
@@ -104,12 +118,20 @@ async def dispatch(
             if any(c.key in newly_full for c in cands):
                 full |= newly_full
                 continue
+        if decided_at is None and policy.rate is not None:
+            decided_at = now
         decision = decide(
             now, cands, rules, bucket, running=running, running_by_key=by_key, capacity=room
         )
         bucket = decision.bucket
         next_token_at = decision.next_token_at
         if not decision.selected:
+            if (waits and clock is not None and not selected and next_token_at is not None
+                    and next_token_at - now <= token_wait):
+                waits -= 1  # the next token is due in a moment: wait for it holding the lock, then decide again
+                await asyncio.sleep(max(0.0, next_token_at - now) + TOKEN_SLACK)
+                now = dispatch_time(clock(), bucket)
+                continue
             break
         selected.extend(decision.selected)
         picked = set(decision.selected)
@@ -129,7 +151,7 @@ async def dispatch(
         )
     batched = policy.batch_size is not None
     if not selected:
-        return Dispatched([], next_token_at, batch=batched)
+        return Dispatched([], next_token_at, batch=batched, decided_at=decided_at)
     params = {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
     if batched:  # the jobs claimed together are one batch, named by its lowest job id
         rows = await tx.fetch(Q.claim_batch, params | {"batch": min(selected)})
@@ -139,7 +161,7 @@ async def dispatch(
     return Dispatched([
         Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node)
         for r in rows
-    ], next_token_at, batch=batched)
+    ], next_token_at, batch=batched, decided_at=decided_at)
 
 
 async def _candidates(

@@ -97,6 +97,7 @@ class Dispatched:
     claimed: list[Claimed]
     next_token_at: float | None = None
     batch: bool = False  # a batch performer's binding: the claimed jobs are one batch
+    decided_at: float | None = None  # a rate-limited binding: the clock when it first decided (before any wait)
 
 
 @dataclass(slots=True)

@@ -42,6 +42,8 @@ class CycleResult:
     batches: list[list[Claimed]] = field(default_factory=list)  # of batch performers (also in claimed)
     cancels: set[Key] = field(default_factory=set)
     next_due: float | None = None
+    token_at: float | None = None  # when a rate token that jobs wait for is next due (also in next_due)
+    decided_at: float | None = None  # the earliest clock at which a rate-limited binding's dispatch decided
     notify: bool = False
 
 

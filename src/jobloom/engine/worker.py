@@ -52,6 +52,11 @@ IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was 
 TIMER_LEAD = 0.001
 """Seconds before a due moment that the timer fires: the event loop's timers wake up to a
 millisecond late (the poll's resolution), and a rate token lost to lateness is not made up."""
+TOKEN_LEAD_CAP = 0.025
+"""At most this many seconds early does a worker wake for a rate token (see :meth:`Worker._aim`)."""
+TOKEN_EARLY = 0.001
+"""How early before a rate token is due a worker aims its dispatch's decision: it then waits for the
+token under the binding's lock (``token_wait`` of :func:`~jobloom.engine.dispatch.dispatch`)."""
 
 
 class Worker(LeaseKeeping, Shutdown):
@@ -92,6 +97,8 @@ class Worker(LeaseKeeping, Shutdown):
         self._store: Store | None = None  # the store of the loop it runs on, once it runs
         self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
         self.next_due: float | None = None
+        self._token_lead = TIMER_LEAD  # how early to wake for a rate token (see _aim)
+        self._aimed: float | None = None  # the token moment the current cycle woke for
         self.progress = ProgressBuffer()
 
     # -- running ----------------------------------------------------------------------------------
@@ -119,10 +126,11 @@ class Worker(LeaseKeeping, Shutdown):
                         await asyncio.sleep(0)  # let just-started jobs run before the next cycle
                         if self.outcomes or (result.claimed and self._free() > 0):
                             continue
-                    due = result.next_due
-                    if due is not None and due <= self._now() + TIMER_LEAD:
+                    when = self._wake_at(result)
+                    if when is not None and when <= self._now():
                         continue
-                    await self._sleep_until(None if due is None else due - TIMER_LEAD)
+                    if await self._sleep_until(when) and result.token_at is not None:
+                        self._aimed = result.token_at if when == result.token_at - self._token_lead else None
             finally:
                 await self._shutdown()
         except asyncio.CancelledError:
@@ -193,6 +201,21 @@ class Worker(LeaseKeeping, Shutdown):
         store = self._store or self.app.store_if_open()
         return time.time() if store is None else store.now()
 
+    def _wake_at(self, result: CycleResult) -> float | None:
+        """When to run the next cycle: a little before the next due moment, earlier for a rate token."""
+        moments = [m - TIMER_LEAD for m in (result.next_due,) if m is not None]
+        if result.token_at is not None:
+            moments.append(result.token_at - self._token_lead)
+        return min(moments) if moments else None
+
+    def _aim(self, aimed: float, decided_at: float) -> None:
+        """Learn how early to wake for a rate token. With a burst of 1 a token taken late is lost for
+        good, and a cycle needs time (its reads, round trips to the store, a loaded machine) to reach
+        its dispatch: a cycle woken for a token at ``aimed`` decided at ``decided_at``; move the lead
+        so that decisions come :data:`TOKEN_EARLY` before their token, then wait for it in the lock."""
+        error = decided_at - aimed + TOKEN_EARLY
+        self._token_lead = min(TOKEN_LEAD_CAP, max(TIMER_LEAD, self._token_lead + error * 0.5))
+
     def _free(self) -> int:
         return self.concurrency - len(self.running) + self._batched  # a batch takes one slot
 
@@ -202,13 +225,18 @@ class Worker(LeaseKeeping, Shutdown):
                 self._kick.set()
                 self._house_kick.set()
 
-    async def _sleep_until(self, due: float | None) -> None:
+    async def _sleep_until(self, due: float | None) -> bool:
+        """Sleep until ``due`` or a wake-up; True when the sleep lasted until ``due``."""
         timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self._now()))
+        timed_out = False
         if timeout > 0:
-            with contextlib.suppress(TimeoutError):
+            try:
                 async with asyncio.timeout(timeout):
                     await self._kick.wait()
+            except TimeoutError:
+                timed_out = due is not None and timeout < IDLE_CAP
         self._kick.clear()
+        return timed_out
 
     def _transient(self, exc: BaseException) -> bool:
         if isinstance(exc, StoreError):  # unreachable, busy for too long, or a COMMIT of unknown outcome
@@ -280,7 +308,7 @@ class Worker(LeaseKeeping, Shutdown):
                     break
                 got = await coordinator.dispatch(
                     tx, binding, capacity=room, worker=self.name, now=now, lease=self.lease,
-                    binding_rows=reads.bindings[binding], clock=self._now,
+                    binding_rows=reads.bindings[binding], clock=self._now, token_wait=token_wait,
                 )
                 res.claimed.extend(got.claimed)
                 if got.batch and got.claimed:  # one batch: one slot of this worker
@@ -290,13 +318,20 @@ class Worker(LeaseKeeping, Shutdown):
                     room -= len(got.claimed)
                 if got.next_token_at is not None:
                     token_at = got.next_token_at if token_at is None else min(token_at, got.next_token_at)
+                if got.decided_at is not None:
+                    res.decided_at = got.decided_at if res.decided_at is None else min(res.decided_at, got.decided_at)
             if not res.claimed:
                 due = await coordinator.next_due(tx)
                 moments = [m for m in (due, token_at) if m is not None]
                 res.next_due = min(moments) if moments else None
+                res.token_at = token_at
             return res
 
+        token_wait = self._token_lead + TOKEN_EARLY
+        aimed, self._aimed = self._aimed, None
         result = await store.transact(work)
+        if aimed is not None and result.decided_at is not None:
+            self._aim(aimed, result.decided_at)
         applied = {id(o) for o in outcomes}
         self.outcomes[:] = [o for o in self.outcomes if id(o) not in applied]
         if result.notify:
