@@ -273,3 +273,41 @@ def test_limits_set_refuses_a_binding_no_one_registered_unless_forced(fx: Fricti
     assert (row["binding"], row["concurrency"]) == ("Later", 2)
     assert fx.run("limits", "set", "SendMail", "--concurrency", "2", *APP).returncode == 0
 
+
+
+# -- e. PostgreSQL schemas ----------------------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_commands_name_the_postgresql_schema_they_use(tmp_path: Path) -> None:
+    import uuid
+
+    from ..conftest import INSTALL_POSTGRES, POSTGRES_URL, require_module, require_postgres
+
+    require_module("jobloom.store.postgres", INSTALL_POSTGRES)
+    require_postgres()
+    import psycopg
+
+    env = Env(tmp_path)
+    schema = f"jl_fx_{uuid.uuid4().hex[:10]}"
+    target = ("--url", POSTGRES_URL, "--schema", schema)
+    try:
+        # a schema without jobloom's tables is named, not shown as "no jobs"
+        empty = env.run("jobs", "list", *target, rc=1)
+        assert f"no jobloom tables in the store (schema '{schema}')" in empty.stderr
+        assert "no jobs" not in empty.stdout
+        migrated = env.run("migrate", *target).stdout
+        assert f"(schema '{schema}')" in migrated and "applied" in migrated
+        assert f"(schema '{schema}'): up to date" in env.run("migrate", *target).stdout
+        # a store behind by one migration names its schema too
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DELETE FROM "{schema}".jobloom_migrations WHERE version = '
+                         f'(SELECT max(version) FROM "{schema}".jobloom_migrations)')
+        behind = env.run("jobs", "list", *target, rc=1)
+        assert f"the store (schema '{schema}') is missing migrations: 0016_binding_keyed" in behind.stderr
+        for command in (("jobs", "list"), ("jobs", "show"), ("limits", "set"), ("schedules", "list"),
+                        ("bindings", "pause"), ("tokens", "list"), ("serve",), ("migrate",)):
+            assert "--schema" in env.run(*command, "--help").stdout, command
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -221,7 +221,8 @@ def fmt_value(value: Any) -> str:
 
 JOB_KEYS = (
     "id", "binding", "state", "attempt", "attempts_spent", "max_attempts", "priority", "delivery", "payload",
-    "result", "error", "unique_key", "concurrency_key", "run_at", "created_at", "started_at", "finished_at", "cancel_requested",
+    "result", "error", "unique_key", "concurrency_key", "run_at", "created_at", "started_at", "finished_at",
+    "cancel_requested",
 )
 ATTEMPT_KEYS = (
     "job_id", "attempt", "worker", "started_at", "finished_at", "outcome", "error", "traceback",

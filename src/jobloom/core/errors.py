@@ -100,10 +100,18 @@ class CommitUnknown(StoreError):
 class MigrationsMissing(StoreError):
     """The store lacks migrations that this version of jobloom needs."""
 
-    def __init__(self, missing: list[str]) -> None:
+    def __init__(self, missing: list[str], where: str = "", *, none_applied: bool = False) -> None:
         self.missing = missing
+        self.where = where
+        at = f" ({where})" if where else ""
+        if none_applied:
+            super().__init__(
+                f"no jobloom tables in the store{at}: create them with `jobloom migrate` (with --schema for "
+                "another PostgreSQL schema), or check the URL and schema"
+            )
+            return
         super().__init__(
-            "the store is missing migrations: " + ", ".join(missing) + "; run `jobloom migrate` first"
+            f"the store{at} is missing migrations: " + ", ".join(missing) + "; run `jobloom migrate` first"
         )
 
 
