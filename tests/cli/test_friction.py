@@ -271,6 +271,8 @@ def test_limits_set_refuses_a_binding_no_one_registered_unless_forced(fx: Fricti
     assert "stored with --force" in forced.stderr
     [row] = fx.json("limits", "list", "--url", fx.url)
     assert (row["binding"], row["concurrency"]) == ("Later", 2)
+    again = fx.run("limits", "set", "Later", "--concurrency", "3", "--url", fx.url)  # known now: its row exists
+    assert "--force" not in again.stderr and "no worker has registered 'Later' yet" in again.stderr
     assert fx.run("limits", "set", "SendMail", "--concurrency", "2", *APP).returncode == 0
 
 

@@ -24,6 +24,7 @@ from jobloom.cli.common import (
     print_table,
     run,
 )
+from jobloom.core.records import check_limits
 from jobloom.core.types import Policy
 
 limits_cli = typer.Typer(
@@ -162,26 +163,28 @@ def set_command(
 ) -> None:
     """Change a binding's limits; workers apply them at their next dispatch.
 
-    A binding that neither the app (``--app``) performs nor any worker has registered in the store is
-    refused, naming it (a misspelt name would otherwise hold limits nobody uses); ``--force`` stores
-    them anyway, for a binding whose workers start later."""
+    A binding that the store does not know (no worker registered it, no limits were set for it) and
+    that the app (``--app``) does not perform is refused, naming it (a misspelt name would otherwise
+    hold limits nobody uses); ``--force`` stores them anyway, for a binding whose workers start later."""
     limits = parse_limits(concurrency, key_concurrency, rate_limit, priority_aging)
     app = open_target(ctx, app_ref, url, schema, wait)
     if app.specs and not force:
         app.spec(binding)  # an app knows its bindings: refuse a misspelt one
 
     async def apply(a: App) -> list[BindingLimits]:
+        check_limits(binding, limits)  # a bad value is named before an unknown binding is
         rows = await read_limits(a)
-        registered = {r.binding for r in rows if r.registered} | set(a.specs)
-        if binding not in registered and not force:
-            known = ", ".join(sorted(registered)) or "none yet"
+        known = {r.binding for r in rows} | set(a.specs)  # registered, performed by the app, or given limits
+        if binding not in known and not force:
+            names = ", ".join(sorted(known)) or "none yet"
             raise UsageProblem(
-                f"no worker has registered a binding {binding!r} (registered: {known}): check the name, "
+                f"no worker has registered a binding {binding!r} (known: {names}): check the name, "
                 f"or give --force to store its limits for workers that start later"
             )
         await a.set_limits(binding, **limits)
-        if binding not in registered:
-            note(f"stored with --force: no worker has registered {binding!r} yet; the limits apply once one does")
+        if not any(r.registered for r in rows if r.binding == binding):
+            forced = "stored with --force: " if binding not in known else ""
+            note(f"{forced}no worker has registered {binding!r} yet; the limits apply once one does")
         return [r for r in await read_limits(a) if r.binding == binding]
 
     print_table(limits_table(run(app, apply)))

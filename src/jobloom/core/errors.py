@@ -105,9 +105,11 @@ class MigrationsMissing(StoreError):
         self.where = where
         at = f" ({where})" if where else ""
         if none_applied:
+            schema = where.startswith("schema ")
             super().__init__(
-                f"no jobloom tables in the store{at}: create them with `jobloom migrate` (with --schema for "
-                "another PostgreSQL schema), or check the URL and schema"
+                f"no jobloom tables in the store{at}: run `jobloom migrate`"
+                + (" (with the same --schema) to create them, or check the URL and --schema" if schema
+                   else " to create them, or check the URL")
             )
             return
         super().__init__(

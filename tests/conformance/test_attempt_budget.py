@@ -1,0 +1,117 @@
+"""What ``Job.attempts_spent`` counts, and unknown payload keys, on every store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+import jobloom
+
+
+@dataclass
+class Order:
+    id: str
+    lines: list[Line] | None = None
+
+
+@dataclass
+class Line:
+    sku: str
+
+
+class Flaky(jobloom.Performer[Order, None]):
+    max_attempts = 2
+    backoff = jobloom.Backoff.fixed(0)
+
+    async def perform(self, payload: Order) -> None:
+        raise RuntimeError("down")
+
+
+class Sleeper(jobloom.Performer[Order, str]):
+    max_attempts = 1
+
+    async def perform(self, payload: Order) -> str:
+        await self.sleep("a", 0.01)
+        await self.wait_for_event("go", timeout=30)
+        return "done"
+
+
+class Loose(jobloom.Performer[Order, str]):
+    unknown_keys = "drop"
+
+    async def perform(self, payload: Order) -> str:
+        return payload.id
+
+
+async def _drain(app: jobloom.App) -> None:
+    import asyncio
+
+    for _ in range(200):
+        if not await app.drain():
+            await asyncio.sleep(0.02)
+            if not await app.drain():
+                return
+
+
+async def test_a_manual_retry_gives_a_fresh_budget_and_the_fence_still_grows(store_url: str) -> None:
+    app = jobloom.App(store_url, performers=[Flaky], auto_migrate=True)
+    try:
+        job = await app.enqueue(Flaky, Order("o-1"))
+        assert (job.attempt, job.attempts_spent) == (0, 0)
+        await _drain(app)
+        failed = await app.get_job(job.id)
+        assert (failed.state, failed.attempt, failed.attempts_spent) == ("failed", 2, 2)
+        assert (await app.retry(job.id)).attempts_spent == 0
+        await _drain(app)
+        again = await app.get_job(job.id)
+        assert (again.state, again.attempt, again.attempts_spent) == ("failed", 4, 2)
+        assert [a.attempt for a in await app.attempts(job.id)] == [1, 2, 3, 4]
+        [listed] = await app.list_jobs(binding="Flaky")
+        assert listed.attempts_spent == 2
+    finally:
+        await app.close()
+
+
+async def test_sleeps_and_event_waits_spend_no_attempt(store_url: str) -> None:
+    app = jobloom.App(store_url, performers=[Sleeper], auto_migrate=True)
+    try:
+        job = await app.enqueue(Sleeper, Order("o-2"))
+        await _drain(app)
+        waiting = await app.get_job(job.id)
+        assert waiting.state == "scheduled" and waiting.attempts_spent == 0 and waiting.attempt >= 2
+        await app.send_event(job.id, "go")
+        await _drain(app)
+        done = await app.get_job(job.id)
+        assert (done.state, done.attempts_spent) == ("succeeded", 1), done  # max_attempts = 1 was enough
+        assert done.attempt == len(await app.attempts(job.id)) >= 3
+    finally:
+        await app.close()
+
+
+async def test_unknown_payload_keys_are_refused_by_path_unless_dropped(store_url: str) -> None:
+    app = jobloom.App(store_url, performers=[Flaky, Loose], auto_migrate=True)
+    try:
+        with pytest.raises(jobloom.InvalidPayload, match="unknown key 'extra'"):
+            await app.enqueue(Flaky, {"id": "x", "extra": 1})
+        with pytest.raises(jobloom.InvalidPayload, match=r"unknown key 'lines\[1\]\.qty'"):
+            await app.enqueue(Flaky, {"id": "x", "lines": [{"sku": "a"}, {"sku": "b", "qty": 2}]})
+        with pytest.raises(jobloom.InvalidPayload, match="unknown key 'extra'"):
+            await app.enqueue_many([(Flaky, {"id": "y"}), (Flaky, {"id": "x", "extra": 1})])
+        assert await app.list_jobs() == []
+        kept = await app.enqueue(Loose, {"id": "x", "extra": 1})
+        assert kept.payload == {"id": "x", "lines": None}
+        ok = await app.enqueue(Flaky, {"id": "x", "lines": [{"sku": "a"}]})
+        assert ok.payload == {"id": "x", "lines": [{"sku": "a"}]}
+    finally:
+        await app.close()
+
+
+def test_an_unknown_keys_option_other_than_refuse_or_drop_is_refused() -> None:
+    class Odd(jobloom.Performer[Order, None]):
+        unknown_keys = "keep"
+
+        async def perform(self, payload: Order) -> None: ...
+
+    with pytest.raises(jobloom.InvalidOption, match="unknown_keys"):
+        jobloom.App("sqlite:///never.db", performers=[Odd])
