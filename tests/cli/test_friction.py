@@ -131,7 +131,7 @@ def test_a_manual_retry_gives_a_fresh_budget_and_the_count_says_so(fx: FrictionE
     listed = fx.run("jobs", "list", "--url", fx.url).stdout
     assert "2/2" in listed and "4/2" not in listed
     shown = fx.run("jobs", "show", str(job_id), "--url", fx.url).stdout
-    assert "2 of 2 spent (execution 4 in all)" in shown
+    assert "2 of 2 spent (4 executions in all)" in shown
     history = fx.json("jobs", "show", str(job_id), "--url", fx.url)["attempts"]
     assert [a["attempt"] for a in history] == [1, 2, 3, 4]
 

@@ -75,7 +75,7 @@ def jobs_table(jobs: list[Job], width: int = 200) -> Table:
     table = Table(title=None, show_lines=False, header_style="bold")
     columns: list[tuple[str, dict[str, Any]]] = [
         ("id", {"justify": "right", "no_wrap": True}),
-        ("binding", {"no_wrap": True, "max_width": 24}),
+        ("binding", {"no_wrap": True}),
         ("state", {"no_wrap": True}),
         ("attempts", {"justify": "right", "no_wrap": True}),
         ("prio", {"justify": "right"}),
@@ -114,7 +114,7 @@ def job_fields(job: Job) -> Table:
         ("binding", job.binding),
         ("state", styled_state(job)),
         ("attempts", f"{job.attempts_spent} of {job.max_attempts} spent"
-                     + (f" (execution {job.attempt} in all)" if job.attempt != job.attempts_spent else "")),
+                     + (f" ({job.attempt} executions in all)" if job.attempt != job.attempts_spent else "")),
         ("priority", str(job.priority)),
         ("delivery", job.delivery),
         ("created", fmt_time(job.created_at)),
@@ -142,7 +142,7 @@ def attempts_table(attempts: list[Attempt]) -> Table:
     table.add_column("finished", no_wrap=True)
     table.add_column("took", justify="right", no_wrap=True)
     table.add_column("outcome", no_wrap=True)
-    table.add_column("error", overflow="ellipsis")
+    table.add_column("error", overflow="fold")
     if late:
         table.add_column("late report", no_wrap=True)
     for a in attempts:

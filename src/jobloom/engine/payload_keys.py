@@ -40,20 +40,21 @@ def key_checker(core_schema: Any) -> Checker | None:
 
     def fields_checker(names: dict[str, Checker | None], extra: str | None) -> Checker | None:
         inner = {k: c for k, c in names.items() if c is not None}
-        if extra in ("allow", "forbid") and not inner:
-            return None
         own = extra not in ("allow", "forbid")
+        if not own and not inner:
+            return None
+        allowed = frozenset(names)
 
         def check(value: Any, at: str) -> str | None:
             if not isinstance(value, dict):
                 return None
-            for key, item in value.items():
-                if key in inner:
-                    found = inner[key](item, _join(at, str(key)))
+            if own and not value.keys() <= allowed:  # the common case costs one set comparison
+                return next(_join(at, str(k)) for k in value if k not in allowed)
+            for key, item_check in inner.items():
+                if key in value:
+                    found = item_check(value[key], _join(at, key))
                     if found is not None:
                         return found
-                elif own and key not in names:
-                    return _join(at, str(key))
             return None
 
         return check
