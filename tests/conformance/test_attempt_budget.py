@@ -115,3 +115,18 @@ def test_an_unknown_keys_option_other_than_refuse_or_drop_is_refused() -> None:
 
     with pytest.raises(jobloom.InvalidOption, match="unknown_keys"):
         jobloom.App("sqlite:///never.db", performers=[Odd])
+
+
+async def test_a_remote_binding_refuses_unknown_keys_of_its_type_but_not_of_a_json_schema(store_url: str) -> None:
+    app = jobloom.App(store_url, auto_migrate=True, performers=[
+        jobloom.RemoteBinding("Typed", payload=Line),
+        jobloom.RemoteBinding("Lenient", payload=Line, unknown_keys="drop"),
+        jobloom.RemoteBinding("Schema", payload={"type": "object", "required": ["sku"]}),
+    ])
+    try:
+        with pytest.raises(jobloom.InvalidPayload, match="unknown key 'qty'"):
+            await app.enqueue("Typed", {"sku": "a", "qty": 1})
+        assert (await app.enqueue("Lenient", {"sku": "a", "qty": 1})).payload == {"sku": "a"}
+        assert (await app.enqueue("Schema", {"sku": "a", "qty": 1})).payload == {"sku": "a", "qty": 1}
+    finally:
+        await app.close()
