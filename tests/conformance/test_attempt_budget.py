@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
 import jobloom
+
+from ..helpers import eventually
 
 
 @dataclass
@@ -44,14 +47,16 @@ class Loose(jobloom.Performer[Order, str]):
         return payload.id
 
 
-async def _drain(app: jobloom.App) -> None:
-    import asyncio
+async def _drain_until(app: jobloom.App, job_id: int, done: Callable[[jobloom.Job], bool], what: str) -> jobloom.Job:
+    """Run due jobs in-process until ``done(job)`` (a durable sleep makes its job due again a moment later)."""
 
-    for _ in range(200):
-        if not await app.drain():
-            await asyncio.sleep(0.02)
-            if not await app.drain():
-                return
+    async def check() -> jobloom.Job | None:
+        await app.drain()
+        job = await app.get_job(job_id)
+        return job if done(job) else None
+
+    found: jobloom.Job = await eventually(check, what=what)
+    return found
 
 
 async def test_a_manual_retry_gives_a_fresh_budget_and_the_fence_still_grows(store_url: str) -> None:
@@ -59,12 +64,10 @@ async def test_a_manual_retry_gives_a_fresh_budget_and_the_fence_still_grows(sto
     try:
         job = await app.enqueue(Flaky, Order("o-1"))
         assert (job.attempt, job.attempts_spent) == (0, 0)
-        await _drain(app)
-        failed = await app.get_job(job.id)
+        failed = await _drain_until(app, job.id, lambda j: j.finished, "the first budget spent")
         assert (failed.state, failed.attempt, failed.attempts_spent) == ("failed", 2, 2)
         assert (await app.retry(job.id)).attempts_spent == 0
-        await _drain(app)
-        again = await app.get_job(job.id)
+        again = await _drain_until(app, job.id, lambda j: j.finished, "the second budget spent")
         assert (again.state, again.attempt, again.attempts_spent) == ("failed", 4, 2)
         assert [a.attempt for a in await app.attempts(job.id)] == [1, 2, 3, 4]
         [listed] = await app.list_jobs(binding="Flaky")
@@ -77,12 +80,11 @@ async def test_sleeps_and_event_waits_spend_no_attempt(store_url: str) -> None:
     app = jobloom.App(store_url, performers=[Sleeper], auto_migrate=True)
     try:
         job = await app.enqueue(Sleeper, Order("o-2"))
-        await _drain(app)
-        waiting = await app.get_job(job.id)
-        assert waiting.state == "scheduled" and waiting.attempts_spent == 0 and waiting.attempt >= 2
+        waiting = await _drain_until(app, job.id, lambda j: j.attempt >= 2 and j.state == "scheduled",
+                                     "the job past its sleep, waiting for the event")
+        assert waiting.attempts_spent == 0
         await app.send_event(job.id, "go")
-        await _drain(app)
-        done = await app.get_job(job.id)
+        done = await _drain_until(app, job.id, lambda j: j.finished, "the job finished")
         assert (done.state, done.attempts_spent) == ("succeeded", 1), done  # max_attempts = 1 was enough
         assert done.attempt == len(await app.attempts(job.id)) >= 3
     finally:
