@@ -26,7 +26,7 @@ class SendMail(jobloom.Performer[Mail, str]):
     rate_limit = "10/s"
 
     async def perform(self, payload: Mail) -> str:
-        await asyncio.sleep(random.uniform(0.05, 0.2))
+        await asyncio.sleep(random.uniform(0.3, 0.5))  # long enough for the limit of 3 to bind
         return f"sent {payload.subject!r} to {payload.to}"
 
 

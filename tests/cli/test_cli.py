@@ -466,7 +466,7 @@ def test_postgres_schema_through_url(tmp_path: Path) -> None:
         assert "applied" in env.run("migrate", *target).stdout
         assert "up to date" in env.run("migrate", *target).stdout
         assert env.json("jobs", "list", *target) == []
-        env.run("limits", "set", "SendMail", "--concurrency", "2", *target)
+        env.run("limits", "set", "SendMail", "--concurrency", "2", "--force", *target)
         [row] = env.json("limits", "list", *target)
         assert (row["binding"], row["concurrency"]) == ("SendMail", 2)
     finally:
@@ -492,7 +492,7 @@ def test_limits_set_and_list(cli: Env) -> None:
     assert "unlimited *" in lifted
     unknown = cli.run("limits", "set", "Nope", "--concurrency", "2", "--app", "jobs_app:app", rc=1)
     assert "unknown binding 'Nope'" in unknown.stderr
-    bare = cli.run("limits", "set", "Later", "--concurrency", "2", "--url", cli.url)
+    bare = cli.run("limits", "set", "Later", "--concurrency", "2", "--force", "--url", cli.url)
     assert "no worker has registered 'Later' yet" in bare.stderr
     nothing = cli.run("limits", "set", "SendMail", "--url", cli.url, rc=1)
     assert "nothing to set" in nothing.stderr

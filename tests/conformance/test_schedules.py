@@ -252,7 +252,7 @@ async def test_a_bare_app_lists_stored_schedules(make_app: AppFactory, store_url
     bare = jobloom.App(store_url, auto_migrate=True)
     try:
         [listed] = await bare.list_schedules()
-        assert listed.name == "daily" and listed.origin == "stored" and listed.timing == "0 3 * * *"
+        assert listed.name == "daily" and listed.origin == "code" and listed.timing == "0 3 * * *"
         await bare.pause_schedule("daily")
         assert (await info(app, "daily")).paused
     finally:
@@ -306,7 +306,7 @@ def test_the_command_line_lists_pauses_resumes_and_triggers(store_url: str, tmp_
     assert [(s["name"], s["timing"], s["paused"]) for s in listed] == [("nightly", "0 3 * * *", False)]
     assert json.loads(invoke("schedules", "pause", "nightly", "--app", "schedapp:app", "--json"))[0]["paused"]
     by_url = json.loads(invoke("schedules", "list", "--url", store_url, "--json"))
-    assert by_url[0]["paused"] and by_url[0]["origin"] == "stored"
+    assert by_url[0]["paused"] and by_url[0]["origin"] == "code"
     assert not json.loads(invoke("schedules", "resume", "nightly", "--url", store_url, "--json"))[0]["paused"]
     assert "queued" in invoke("schedules", "trigger", "nightly", "--app", "schedapp:app")
     assert "nightly" in invoke("schedules", "list", "--app", "schedapp:app")

@@ -39,10 +39,13 @@ def test_options_unique_key_and_errors(api: Api) -> None:
     again = api.client.post("/v1/jobs", json=body, headers=h)
     assert (first.status_code, again.status_code) == (201, 200)
     assert first.json()["id"] == again.json()["id"] and first.json()["state"] == "scheduled"
-    assert first.json()["priority"] == 5
+    assert first.json()["priority"] == 5 and (first.json()["attempt"], first.json()["attempts_spent"]) == (0, 0)
+    extra = api.client.post("/v1/jobs", json={"binding": "SendMail", "payload": {"to": "a", "extra": 1}}, headers=h)
+    assert "unknown key 'extra'" in extra.json()["error"]["message"], extra.text
     cases = [
         ({"binding": "Nope", "payload": 1}, 422, "UnknownBinding", "binding"),
         ({"binding": "SendMail", "payload": {"x": 1}}, 422, "InvalidPayload", "payload"),
+        ({"binding": "SendMail", "payload": {"to": "a@example.com", "extra": 1}}, 422, "InvalidPayload", "payload"),
         ({"binding": "Echo", "payload": 1, "delay": -1}, 422, "InvalidOption", "delay"),
         ({"binding": "Echo", "payload": 1, "max_attempts": 0}, 422, "InvalidOption", "max_attempts"),
         ({"binding": "Echo", "payload": 1, "colour": "red"}, 422, "InvalidRequest", "colour"),

@@ -51,6 +51,15 @@ class BindingInfo:
     paused_ts: float | None = None
     counts: dict[str, int] = field(default_factory=dict)
     workers: tuple[str, ...] = ()
+    keyed: bool | None = None  # its performer has a concurrency_key (None: not known: no worker, no app code)
+
+    @property
+    def key_limit(self) -> int | None:
+        """The per-key limit when it applies: the binding's jobs have keys (or a per-key limit was set at
+        run time, or it is not known whether they have), else None."""
+        if self.keyed is False and "key_concurrency" not in self.overridden:
+            return None
+        return self.policy.key_concurrency
 
     @property
     def paused(self) -> bool:
@@ -69,7 +78,8 @@ class BindingInfo:
         return {
             "binding": self.binding, "paused": self.paused,
             "paused_at": paused_at.isoformat() if paused_at and self.paused else None,
-            "concurrency": p.concurrency, "key_concurrency": p.key_concurrency, "batch_size": p.batch_size,
+            "concurrency": p.concurrency, "key_concurrency": p.key_concurrency, "keyed": self.keyed,
+            "batch_size": p.batch_size,
             "rate_per_second": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
             "priority_aging": p.priority_aging, "overridden": list(self.overridden),
             "registered": self.registered, "defaults_known": self.defaults_known,
@@ -92,7 +102,8 @@ async def register_bindings(app: App, bindings: list[str] | None = None) -> None
             "rate": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
             "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
             "retention": retention_json(spec.retention), "batch_size": p.batch_size,
-            "batch_wait": p.batch_wait if p.batch_size else None, "now": now,
+            "batch_wait": p.batch_wait if p.batch_size else None, "keyed": spec.concurrency_key is not None,
+            "now": now,
         })
 
     async def work(tx: Tx) -> None:
@@ -167,12 +178,14 @@ async def list_bindings(app: App) -> list[BindingInfo]:
             values = _code_row(app.specs[name].policy, overrides, bool(row.paused))
         policy = policy_from_row(values)[0]
         changed = tuple(sorted(json.loads(overrides))) if overrides else ()
+        keyed = (app.specs[name].concurrency_key is not None if name in app.specs
+                 else None if row.keyed is None else bool(row.keyed))
         found[name] = BindingInfo(name, policy, changed, registered, registered or name in app.specs, paused_ts,
-                                  counts.get(name, {}), tuple(serving.get(name, ())))
+                                  counts.get(name, {}), tuple(serving.get(name, ())), keyed)
     for name, spec in app.specs.items():
         if name not in found:
             found[name] = BindingInfo(name, spec.policy, counts=counts.get(name, {}),
-                                      workers=tuple(serving.get(name, ())))
+                                      workers=tuple(serving.get(name, ())), keyed=spec.concurrency_key is not None)
     return [found[name] for name in sorted(found)]
 
 

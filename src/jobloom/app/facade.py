@@ -161,7 +161,7 @@ class App:
         if missing and self.auto_migrate:
             await store.migrate()
         elif missing:
-            raise MigrationsMissing(missing)
+            raise MigrationsMissing(missing, await store.location(), none_applied=not applied)
 
     async def migrate(self) -> list[str]:
         """Apply missing migrations; return the names applied now."""

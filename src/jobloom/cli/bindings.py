@@ -22,6 +22,7 @@ from jobloom.cli.common import (
     console,
     open_target,
     print_json,
+    print_table,
     run,
 )
 from jobloom.cli.limits import fmt_rate
@@ -57,7 +58,7 @@ def _show(rows: list[BindingInfo], as_json: bool) -> None:
     elif not rows:
         console.print("no bindings yet (a worker registers its bindings when it starts)", style="dim")
     else:
-        console.print(bindings_table(rows))
+        print_table(bindings_table(rows))
 
 
 @bindings_cli.command("list")

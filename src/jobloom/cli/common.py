@@ -21,6 +21,9 @@ from urllib.parse import urlsplit, urlunsplit
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
 from jobloom.app.facade import App
 from jobloom.app.loading import load_app
@@ -184,9 +187,18 @@ def note(message: str) -> None:
     err_console.print(f"[yellow]note:[/yellow] {escape(message)}", highlight=False)
 
 
-def fmt_time(value: datetime | None) -> str:
-    """A timestamp in local time to the second, or ``-``."""
-    return "-" if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+def fmt_time(value: datetime | None, zone: str | None = None) -> str:
+    """A timestamp to the second with the zone it is in, or ``-``: in ``zone`` (an IANA name, shown as
+    such: ``2026-03-01 03:00:00 Europe/Berlin``) when given, else in local time with its abbreviation
+    (``2026-03-01 02:00:00 UTC``), so no printed time leaves its zone to be guessed."""
+    if value is None:
+        return "-"
+    if zone:
+        from zoneinfo import ZoneInfo
+
+        return value.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S ") + zone
+    local = value.astimezone()
+    return local.strftime("%Y-%m-%d %H:%M:%S ") + (local.tzname() or local.strftime("%z"))
 
 
 def fmt_duration(start: datetime | None, end: datetime | None) -> str:
@@ -208,8 +220,9 @@ def fmt_value(value: Any) -> str:
 
 
 JOB_KEYS = (
-    "id", "binding", "state", "attempt", "max_attempts", "priority", "delivery", "payload", "result", "error",
-    "unique_key", "concurrency_key", "run_at", "created_at", "started_at", "finished_at", "cancel_requested",
+    "id", "binding", "state", "attempt", "attempts_spent", "max_attempts", "priority", "delivery", "payload",
+    "result", "error", "unique_key", "concurrency_key", "run_at", "created_at", "started_at", "finished_at",
+    "cancel_requested",
 )
 ATTEMPT_KEYS = (
     "job_id", "attempt", "worker", "started_at", "finished_at", "outcome", "error", "traceback",
@@ -236,6 +249,36 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     return value
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` if it fits the output's width with every cell whole, else each row as a record.
+
+    A table squeezed into a narrow terminal (or a pipe, 80 columns unless ``COLUMNS`` says more)
+    wraps its columns down to a character per line; records (one ``name  value`` line per column, a
+    blank line between rows, long values folded onto more lines) stay readable at any width and cut
+    nothing: ids, names and errors are always whole."""
+    for column in table.columns:
+        column.no_wrap = True
+    natural = Measurement.get(console, console.options.update(width=1_000_000), table).maximum
+    if natural <= console.width:
+        console.print(table)
+        return
+    if table.title:
+        console.print(Text.assemble((str(table.title), "bold")), highlight=False)
+    headers = [str(c.header) for c in table.columns]
+    cells = [list(c.cells) for c in table.columns]
+    for i in range(table.row_count):
+        record = Table.grid(padding=(0, 2))
+        record.add_column(style="bold", no_wrap=True)
+        record.add_column(overflow="fold")
+        for header, values in zip(headers, cells, strict=True):
+            record.add_row(header, values[i] if i < len(values) else "")
+        if i:
+            console.print()
+        console.print(record)
+    if table.caption:
+        console.print(Text(str(table.caption), style="dim"), highlight=False)
 
 
 def print_json(value: Any) -> None:

@@ -28,6 +28,7 @@ from jobloom.cli.common import (
     note,
     open_target,
     print_json,
+    print_table,
     run,
 )
 from jobloom.core.errors import InvalidOption
@@ -46,7 +47,6 @@ OUTCOME_STYLES = {
     "succeeded": "green", "failed": "red", "timeout": "red", "permanent": "bold red", "retry": "yellow",
     "cancelled": "dim red", "lost": "magenta",
 }
-ERROR_WIDTH = 60
 
 
 def styled_state(job: Job) -> Text:
@@ -57,11 +57,11 @@ def styled_state(job: Job) -> Text:
     return text
 
 
-def _short(text: str | None, width: int = ERROR_WIDTH) -> str:
-    if not text:
+def _first_line(text: str | None) -> str:
+    """An error's first line, whole (``jobs show`` has every line), or ``-``."""
+    if not text or not text.strip():
         return "-"
-    line = text.strip().splitlines()[0] if text.strip() else text
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return text.strip().splitlines()[0]
 
 
 def _keys(job: Job) -> str:
@@ -75,14 +75,14 @@ def jobs_table(jobs: list[Job], width: int = 200) -> Table:
     table = Table(title=None, show_lines=False, header_style="bold")
     columns: list[tuple[str, dict[str, Any]]] = [
         ("id", {"justify": "right", "no_wrap": True}),
-        ("binding", {"no_wrap": True, "max_width": 24}),
+        ("binding", {"no_wrap": True}),
         ("state", {"no_wrap": True}),
-        ("attempt", {"justify": "right", "no_wrap": True}),
+        ("attempts", {"justify": "right", "no_wrap": True}),
         ("prio", {"justify": "right"}),
         ("created", {"no_wrap": True}),
         ("run at", {"no_wrap": True}),
         ("keys", {"ratio": 1}),
-        ("error", {"overflow": "ellipsis", "ratio": 2}),
+        ("error", {}),
     ]
     dropped = set()
     if width < 130:
@@ -95,10 +95,10 @@ def jobs_table(jobs: list[Job], width: int = 200) -> Table:
     for job in jobs:
         cells: dict[str, str | Text] = {
             "id": str(job.id), "binding": job.binding, "state": styled_state(job),
-            "attempt": f"{job.attempt}/{job.max_attempts}", "prio": str(job.priority),
+            "attempts": f"{job.attempts_spent}/{job.max_attempts}", "prio": str(job.priority),
             "created": fmt_time(job.created_at),
             "run at": fmt_time(job.run_at) if job.state in ("scheduled", "queued") else "-",
-            "keys": _keys(job), "error": _short(job.error),
+            "keys": _keys(job), "error": _first_line(job.error),
         }
         table.add_row(*(cells[name] for name, _ in columns if name not in dropped))
     return table
@@ -113,7 +113,8 @@ def job_fields(job: Job) -> Table:
         ("id", str(job.id)),
         ("binding", job.binding),
         ("state", styled_state(job)),
-        ("attempt", f"{job.attempt} of {job.max_attempts}"),
+        ("attempts", f"{job.attempts_spent} of {job.max_attempts} spent"
+                     + (f" ({job.attempt} executions in all)" if job.attempt != job.attempts_spent else "")),
         ("priority", str(job.priority)),
         ("delivery", job.delivery),
         ("created", fmt_time(job.created_at)),
@@ -141,14 +142,14 @@ def attempts_table(attempts: list[Attempt]) -> Table:
     table.add_column("finished", no_wrap=True)
     table.add_column("took", justify="right", no_wrap=True)
     table.add_column("outcome", no_wrap=True)
-    table.add_column("error", overflow="ellipsis")
+    table.add_column("error", overflow="fold")
     if late:
         table.add_column("late report", no_wrap=True)
     for a in attempts:
         outcome = Text(a.outcome or "running", style=OUTCOME_STYLES.get(a.outcome or "", "yellow"))
         row: list[str | Text] = [
             str(a.attempt), a.worker or "-", fmt_time(a.started_at), fmt_time(a.finished_at),
-            fmt_duration(a.started_at, a.finished_at), outcome, Text(_short(a.error)),
+            fmt_duration(a.started_at, a.finished_at), outcome, Text(a.error.strip() if a.error else "-"),
         ]
         if late:
             row.append(f"{a.reported_outcome} at {fmt_time(a.reported_at)}" if a.reported_outcome else "-")
@@ -161,7 +162,7 @@ def print_job(job: Job, attempts: list[Attempt]) -> None:
     console.print(job_fields(job))
     console.print()
     if attempts:
-        console.print(attempts_table(attempts))
+        print_table(attempts_table(attempts))
     else:
         console.print("no attempts yet", style="dim")
     for a in attempts:
@@ -251,7 +252,7 @@ def list_command(
     elif not page:
         console.print("no jobs", style="dim")
     else:
-        console.print(jobs_table(list(page), console.width))
+        print_table(jobs_table(list(page), console.width))
     if page.next_cursor is not None:
         note(f"more: --cursor {page.next_cursor}")
 
@@ -400,6 +401,6 @@ def counts_command(
     if len(counts) > 1:
         table.add_section()
         table.add_row("all", *(str(totals[s]) for s in states), str(sum(totals.values())), style="bold")
-    console.print(table)
+    print_table(table)
     if note:
         console.print(note, style="dim")

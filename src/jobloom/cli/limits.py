@@ -21,8 +21,10 @@ from jobloom.cli.common import (
     note,
     open_target,
     print_json,
+    print_table,
     run,
 )
+from jobloom.core.records import check_limits
 from jobloom.core.types import Policy
 
 limits_cli = typer.Typer(
@@ -54,27 +56,43 @@ def fmt_rate(policy: Policy) -> str:
     return text + (f" burst {policy.rate.burst:g}" if policy.rate.burst > 1 else "")
 
 
+STAR = "* changed at run time (limits set)"
+QUESTION = "? set in code, known once a worker registers the binding"
+
+
 def limits_table(rows: list[BindingLimits]) -> Table:
-    """Bindings and their limits; run-time overrides are marked with ``*``."""
-    caption = "* changed at run time (limits set); ? set in code, known once a worker registers the binding"
-    table = Table(header_style="bold", caption=caption, caption_justify="left")
+    """Bindings and their limits; run-time overrides are marked with ``*``, values only the code knows
+    (no worker registered the binding yet) with ``?``; a legend says what each mark shown means.
+
+    ``per key`` is ``-`` for a binding whose jobs have no concurrency key (its performer has no
+    ``concurrency_key``): the limit does not apply to it."""
+    table = Table(header_style="bold", caption_justify="left")
     for name in ("binding", "concurrency", "per key", "rate", "priority aging"):
-        table.add_column(name, no_wrap=True)
+        table.add_column(name, no_wrap=name != "binding", overflow="fold")
+    marks: set[str] = set()
     for r in rows:
         p = r.policy
 
         def mark(field: str, text: str, r: BindingLimits = r) -> str:
             if field in r.overridden:
+                marks.add("*")
                 return text + " *"
-            return text if r.defaults_known else "?"
+            if text == "-" or r.defaults_known:
+                return text
+            marks.add("?")
+            return "?"
 
+        key_limit = r.key_limit
         table.add_row(
             r.binding + ("" if r.registered else " (not registered yet)"),
             mark("concurrency", "unlimited" if p.concurrency is None else str(p.concurrency)),
-            mark("key_concurrency", str(p.key_concurrency)),
+            mark("key_concurrency", "-" if key_limit is None else str(key_limit)),
             mark("rate_limit", fmt_rate(p)),
             mark("priority_aging", "strict" if p.priority_aging is None else f"{p.priority_aging:g}s"),
         )
+    legend = [text for sign, text in (("*", STAR), ("?", QUESTION)) if sign in marks]
+    if legend:
+        table.caption = "; ".join(legend)
     return table
 
 
@@ -135,25 +153,41 @@ def set_command(
     priority_aging: Annotated[
         str | None, typer.Option(help="Seconds of waiting worth one priority step ('none': strict priority).")
     ] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Store the limits even for a binding that no worker has registered (and the app lacks).",
+    )] = False,
     app_ref: AppOption = None,
     url: UrlOption = None,
     schema: SchemaOption = None,
     wait: WaitOption = WAIT,
 ) -> None:
-    """Change a binding's limits; workers apply them at their next dispatch."""
+    """Change a binding's limits; workers apply them at their next dispatch.
+
+    A binding that the store does not know (no worker registered it, no limits were set for it) and
+    that the app (``--app``) does not perform is refused, naming it (a misspelt name would otherwise
+    hold limits nobody uses); ``--force`` stores them anyway, for a binding whose workers start later."""
     limits = parse_limits(concurrency, key_concurrency, rate_limit, priority_aging)
     app = open_target(ctx, app_ref, url, schema, wait)
-    if app.specs:
+    if app.specs and not force:
         app.spec(binding)  # an app knows its bindings: refuse a misspelt one
 
     async def apply(a: App) -> list[BindingLimits]:
-        known = {r.binding for r in await read_limits(a)}
+        check_limits(binding, limits)  # a bad value is named before an unknown binding is
+        rows = await read_limits(a)
+        known = {r.binding for r in rows} | set(a.specs)  # registered, performed by the app, or given limits
+        if binding not in known and not force:
+            names = ", ".join(sorted(known)) or "none yet"
+            raise UsageProblem(
+                f"no worker has registered a binding {binding!r} (known: {names}): check the name, "
+                f"or give --force to store its limits for workers that start later"
+            )
         await a.set_limits(binding, **limits)
-        if binding not in known:
-            note(f"no worker has registered {binding!r} yet; the limits apply once one does")
+        if not any(r.registered for r in rows if r.binding == binding):
+            forced = "stored with --force: " if binding not in known else ""
+            note(f"{forced}no worker has registered {binding!r} yet; the limits apply once one does")
         return [r for r in await read_limits(a) if r.binding == binding]
 
-    console.print(limits_table(run(app, apply)))
+    print_table(limits_table(run(app, apply)))
 
 
 @limits_cli.command("list")
@@ -170,4 +204,4 @@ def list_command(
     elif not rows:
         console.print("no bindings yet (a worker registers its bindings when it starts)", style="dim")
     else:
-        console.print(limits_table(rows))
+        print_table(limits_table(rows))

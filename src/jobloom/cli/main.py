@@ -121,7 +121,9 @@ def migrate(
     ctx: typer.Context,
     app_ref: AppOption = None,
     url: UrlOption = None,
-    schema: Annotated[str | None, typer.Option(help="PostgreSQL schema to create the tables in.")] = None,
+    schema: Annotated[str | None, typer.Option(
+        help="With a PostgreSQL --url: the schema to create the tables in (default: the search path's, public).",
+    )] = None,
     wait: WaitOption = WAIT,
 ) -> None:
     """Apply the store's missing schema migrations."""
@@ -133,8 +135,13 @@ def migrate(
     assert url is not None
     options.update(check_schema(url, schema))
     target = for_command(App(url, auto_migrate=False, **options), wait, must_exist=False)
-    applied = run(target, lambda a: a.migrate())
-    where = redact_url(url) + (f" (schema {schema})" if schema else "")
+
+    async def go(a: App) -> tuple[list[str], str]:
+        applied = await a.migrate()
+        return applied, await (await a.store()).location()
+
+    applied, location = run(target, go)
+    where = redact_url(url) + (f" ({location})" if location and not url.startswith("sqlite:") else "")
     if applied:
         for name in applied:
             console.print(f"applied [bold]{name}[/bold]", highlight=False)

@@ -23,6 +23,7 @@ from jobloom.cli.common import (
     fmt_time,
     open_target,
     print_json,
+    print_table,
     require_app,
     run,
 )
@@ -35,20 +36,25 @@ schedules_cli = typer.Typer(
 NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The schedule's name.")]
 
 
-def schedules_table(rows: list[ScheduleInfo]) -> Table:
-    """Schedules with their timing, target, next and last runs (times in local time).
+DEFINED = {"code": "in code", "runtime": "at run time"}
+"""How ``schedules list`` says where a schedule was defined: declared with the app (``App(schedules=...)``)
+or added at run time (``add_schedule``; only those can be removed). The same with ``--app`` and ``--url``."""
 
-    ``--json`` adds the counts of ticks fired and skipped (overlap), the policies and the last run id.
+
+def schedules_table(rows: list[ScheduleInfo]) -> Table:
+    """Schedules with where they were defined, their timing, target, next and last runs.
+
+    Times are in the schedule's own time zone, named (``2026-03-01 03:00:00 Europe/Berlin``). ``--json``
+    adds the counts of ticks fired and skipped (overlap), the policies and the last run id.
     """
     table = Table(header_style="bold")
-    for name in ("schedule", "when", "target", "next run", "last run", "last job"):
-        table.add_column(name, no_wrap=name in ("next run", "last run", "last job"), min_width=8)
+    for name in ("schedule", "defined", "when", "target", "next run", "last run", "last job"):
+        table.add_column(name)
     for r in rows:
-        when = r.timing + ("" if r.timezone == "UTC" else f" {r.timezone}")
-        upcoming = Text("paused", style="yellow") if r.paused else Text(fmt_time(r.next_run))
+        upcoming = Text("paused", style="yellow") if r.paused else Text(fmt_time(r.next_run, r.timezone))
         table.add_row(
-            r.name + ("" if r.origin == "code" else f" ({r.origin})"), when, r.target.removeprefix("performer "),
-            upcoming, fmt_time(r.last_run), "-" if r.last_job_id is None else str(r.last_job_id),
+            r.name, DEFINED.get(r.origin, r.origin), r.timing, r.target, upcoming,
+            fmt_time(r.last_run, r.timezone), "-" if r.last_job_id is None else str(r.last_job_id),
         )
     return table
 
@@ -60,10 +66,11 @@ def _show(rows: list[ScheduleInfo], as_json: bool) -> None:
     if not rows:
         console.print("no schedules", highlight=False)
         return
-    console.print(schedules_table(rows))
+    print_table(schedules_table(rows))
     for r in rows:
         if r.last_error:
-            console.print(Text(f"{r.name}: last error at {fmt_time(r.last_error_at)}: {r.last_error}", style="red"))
+            console.print(Text(f"{r.name}: last error at {fmt_time(r.last_error_at, r.timezone)}: {r.last_error}",
+                               style="red"))
 
 
 @schedules_cli.command("list")

@@ -18,6 +18,7 @@ from jobloom.cli.common import (
     fmt_time,
     open_target,
     print_json,
+    print_table,
     run,
 )
 from jobloom.http.tokens import SCOPES, TokenInfo, create_token, list_tokens, revoke_token
@@ -75,7 +76,7 @@ def list_(
     table = Table("name", "prefix", "scopes", "created", "revoked")
     for t in found:
         table.add_row(t.name, t.prefix, ",".join(t.scopes), fmt_time(t.created_at), fmt_time(t.revoked_at))
-    console.print(table)
+    print_table(table)
 
 
 @tokens_cli.command("revoke")

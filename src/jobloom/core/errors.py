@@ -100,10 +100,20 @@ class CommitUnknown(StoreError):
 class MigrationsMissing(StoreError):
     """The store lacks migrations that this version of jobloom needs."""
 
-    def __init__(self, missing: list[str]) -> None:
+    def __init__(self, missing: list[str], where: str = "", *, none_applied: bool = False) -> None:
         self.missing = missing
+        self.where = where
+        at = f" ({where})" if where else ""
+        if none_applied:
+            schema = where.startswith("schema ")
+            super().__init__(
+                f"no jobloom tables in the store{at}: run `jobloom migrate`"
+                + (" (with the same --schema) to create them, or check the URL and --schema" if schema
+                   else " to create them, or check the URL")
+            )
+            return
         super().__init__(
-            "the store is missing migrations: " + ", ".join(missing) + "; run `jobloom migrate` first"
+            f"the store{at} is missing migrations: " + ", ".join(missing) + "; run `jobloom migrate` first"
         )
 
 

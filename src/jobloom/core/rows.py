@@ -37,6 +37,7 @@ class JobRow(NamedTuple):
     tags: str | None
     meta: str | None
     progress: str | None
+    retries_from: int
 
 
 class ClaimRow(NamedTuple):
@@ -163,6 +164,7 @@ class BindingRow(NamedTuple):
     batch_size: int | None
     batch_wait: float | None
     paused_at: float | None
+    keyed: bool | None
 
 
 class KeyCountRow(NamedTuple):

@@ -62,6 +62,17 @@ class Job:
     tags_json: str | None = field(default=None, repr=False)
     meta_json: str | None = field(default=None, repr=False)
     progress_json: str | None = field(default=None, repr=False)
+    retries_from: int = field(default=0, repr=False)
+
+    @property
+    def attempts_spent(self) -> int:
+        """The attempts of the current budget spent, the running one included: executions that failed,
+        timed out, were lost or asked for a retry since the job was enqueued or last retried by hand.
+
+        A durable sleep, an event wait and a ``Snooze`` spend none, and a manual retry gives a fresh
+        budget, so this never exceeds ``max_attempts``. ``attempt`` numbers every execution (it is what
+        the attempt history and lease fencing use) and only ever grows."""
+        return self.attempt - self.retries_from
 
     @cached_property
     def payload(self) -> Any:

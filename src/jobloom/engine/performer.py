@@ -19,6 +19,7 @@ from jobloom.core.lifecycle import DEFAULT_MAX_SNOOZES
 from jobloom.core.options import Backoff, Delivery, RateLimit
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
 from jobloom.core.types import AttemptControl, JobContext, Policy
+from jobloom.engine.payload_keys import Checker, key_checker
 from jobloom.engine.steps import StepContext
 
 P = TypeVar("P")
@@ -53,6 +54,9 @@ class Performer(Generic[P, R]):
     pushes: ClassVar[bool] = False
     """Whether each attempt is an HTTP request that the worker's pooled client sends (``HttpPerformer``)."""
     max_snoozes: ClassVar[int] = DEFAULT_MAX_SNOOZES
+    unknown_keys: ClassVar[str] = "refuse"
+    """A payload key that the payload type does not declare: ``"refuse"`` it at enqueue (naming the key),
+    or ``"drop"`` it silently, as pydantic does (for callers that send more than this version reads)."""
 
     ctx: JobContext
     env: Any
@@ -127,17 +131,28 @@ class PerformerSpec:
     push: bool = False  # an HttpPerformer: the worker hands it its pooled HTTP client
     remote: Any = None  # the RemoteBinding of a binding run by remote workers (never by this app's)
     max_snoozes: int = DEFAULT_MAX_SNOOZES
+    key_check: Checker | None = None  # finds a payload key the type would drop (None: none can be, or "drop")
 
-    def dump_payload(self, payload: Any) -> str:
-        """Validate ``payload`` against the payload type and encode it as JSON."""
-        return self.encode_payload(self.validate_payload(payload))
+    def dump_payload(self, payload: Any, *, check_keys: bool = True) -> str:
+        """Validate ``payload`` against the payload type and encode it as JSON (``check_keys=False``:
+        keys the type does not declare are dropped, for payloads built from other jobs' results)."""
+        return self.encode_payload(self.validate_payload(payload, check_keys=check_keys))
 
-    def validate_payload(self, payload: Any) -> Any:
-        """``payload`` as the payload type (validated)."""
+    def validate_payload(self, payload: Any, *, check_keys: bool = True) -> Any:
+        """``payload`` as the payload type (validated); a key that the type does not declare is refused
+        unless the performer says ``unknown_keys = "drop"`` (or ``check_keys`` is False)."""
+        unknown = None
+        if check_keys and self.key_check is not None and isinstance(payload, dict):
+            unknown = self.key_check(payload, "")
         try:
-            return self.payload_adapter.validate_python(payload)
+            value = self.payload_adapter.validate_python(payload)
         except pydantic.ValidationError as exc:
-            raise InvalidPayload(self.binding, describe_validation(exc)) from None
+            extra = f"; unknown key {unknown!r}" if unknown is not None else ""
+            raise InvalidPayload(self.binding, describe_validation(exc) + extra) from None
+        if unknown is not None:
+            raise InvalidPayload(self.binding, f"unknown key {unknown!r}: the payload type has no such field "
+                                 f"(a performer that should drop such keys sets unknown_keys = \"drop\")")
+        return value
 
     def encode_payload(self, value: Any) -> str:
         """A validated payload as JSON, refusing one over the size limit or one JSON cannot hold."""
@@ -319,7 +334,15 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         nulls_may_hide_nan=payload_nulls or result_nulls,
         push=bool(cls.pushes),
         max_snoozes=opt.positive_int("max_snoozes", cls.max_snoozes, binding, allow_none=False) or 1,
+        key_check=_key_check(cls, binding, payload_adapter),
     )
+
+
+def _key_check(cls: type[Performer[Any, Any]], binding: str, adapter: pydantic.TypeAdapter[Any]) -> Checker | None:
+    value = cls.unknown_keys
+    if value not in ("refuse", "drop"):
+        raise InvalidOption("unknown_keys", value, '"refuse" or "drop"', binding)
+    return key_checker(adapter.core_schema) if value == "refuse" else None
 
 
 _OWN_CONFIG = ("'type': 'model'", "'type': 'dataclass'", "'type': 'typed-dict'")

@@ -41,12 +41,12 @@ class RemoteBinding:
     JSON Schema (a dict); enqueue validates payloads against it. Every other keyword is the performer
     option of that name (``concurrency``, ``rate_limit``, ``key_concurrency``, ``max_attempts``,
     ``backoff``, ``timeout``, ``delivery``, ``priority``, ``priority_aging``, ``unique_for``,
-    ``retention``), with the same defaults and checks. A remote binding cannot be a flow node.
+    ``retention``, ``unknown_keys``), with the same defaults and checks. A remote binding cannot be a flow node.
     """
 
     OPTIONS: ClassVar[tuple[str, ...]] = (
         "concurrency", "rate_limit", "key_concurrency", "max_attempts", "backoff", "timeout", "delivery",
-        "priority", "priority_aging", "unique_for", "retention")
+        "priority", "priority_aging", "unique_for", "retention", "unknown_keys")
 
     def __init__(self, binding: str, *, payload: Any = Any, result: Any = Any, **options: Any) -> None:
         unknown = sorted(set(options) - set(self.OPTIONS))
@@ -74,6 +74,7 @@ class RemoteBinding:
             spec, remote=self,
             payload_adapter=payload_schema or spec.payload_adapter,
             result_adapter=result_schema or spec.result_adapter,
+            key_check=None if payload_schema is not None else spec.key_check,  # a JSON Schema says for itself
         )
 
     def __repr__(self) -> str:

@@ -57,7 +57,7 @@ def _node_jobs(app: FlowHost, flow: Flow, inp: Any, run_id: str, now: float) -> 
                         f"cannot start flow {flow.name!r}: input of node {node.name!r} raised "
                         f"{type(exc).__name__}: {exc}"
                     ) from exc
-                payload = app.spec(node.child_binding).dump_payload(value)
+                payload = app.spec(node.child_binding).dump_payload(value, check_keys=False)
             job = build_job(app.spec(node.child_binding), None, node_options(node), now, payload_json=payload)
         else:
             job = NewJob(binding=node.binding, payload="", priority=0, run_at=now, state="queued", max_attempts=1,

@@ -121,7 +121,7 @@ async def node_payload(contexts: NodeContexts, c: Claimed) -> str:
         value = node.input(inp, up)
     except Exception as exc:
         raise Permanent(f"input of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
-    return app.spec(node.child_binding).dump_payload(value)
+    return app.spec(node.child_binding).dump_payload(value, check_keys=False)
 
 
 async def run_map(contexts: NodeContexts, c: Claimed) -> Any:

@@ -38,7 +38,7 @@ def job_json(job: Job) -> str:
     """One job as a JSON object (text)."""
     return (
         f'{{"id":{job.id},"binding":{_str(job.binding)},"state":"{job.state}","attempt":{job.attempt},'
-        f'"max_attempts":{job.max_attempts},"priority":{job.priority},"delivery":"{job.delivery}",'
+        f'"attempts_spent":{job.attempts_spent},"max_attempts":{job.max_attempts},"priority":{job.priority},"delivery":"{job.delivery}",'
         f'"payload":{job.payload_json or "null"},"result":{job.result_json or "null"},"error":{_str(job.error)},'
         f'"unique_key":{_str(job.unique_key)},"concurrency_key":{_str(job.concurrency_key)},'
         f'"run_at":{_ts(job.run_ts)},"created_at":{_ts(job.created_ts)},"started_at":{_ts(job.started_ts)},'

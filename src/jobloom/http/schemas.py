@@ -60,12 +60,16 @@ class ProgressOut(BaseModel):
 
 
 class JobOut(BaseModel):
-    """A job as the API shows it (the fields of ``jobloom.Job``)."""
+    """A job as the API shows it (the fields of ``jobloom.Job``): ``attempt`` numbers its latest
+    execution (every one, as its attempt history does); ``attempts_spent`` counts those that spent
+    the current budget of ``max_attempts`` (sleeps, event waits and snoozes spend none; a manual
+    retry starts a new budget)."""
 
     id: int
     binding: str
     state: str
     attempt: int
+    attempts_spent: int
     max_attempts: int
     priority: int
     delivery: str
@@ -162,7 +166,8 @@ class RunsOut(BaseModel):
 
 
 class ScheduleOut(BaseModel):
-    """One schedule: its timing, target and state."""
+    """One schedule: its timing, target and state. ``origin`` says where it was defined: ``"code"``
+    (declared with an app: ``App(schedules=[...])``) or ``"runtime"`` (``add_schedule``, removable)."""
 
     name: str
     origin: str

@@ -27,7 +27,7 @@ class ScheduleInfo:
     """One schedule as :meth:`jobloom.App.list_schedules` shows it."""
 
     name: str
-    origin: str  # "code" (declared with the app), "runtime" (added with add_schedule) or "stored"
+    origin: str  # where it was defined: "code" (declared with an app) or "runtime" (added with add_schedule)
     timing: str
     timezone: str
     target: str
@@ -208,9 +208,8 @@ class ScheduleOps:
         for name in sorted(set(rows) | set(self.schedules)):
             row = rows.get(name)
             schedule = self.schedules.get(name)
+            # where it was defined, the same whichever app or bare store lists it
             origin = "code" if schedule is not None else row.origin if row is not None else "code"
-            if schedule is None and row is not None and row.origin == "code":
-                origin = "stored"  # declared by another version or app: this app does not know it
             out.append(_info(name, schedule, row, origin, now))
         return out
 

@@ -211,6 +211,11 @@ class Store(abc.ABC):
     async def applied_migrations(self) -> list[str]:
         """Names of the migrations applied to this store."""
 
+    async def location(self) -> str:
+        """Where in its database this store keeps its tables, for messages (a SQLite file's path, a
+        PostgreSQL schema's name); empty when there is nothing to add to the URL."""
+        return ""
+
     @abc.abstractmethod
     async def migrate(self) -> list[str]:
         """Apply missing migrations; return the names applied now."""

@@ -420,6 +420,18 @@ class PostgresStore(Store):
 
     # -- migrations ---------------------------------------------------------------------------------
 
+    async def location(self) -> str:
+        """``schema "name"``: the schema given, or the one the server's search path gives (``public``)."""
+        if self.schema is not None:
+            return f"schema {self.schema!r}"
+
+        async def read(tx: Tx) -> str:
+            cur = await (await _conn_of(tx)).execute("SELECT current_schema()")
+            row = await cur.fetchone()
+            return str(row[0]) if row and row[0] else "(none on the search path)"
+
+        return f"schema {await self.transact(read, exclusive=False)!r}"
+
     async def applied_migrations(self) -> list[str]:
         """Migrations recorded in the schema (none if it or its table does not exist yet)."""
 

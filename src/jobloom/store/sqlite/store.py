@@ -317,6 +317,10 @@ class SQLiteStore(Store):
         """Listen for wake-ups on this file."""
         return SocketWakeups(self.wake_folder)
 
+    async def location(self) -> str:
+        """``file PATH``: the SQLite file that holds the store."""
+        return f"file {self.path}"
+
     async def applied_migrations(self) -> list[str]:
         """Migrations recorded in the file."""
         if self._conn is None:

@@ -15,7 +15,7 @@
 -- name: search_all
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.id < :before::bigint
   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
@@ -31,7 +31,7 @@ ORDER BY j.id DESC LIMIT :limit::bigint
 -- name: search_tagged
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_job_tags g JOIN jobloom_jobs j ON j.id = g.job_id
 WHERE g.tag = :tag::text AND g.job_id < :before::bigint
   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
@@ -47,7 +47,7 @@ ORDER BY g.job_id DESC LIMIT :limit::bigint
 -- name: search_unique
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.binding = :binding::text AND j.unique_key = :unique_key::text AND j.id < :before::bigint
   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
@@ -63,7 +63,7 @@ ORDER BY j.id DESC LIMIT :limit::bigint
 -- name: search_counted
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.state IN ('waiting', 'failed', 'stalled', 'cancelled') AND j.state = :state::text AND j.binding = :binding::text AND j.id < :before::bigint
   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
@@ -79,7 +79,7 @@ ORDER BY j.id DESC LIMIT :limit::bigint
 -- name: search_queued
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.state = 'queued' AND j.binding = :binding::text AND j.id < :before::bigint
   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
@@ -95,7 +95,7 @@ ORDER BY j.id DESC LIMIT :limit::bigint
 -- name: search_scheduled
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.state = 'scheduled' AND j.id < :before::bigint
   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
@@ -111,7 +111,7 @@ ORDER BY j.id DESC LIMIT :limit::bigint
 -- name: search_running
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.state = 'running' AND j.id < :before::bigint
   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))

@@ -17,7 +17,7 @@ ORDER BY id DESC LIMIT 1
 -- name: get_job
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
        delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, tags, meta,
-       progress
+       progress, retries_from
 FROM jobloom_jobs WHERE id = :id
 
 -- name: count_by_state
@@ -48,7 +48,7 @@ FROM jobloom_bindings WHERE binding = :binding
 
 -- name: list_bindings
 SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, paused_at
+       batch_size, batch_wait, paused_at, keyed
 FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
@@ -59,11 +59,11 @@ FROM jobloom_bindings WHERE binding = :binding
 -- name: upsert_binding
 -- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, batch_size, batch_wait, updated_at)
+                              retention, batch_size, batch_wait, keyed, updated_at)
 VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
-        :batch_size, :batch_wait, :now)
+        :batch_size, :batch_wait, :keyed, :now)
 ON CONFLICT (binding) DO UPDATE SET
-    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait,
+    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait, keyed = excluded.keyed,
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
     retention = excluded.retention, updated_at = excluded.updated_at

@@ -15,7 +15,7 @@
 -- name: search_all
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
@@ -31,7 +31,7 @@ ORDER BY j.id DESC LIMIT :limit
 -- name: search_tagged
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_job_tags g CROSS JOIN jobloom_jobs j
 WHERE g.job_id = j.id AND g.tag = :tag AND g.job_id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
@@ -47,7 +47,7 @@ ORDER BY g.job_id DESC LIMIT :limit
 -- name: search_unique
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.binding = :binding AND j.unique_key = :unique_key AND j.id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
@@ -63,7 +63,7 @@ ORDER BY j.id DESC LIMIT :limit
 -- name: search_counted
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE (j.state = 'waiting' OR j.state = 'failed' OR j.state = 'stalled' OR j.state = 'cancelled') AND j.state = :state AND j.binding = :binding AND j.id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
@@ -79,7 +79,7 @@ ORDER BY j.id DESC LIMIT :limit
 -- name: search_queued
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.state = 'queued' AND j.binding = :binding AND j.id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
@@ -95,7 +95,7 @@ ORDER BY j.id DESC LIMIT :limit
 -- name: search_scheduled
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j INDEXED BY jobloom_jobs_scheduled
 WHERE j.state = 'scheduled' AND j.id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
@@ -111,7 +111,7 @@ ORDER BY j.id DESC LIMIT :limit
 -- name: search_running
 SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priority, j.run_at, j.unique_key,
        j.concurrency_key, j.delivery, j.result, j.error, j.created_at, j.started_at, j.finished_at,
-       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress
+       j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j INDEXED BY jobloom_jobs_running
 WHERE j.state = 'running' AND j.id < :before
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
