@@ -94,6 +94,16 @@ async def test_a_refused_login_fails_at_once_with_the_servers_reason() -> None:
     assert time.monotonic() - started < 5
 
 
+async def test_a_url_libpq_cannot_read_fails_at_once_naming_the_parameter() -> None:
+    require_postgres()
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    store = PostgresStore(f"{POSTGRES_URL}{sep}schema=jobs", retry_deadline=30)  # not a libpq parameter
+    started = time.monotonic()
+    with pytest.raises(StoreError, match='invalid URI query parameter: "schema"'):
+        await store.open()
+    assert time.monotonic() - started < 5
+
+
 # -- migrations ---------------------------------------------------------------------------------------
 
 

@@ -46,7 +46,10 @@ def _connection_lost(exc: BaseException) -> bool:
 
 
 def _server_unavailable(exc: psycopg.Error) -> bool:
-    """A connection error that waiting may cure (down, starting, full), not a refused login."""
+    """A connection error that waiting may cure (down, starting, full), not a refused login or a URL
+    that libpq cannot read (``invalid URI query parameter``: no retry makes it valid)."""
+    if isinstance(exc, psycopg.ProgrammingError):
+        return False
     text = str(exc)
     if "FATAL" not in text:
         return True  # refused, timed out, unreachable
