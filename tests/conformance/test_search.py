@@ -310,7 +310,7 @@ async def test_search_picks_the_indexed_query_for_each_filter(store_url: str) ->
             ({"state": "failed", "binding": "B0"}, {"search_counted"}),
             ({"state": "failed"}, {"search_bindings_counted", "search_counted"}),
             ({"state": ["queued", "scheduled"]}, {"search_bindings_queued", "search_queued", "search_scheduled"}),
-            ({"state": "succeeded", "binding": "B0"}, {"search_all"}),
+            ({"state": "succeeded", "binding": "B0"}, {"top_job_id", "search_all"}),
         ]
         for f, want in cases:
             names.clear()
