@@ -159,3 +159,10 @@ ORDER BY id FOR UPDATE
 -- name: top_job_id
 -- The newest job's id (the top of the primary key): where a search that reads by id begins.
 SELECT coalesce(max(id), 0) AS n FROM jobloom_jobs
+
+-- name: search_in_id_order
+-- For the rest of this (read) transaction, no bitmap scans: PostgreSQL cannot weigh a substring of the
+-- error (it takes errors to be as rare among failed jobs as among all jobs), and would read every job of
+-- the state and binding through a bitmap, then sort them, rather than walk the index in id order and
+-- stop at the page's end (on a million jobs: 235 ms against 0.7 ms for a page of failed jobs by text).
+SET LOCAL enable_bitmapscan = off

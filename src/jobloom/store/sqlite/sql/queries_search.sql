@@ -160,3 +160,7 @@ ORDER BY id
 -- name: top_job_id
 -- The newest job's id (the top of the primary key): where a search that reads by id begins.
 SELECT coalesce(max(id), 0) AS n FROM jobloom_jobs
+
+-- name: search_in_id_order
+-- Nothing to do on SQLite: its planner walks the index in id order (PostgreSQL's needs telling).
+SELECT 1
