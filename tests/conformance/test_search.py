@@ -302,6 +302,9 @@ async def test_search_picks_the_indexed_query_for_each_filter(store_url: str) ->
             names.extend(getattr(n, "name", n) for n, _ in queries)
             return await self.tx.fetch_batch(queries)
 
+        async def execute(self, name: str, params: Any = None) -> Any:  # search_in_id_order: a setting
+            return await self.tx.execute(name, params)
+
     store.transact = lambda fn, **kw: transact(lambda tx: fn(Recording(tx)), **kw)  # type: ignore[method-assign]
     try:
         cases: list[tuple[dict[str, Any], set[str]]] = [

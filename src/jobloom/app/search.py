@@ -220,14 +220,13 @@ async def page_rows(tx: Tx, f: JobFilter, *, limit: int, before: int, floor: int
     the index its filter allows (see the module's docstring); a filter that :func:`scans` reads ids
     down to ``floor`` only."""
     base = f.params() | {"before": before, "limit": limit}
-    if f.text is not None or f.after_ts is not None or f.before_ts is not None:
-        # filters the planner cannot weigh (a substring of the error; creation times, which go with the
-        # id): walk the index in id order and stop when the page is full (see ``search_in_id_order``)
-        await tx.execute("search_in_id_order")
     if f.tag_list:
         return await tx.fetch(Q.search_tagged, base | {"tag": f.tag_list[0]})
     if f.unique_key is not None and f.binding is not None:
         return await tx.fetch(Q.search_unique, base)
+    # walk the index in id order and stop when the page is full, whatever the planner guesses of the
+    # filters (a substring of the error, or a state's share under a generic plan): search_in_id_order
+    await tx.execute("search_in_id_order")
     if f.states is None or scans(f):
         return await tx.fetch(Q.search_all, base | {"floor": floor})
     queries: list[tuple[Query[JobRow], dict[str, Any]]] = []

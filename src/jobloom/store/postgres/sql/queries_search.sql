@@ -161,8 +161,10 @@ ORDER BY id FOR UPDATE
 SELECT coalesce(max(id), 0) AS n FROM jobloom_jobs
 
 -- name: search_in_id_order
--- For the rest of this (read) transaction, no bitmap scans: PostgreSQL cannot weigh a substring of the
--- error (it takes errors to be as rare among failed jobs as among all jobs), and would read every job of
--- the state and binding through a bitmap, then sort them, rather than walk the index in id order and
--- stop at the page's end (on a million jobs: 235 ms against 0.7 ms for a page of failed jobs by text).
+-- For the rest of this (read) transaction, no bitmap scans, so that a page walks its index in id order
+-- and stops at the page's end. The planner would otherwise read every job of a state and binding through
+-- a bitmap and sort them whenever it guesses that few match: it cannot weigh a substring of the error
+-- (it takes errors to be as rare among failed jobs as among all jobs), and a generic plan (a statement
+-- prepared after a few runs) does not know which state it is asked for. On a million jobs, a page of a
+-- binding's failed jobs by text took 235 ms with the bitmap and 0.7 ms walking the index.
 SET LOCAL enable_bitmapscan = off
