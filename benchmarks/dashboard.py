@@ -18,7 +18,8 @@ Each store is private (a fresh SQLite file, or a fresh PostgreSQL schema) and se
 
 Then ``jobloom serve`` (one uvicorn process, as a user runs it) serves the app; this script logs in
 with the token (the session cookie) and fetches every page in turn, ``--repeat`` rounds after two
-warm-up rounds, one request at a time, reporting each page's median and p95 in ms. ``--reads-only``
+warm-up rounds, one request at a time, reporting each page's median and p95 in ms, and the server
+process's CPU time per request (which depends less on what else the machine runs). ``--reads-only``
 times the App reads behind the pages in this process instead. Target: every page under 200 ms.
 """
 
@@ -40,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import httpx  # noqa: E402
+import psutil  # type: ignore[import-untyped,unused-ignore]  # noqa: E402
 
 from jobloom.bench.sandbox import Sandbox, Target  # noqa: E402
 
@@ -236,6 +238,7 @@ def measure_http(box: Sandbox, ids: dict[str, Any], repeat: int) -> dict[str, li
     server = subprocess.Popen([sys.executable, "-m", "jobloom.cli", "serve", "--app", "dashboard_app:app",
                                "--port", str(port), "--log-level", "warning"], env=env, cwd=HERE)
     times: dict[str, list[float]] = {}
+    cpu: dict[str, float] = {}
     try:
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=30) as client:
@@ -252,8 +255,10 @@ def measure_http(box: Sandbox, ids: dict[str, Any], repeat: int) -> dict[str, li
             if login.status_code != 303 or not client.cookies:
                 raise SystemExit(f"login refused: {login.status_code} {login.text[:200]}")
             visits = pages(ids)
+            proc = psutil.Process(server.pid)
             for round_ in range(repeat + 2):  # rounds over every page: a busy spell of the machine hits all
                 for name, path in visits:
+                    cpu0 = _cpu(proc)
                     t = time.perf_counter()
                     r = client.get(path)
                     took = (time.perf_counter() - t) * 1000
@@ -261,10 +266,22 @@ def measure_http(box: Sandbox, ids: dict[str, Any], repeat: int) -> dict[str, li
                         raise SystemExit(f"{path}: {r.status_code} {r.text[:300]}")
                     if round_ >= 2:  # two warm-up rounds
                         times.setdefault(name, []).append(took)
+                        cpu[name] = cpu.get(name, 0.0) + (_cpu(proc) - cpu0) * 1000
     finally:
         server.terminate()
         server.wait(10)
+    for name, total in cpu.items():  # the server's CPU per request: what the page costs, whatever else runs
+        times[CPU_PREFIX + name] = [total / repeat]
     return times
+
+
+CPU_PREFIX = "cpu:"
+
+
+def _cpu(proc: psutil.Process) -> float:
+    """CPU seconds (user and system) the server process has used so far."""
+    t = proc.cpu_times()
+    return float(t.user + t.system)
 
 
 async def measure_reads(box: Sandbox, ids: dict[str, Any], repeat: int) -> dict[str, list[float]]:
@@ -310,21 +327,24 @@ def p95(samples: list[float]) -> float:
 
 
 def table(results: dict[str, dict[str, list[float]]]) -> str:
-    """A markdown table: median and p95 per page and store."""
+    """A markdown table: median and p95 per page and store, and the server's CPU per request (HTTP)."""
     stores = list(results)
-    names = list(dict.fromkeys(n for r in results.values() for n in r))
-    head = "| page | " + " | ".join(f"{s} median | {s} p95" for s in stores) + " |"
-    lines = [head, "|---|" + "---:|---:|" * len(stores)]
+    names = list(dict.fromkeys(n for r in results.values() for n in r if not n.startswith(CPU_PREFIX)))
+    with_cpu = any(n.startswith(CPU_PREFIX) for r in results.values() for n in r)
+    cols = [f"{s} median | {s} p95" + (f" | {s} server CPU" if with_cpu else "") for s in stores]
+    lines = ["| page | " + " | ".join(cols) + " |", "|---|" + ("---:|" * (3 if with_cpu else 2)) * len(stores)]
     for name in names:
         cells = []
         for s in stores:
             got = results[s].get(name)
             if got is None:
-                cells += ["", ""]
+                cells += ["", ""] + ([""] if with_cpu else [])
                 continue
             med, top = statistics.median(got), p95(got)
             mark = "" if top < TARGET_MS else " **over**"
             cells += [f"{med:.1f}", f"{top:.1f}{mark}"]
+            if with_cpu:
+                cells.append(f"{results[s].get(CPU_PREFIX + name, [0.0])[0]:.1f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
