@@ -83,6 +83,7 @@ class Q:
 
     get_job = Query("get_job", JobRow)
     search_all = Query("search_all", JobRow)
+    top_job_id = Query("top_job_id", CountRow)
     search_tagged = Query("search_tagged", JobRow)
     search_unique = Query("search_unique", JobRow)
     search_counted = Query("search_counted", JobRow)

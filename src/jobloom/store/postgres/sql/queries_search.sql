@@ -7,7 +7,8 @@
 --   search_counted    one waiting, failed, stalled or cancelled state of one binding (jobloom_jobs_counted)
 --   search_queued     the queued jobs of one binding (jobloom_jobs_queued)
 --   search_scheduled  scheduled jobs (jobloom_jobs_scheduled); search_running: running jobs (jobloom_jobs_running)
---   search_all        the primary key from the cursor down (no index filter applies: it reads until the page is full)
+--   search_all        the primary key from the cursor down to :floor (no index filter applies: it reads until the
+--                     page is full or it reaches :floor, SCAN_BUDGET ids below the cursor or the newest job)
 -- A state-driven query names its state as the partial index's predicate does, so the planner can prove
 -- the index covers it; search_bindings_* list the bindings present in such an index (a loose index scan,
 -- one probe per binding) for a search of that state without a binding.
@@ -18,6 +19,7 @@ SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priorit
        j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.id < :before::bigint
+  AND j.id >= :floor::bigint
   AND (:states::text[] IS NULL OR j.state = ANY(:states::text[]))
   AND (:binding::text IS NULL OR j.binding = :binding::text)
   AND (:unique_key::text IS NULL OR j.unique_key = :unique_key::text)
@@ -153,3 +155,16 @@ SELECT id, state, attempt, binding, run_id, node FROM jobloom_jobs WHERE id = AN
 SELECT id, run_id FROM jobloom_jobs
 WHERE id = ANY(:ids::bigint[]) AND (state || '') IN ('succeeded', 'failed', 'stalled', 'cancelled', 'skipped')
 ORDER BY id FOR UPDATE
+
+-- name: top_job_id
+-- The newest job's id (the top of the primary key): where a search that reads by id begins.
+SELECT coalesce(max(id), 0) AS n FROM jobloom_jobs
+
+-- name: search_in_id_order
+-- For the rest of this (read) transaction, no bitmap scans, so that a page walks its index in id order
+-- and stops at the page's end. The planner would otherwise read every job of a state and binding through
+-- a bitmap and sort them whenever it guesses that few match: it cannot weigh a substring of the error
+-- (it takes errors to be as rare among failed jobs as among all jobs), and a generic plan (a statement
+-- prepared after a few runs) does not know which state it is asked for. On a million jobs, a page of a
+-- binding's failed jobs by text took 235 ms with the bitmap and 0.7 ms walking the index.
+SET LOCAL enable_bitmapscan = off

@@ -7,7 +7,8 @@
 --   search_counted    one waiting, failed, stalled or cancelled state of one binding (jobloom_jobs_counted)
 --   search_queued     the queued jobs of one binding (jobloom_jobs_queued)
 --   search_scheduled  scheduled jobs (jobloom_jobs_scheduled); search_running: running jobs (jobloom_jobs_running)
---   search_all        the primary key from the cursor down (no index filter applies: it reads until the page is full)
+--   search_all        the primary key from the cursor down to :floor (no index filter applies: it reads until the
+--                     page is full or it reaches :floor, SCAN_BUDGET ids below the cursor or the newest job)
 -- A state-driven query names its state as the partial index's predicate does, so the planner can prove
 -- the index covers it; search_bindings_* list the bindings present in such an index (a loose index scan,
 -- one probe per binding) for a search of that state without a binding.
@@ -18,6 +19,7 @@ SELECT j.id, j.binding, j.state, j.payload, j.attempt, j.max_attempts, j.priorit
        j.cancel_requested, j.run_id, j.node, j.tags, j.meta, j.progress, j.retries_from
 FROM jobloom_jobs j
 WHERE j.id < :before
+  AND j.id >= :floor
   AND (:states IS NULL OR j.state IN (SELECT value FROM json_each(:states)))
   AND (:binding IS NULL OR j.binding = :binding)
   AND (:unique_key IS NULL OR j.unique_key = :unique_key)
@@ -154,3 +156,11 @@ SELECT id, run_id FROM jobloom_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('succeeded', 'failed', 'stalled', 'cancelled', 'skipped')
   AND id < (SELECT max(id) FROM jobloom_jobs)
 ORDER BY id
+
+-- name: top_job_id
+-- The newest job's id (the top of the primary key): where a search that reads by id begins.
+SELECT coalesce(max(id), 0) AS n FROM jobloom_jobs
+
+-- name: search_in_id_order
+-- Nothing to do on SQLite: its planner walks the index in id order (PostgreSQL's needs telling).
+SELECT 1
