@@ -20,6 +20,7 @@ PostgreSQL), then
   retention housekeeper does while it is behind, until none is left: jobs deleted per second.
 
 The empty store is measured first and again last, so drift of the shared machine shows.
+``--latency-pairs K`` measures latency alone, on an empty store and on the full one alternately, K times.
 """
 
 from __future__ import annotations
@@ -122,6 +123,32 @@ async def one(target: Target, rows: int, args: argparse.Namespace) -> dict[str, 
             "p99_ms": round(p99, 3), "retention": pruned}
 
 
+async def latency_pairs(target: Target, rows: int, pairs: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Latency alone, alternating: a fresh empty store, then the store holding ``rows`` finished jobs,
+    ``pairs`` times (the full store is filled once); each pair ran back to back on the same machine."""
+    ctx = Context(target, Params(jobs=args.jobs, concurrency=args.concurrency))
+    full = target.sandbox()
+    await full.prepare()
+    out = []
+    try:
+        await asyncio.to_thread(full.insert_history, rows)
+        for k in range(pairs):
+            empty = target.sandbox()
+            await empty.prepare()
+            try:
+                e50, e99 = await latency(ctx, empty, args.latency_jobs, args.rate)
+            finally:
+                empty.close()
+            f50, f99 = await latency(ctx, full, args.latency_jobs, args.rate)
+            row = {"store": target.dialect, "history": rows, "pair": k + 1, "empty_p50_ms": round(e50, 3),
+                   "empty_p99_ms": round(e99, 3), "full_p50_ms": round(f50, 3), "full_p99_ms": round(f99, 3)}
+            print("  " + json.dumps(row), file=sys.stderr, flush=True)
+            out.append(row)
+    finally:
+        full.close()
+    return out
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown: one row per store and history size, with the ratio to the empty store's median."""
     out = ["| store | finished jobs in the store | enqueue one/s | drain jobs/s | p50 ms | p99 ms | "
@@ -173,7 +200,28 @@ def main() -> int:
     parser.add_argument("--prune-jobs", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--json", default=None, help="Also write the rows to this file.")
+    parser.add_argument("--latency-pairs", type=int, default=0,
+                        help="Instead: latency only, empty and full (the largest --rows) alternating this many times.")
     args = parser.parse_args()
+    if args.latency_pairs:
+        urls = {"sqlite": args.sqlite_url, "postgres": args.postgres_url}
+        rows = max(int(x) for x in args.rows.split(","))
+        pairs: list[dict[str, Any]] = []
+        for store in args.stores.split(","):
+            target = Target(urls[store])
+            try:
+                pairs += asyncio.run(latency_pairs(target, rows, args.latency_pairs, args))
+            finally:
+                target.close()
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(pairs, f, indent=1)
+        print("| store | finished jobs | pair | empty p50 ms | full p50 ms | empty p99 ms | full p99 ms |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in pairs:
+            print(f"| {r['store']} | {r['history']:,} | {r['pair']} | {r['empty_p50_ms']:.2f} | {r['full_p50_ms']:.2f} "
+                  f"| {r['empty_p99_ms']:.2f} | {r['full_p99_ms']:.2f} |")
+        return 0
     results = asyncio.run(main_async(args))
     if args.json:
         with open(args.json, "w") as f:

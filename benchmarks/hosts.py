@@ -97,7 +97,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     out = ["| workers | path to PostgreSQL | added round trip | drain jobs/s |", "|---|---|---:|---:|"]
     for r in rows:
         path = ("loopback" if r["rtt_ms"] is None else
-                "namespace + veth + " + ("netem" if r["netem"] else "delay relay"))
+                "namespace + veth + relay" + (" + netem" if r["netem"] and r["rtt_ms"] else ""))
         rtt = "0" if r["rtt_ms"] is None else f"{r['rtt_ms']:g} ms"
         out.append(f"| {r['hosts']} process{'es' if r['hosts'] > 1 else ''} in "
                    f"{'the root namespace' if r['rtt_ms'] is None else str(r['hosts']) + ' namespace(s)'} | "
@@ -132,7 +132,12 @@ def main() -> int:
     parser.add_argument("--rtt-ms", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--render", default=None, help="Run nothing: print the table of a --json file.")
     args = parser.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            print(table(json.load(f)))
+        return 0
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
         return 2

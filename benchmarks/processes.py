@@ -10,11 +10,13 @@ Each drain: N no-op jobs queued first on a fresh schema, then ``jobloom worker -
 What bounds each drain is sampled while it runs, so the bend of the curve has its evidence:
 
 - the server's sessions of this drain (``application_name`` set for the workers through PGAPPNAME),
-  every 20 ms from ``pg_stat_activity``: how many are active, and what those wait on
-  (``Lock/transactionid``, ``Lock/tuple``: a row lock another transaction holds; ``Client/ClientRead``:
-  the server waits for the worker; no wait event: running on a CPU, or waiting for one);
-- CPU: the machine's busy share over the drain (of all cores), and the share taken by the worker
-  processes and by the PostgreSQL server processes.
+  every 20 ms from ``pg_stat_activity``: the mean number per sample in each state and, when active,
+  wait (``Lock/transactionid``, ``Lock/tuple``: a row lock another transaction holds;
+  ``Client/ClientRead``: the server waits for the worker's next statement; ``IO/WALSync``: a commit's
+  flush; ``running (no wait event)``: on a CPU, or waiting for one; ``idle in transaction``: the
+  worker holds a transaction open between statements, i.e. the worker process is the one working);
+- CPU: the machine's busy share over the drain (of all cores), and the shares taken by the worker
+  processes and by the server backends of the drain's sessions; the rest is other work on the machine.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Waits:
         self.samples = 0
         self.active = 0
         self.events: collections.Counter[str] = collections.Counter()
+        self.pids: set[int] = set()
         self._on = True
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -57,25 +60,32 @@ class Waits:
     def _run(self) -> None:
         while self._on:
             rows = self.conn.execute(
-                "SELECT state, wait_event_type, wait_event FROM pg_stat_activity WHERE application_name = %s",
+                "SELECT pid, state, wait_event_type, wait_event FROM pg_stat_activity WHERE application_name = %s",
                 (self.app,)).fetchall()
             self.samples += 1
-            for state, kind, event in rows:
+            for pid, state, kind, event in rows:
+                self.pids.add(int(pid))
                 if state == "active":
                     self.active += 1
-                    self.events[f"{kind}/{event}" if kind else "CPU"] += 1
-                elif state == "idle in transaction":
-                    self.events["idle in transaction"] += 1
+                    self.events[f"{kind}/{event}" if kind else "running (no wait event)"] += 1
+                else:
+                    self.events[str(state)] += 1
             time.sleep(self.every)
 
+    def backends(self) -> list[int]:
+        """The server processes of the drain's sessions (seen so far)."""
+        rows = self.conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                                 (self.app,)).fetchall()
+        return sorted({int(r[0]) for r in rows} | self.pids)
+
     def stop(self) -> dict[str, Any]:
-        """Stop; the mean number of active sessions and each wait's share of the active samples."""
+        """Stop; the mean number of the drain's sessions in each state or wait, per sample."""
         self._on = False
         self._thread.join(timeout=5)
         self.conn.close()
-        total = max(1, self.active)
-        return {"samples": self.samples, "active_mean": round(self.active / max(1, self.samples), 2),
-                "waits": {k: round(v / total, 3) for k, v in self.events.most_common(6)}}
+        n = max(1, self.samples)
+        return {"samples": self.samples, "active_mean": round(self.active / n, 2),
+                "sessions": {k: round(v / n, 2) for k, v in self.events.most_common(7)}}
 
 
 def _cpu(pids: list[int]) -> float:
@@ -87,10 +97,6 @@ def _cpu(pids: list[int]) -> float:
         except psutil.Error:
             pass
     return total
-
-
-def _postgres_pids() -> list[int]:
-    return [p.pid for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("postgres")]
 
 
 async def drain(target: Target, n: int, processes: int, concurrency: int, performer: type) -> dict[str, Any]:
@@ -117,7 +123,7 @@ async def drain(target: Target, n: int, processes: int, concurrency: int, perfor
                 group.check()
                 await asyncio.sleep(0.01)
             waits = Waits(box.url, app_name)
-            pg = _postgres_pids()
+            pg = waits.backends()
             workers = [c.pid for c in psutil.Process(group._proc.proc.pid).children(recursive=True)]  # type: ignore[union-attr]
             cpu0 = psutil.cpu_times()
             w0, p0, t0 = _cpu(workers), _cpu(pg), time.monotonic()
@@ -135,7 +141,7 @@ async def drain(target: Target, n: int, processes: int, concurrency: int, perfor
                 "jobs": count, "rate": round(count / max(float(last) - float(first), 1e-9)),
                 "machine_busy_pct": round(100 * busy / (wall * cores), 1),
                 "workers_cpu_pct": round(100 * (w1 - w0) / (wall * cores), 1),
-                "postgres_cpu_pct": round(100 * (p1 - p0) / (wall * cores), 1),
+                "backends_cpu_pct": round(100 * (p1 - p0) / (wall * cores), 1), "backends": len(pg),
                 "peak_rss_mb": group.peak_rss_mb, **found}
     finally:
         box.close()
@@ -145,20 +151,18 @@ def table(rows: list[dict[str, Any]]) -> str:
     """A Markdown table of the runs (median rate when repeated)."""
     import statistics
 
-    out = ["| binding | processes | drain jobs/s | machine CPU busy | workers CPU | PostgreSQL CPU | "
-           "active sessions (mean) | what active sessions wait on |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    out = ["| binding | processes | drain jobs/s | machine CPU busy | workers CPU | their server backends' CPU | "
+           "the drain's sessions, mean per sample: state or wait |", "|---|---:|---:|---:|---:|---:|---|"]
     keys = sorted({(r["binding"], r["processes"]) for r in rows}, key=lambda k: (k[0] != "Noop", k[1]))
     for binding, p in keys:
         runs = [r for r in rows if (r["binding"], r["processes"]) == (binding, p)]
         rate = statistics.median(r["rate"] for r in runs)
         spread = f" ({min(r['rate'] for r in runs):,}..{max(r['rate'] for r in runs):,})" if len(runs) > 1 else ""
         last = runs[-1]
-        waits = ", ".join(f"{k} {v:.0%}" for k, v in last.get("waits", {}).items())
+        waits = ", ".join(f"{k} {v:.2f}" for k, v in last.get("sessions", {}).items())
         label = "unlimited" if binding == "Noop" else "`concurrency = 50`"
         out.append(f"| {label} | {p} | {rate:,.0f}{spread} | {last['machine_busy_pct']:.0f}% | "
-                   f"{last['workers_cpu_pct']:.0f}% | {last['postgres_cpu_pct']:.0f}% | "
-                   f"{last.get('active_mean', 0):.1f} | "
-                   f"{waits} |")
+                   f"{last['workers_cpu_pct']:.0f}% | {last['backends_cpu_pct']:.0f}% | {waits} |")
     return "\n".join(out)
 
 

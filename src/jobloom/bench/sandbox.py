@@ -185,6 +185,10 @@ class Sandbox:
             conn.execute(jobs)
             conn.execute(attempts)
             conn.execute("COMMIT")
+            # One transaction wrote the whole history to the WAL; a store that grew job by job has had it
+            # checkpointed into the database file as it went (every 1,000 pages), so do that now, not
+            # in the first commits measured.
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         else:
             with conn.transaction():
                 conn.execute(jobs)
