@@ -14,7 +14,7 @@ from typing import Any
 
 import jobloom
 
-HOLD = 0.02  # seconds a Capped job runs: long enough for the limit to bind with 8 processes claiming
+HOLD = 0.05  # seconds a Capped job runs: long enough for the limit to bind with 8 processes claiming
 
 
 class Capped(jobloom.Performer[dict[str, Any], list[float]]):
