@@ -10,9 +10,9 @@ succeeded jobs finished over the last 12 hours with their attempts, generated in
 ``INSERT ... SELECT`` from ``generate_series`` / a recursive CTE, then ``VACUUM ANALYZE`` on
 PostgreSQL), then
 
-- enqueue: ``--enqueue-jobs`` jobs, one awaited ``enqueue`` at a time (jobs/s);
 - drain: ``--jobs`` queued no-op jobs of the history's own binding, then ``jobloom worker`` (1 process,
   ``--concurrency``) runs them; the rate from the store's timestamps;
+- enqueue: ``--enqueue-jobs`` jobs, one awaited ``enqueue`` at a time (jobs/s), after the drain (they stay queued);
 - latency: an idle worker, ``--latency-jobs`` jobs enqueued at ``--rate`` by a producer process;
   enqueue to the start of ``perform``, p50 and p99;
 - retention: ``--prune-jobs`` succeeded jobs finished two days ago (past the default retention of a
