@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/run.py                      # everything, 3 repetitions, writes RESULTS.md
     .venv/bin/python benchmarks/run.py --stores sqlite --workloads drain,latency --repeat 1 --no-write
+    ./dev bench peers | processes | hosts | histories     # the suites of their own (benchmarks/peers/run.py, ...)
 
 Fixed sizes: N = 20,000 jobs per measurement (latency: 1,000 jobs at 50/s; history: 1,000,000
 finished jobs already in the table), worker concurrency 100, and the median of 3 repetitions. Each
@@ -259,8 +260,15 @@ def write_results(text: str) -> None:
     RESULTS_MD.write_text("# jobloom benchmark results\n\n" + text + "\n")
 
 
+SUITES = {"peers": "peers/run.py", "processes": "processes.py", "hosts": "hosts.py", "histories": "histories.py"}
+"""``./dev bench NAME ...``: the benchmarks that are scripts of their own (each with ``--help``)."""
+
+
 def main() -> int:
     """Entry point."""
+    if len(sys.argv) > 1 and sys.argv[1] in SUITES:
+        script = str(HERE / SUITES[sys.argv[1]])
+        os.execv(sys.executable, [sys.executable, script, *sys.argv[2:]])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", default="sqlite,postgres")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))

@@ -55,8 +55,11 @@ def server_binaries() -> tuple[str, str] | str:
 class PrivateServer:
     """A PostgreSQL server of this test's own: initdb into a temporary folder, its own port."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, listen: tuple[str, ...] = (), trust: tuple[str, ...] = ()) -> None:
+        """``listen``: addresses to listen on besides 127.0.0.1 (they must exist already); ``trust``:
+        networks (``10.1.2.0/24``) whose clients may connect without a password, besides loopback."""
         self.pg_ctl: str | None = None
+        self.listen = ("127.0.0.1", *listen)
         found = server_binaries()
         if isinstance(found, str):
             if IN_CI:
@@ -75,6 +78,9 @@ class PrivateServer:
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         try:
             self._run(initdb, "-D", self.data, "-U", "postgres", "--auth=trust", "--no-sync")
+            if trust:
+                with open(os.path.join(self.data, "pg_hba.conf"), "a") as hba:
+                    hba.writelines(f"host all all {net} trust\n" for net in trust)
             self.start()
         except BaseException:
             self.destroy()
@@ -85,7 +91,8 @@ class PrivateServer:
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""
-        opts = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.folder} -c fsync=off"
+        opts = (f"-p {self.port} -c listen_addresses={','.join(self.listen)} "
+                f"-c unix_socket_directories={self.folder} -c fsync=off")
         self._run(str(self.pg_ctl), "-D", self.data, "-o", opts, "-l", os.path.join(self.folder, "log"),
                   "-w", "-t", "60", "start")
 

@@ -55,6 +55,17 @@ class Limited(Performer[dict[str, Any], None]):
         return None
 
 
+class Capped(Performer[dict[str, Any], None]):
+    """:class:`Noop` with ``concurrency = 50``: a limit that binds as soon as workers offer more slots
+    (``benchmarks/processes.py`` drains it with 1, 2 and 4 worker processes)."""
+
+    concurrency = 50
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        """Return at once."""
+        return None
+
+
 class Stamped(Performer[dict[str, Any], float]):
     """A no-op that returns the moment its ``perform`` began (epoch seconds).
 
@@ -66,7 +77,7 @@ class Stamped(Performer[dict[str, Any], float]):
         return time.time()
 
 
-PERFORMERS: list[type[Performer[Any, Any]]] = [Noop, Limited]
+PERFORMERS: list[type[Performer[Any, Any]]] = [Noop, Limited, Capped]
 
 
 def diamond() -> Flow:
