@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -59,10 +59,18 @@ def serve(
         bool, typer.Option("--insecure-no-auth", help="Serve without tokens, even on a non-loopback address.")
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
+    log_format: Annotated[
+        str, typer.Option(help="Log lines as text (uvicorn's own), or one JSON object per line: text or json.")
+    ] = "text",
+    metrics: Annotated[bool, typer.Option(help="Serve Prometheus metrics at /metrics (scope read).")] = True,
     wait: WaitOption = WAIT,
 ) -> None:
-    """Serve the HTTP API (/v1; docs at /v1/docs). With --url, jobs are enqueued by binding name."""
+    """Serve the HTTP API (/v1; docs at /v1/docs; metrics at /metrics). With --url, jobs are enqueued by
+    binding name."""
     import uvicorn
+
+    if log_format not in ("text", "json"):
+        raise UsageProblem(f"--log-format {log_format!r}: give text or json")
 
     chosen, _ = choose_target(ctx, app_ref, url)
     app = open_target(ctx, app_ref, url, schema, wait, must_exist=False)
@@ -78,5 +86,11 @@ def serve(
     elif auth == "auto" and tokens == 0:
         note("no token exists: the API is open to anyone on this host until one is created "
              "(jobloom tokens create NAME --scopes ...)")
-    uvicorn.run(create_asgi(app, auth=auth, named=named), host=host, port=port, log_level=log_level,
-                lifespan="on")
+    options: dict[str, Any] = {}
+    if log_format == "json":  # uvicorn's loggers propagate to the root logger, which writes JSON
+        from jobloom.observe.logs import configure_logging
+
+        configure_logging(log_level, "json")
+        options["log_config"] = None
+    uvicorn.run(create_asgi(app, auth=auth, named=named, metrics=metrics), host=host, port=port,
+                log_level=log_level, lifespan="on", **options)

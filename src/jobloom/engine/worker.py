@@ -93,6 +93,8 @@ class Worker(LeaseKeeping, Shutdown):
         self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
         self.next_due: float | None = None
         self.progress = ProgressBuffer()
+        self.telemetry = app.telemetry
+        self._failures = 0  # cycles failed in a row (the store lost), told to telemetry when it is back
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -222,9 +224,15 @@ class Worker(LeaseKeeping, Shutdown):
             try:
                 if self._unsure:
                     await self._release_orphans()
-                return await self._cycle(claim=claim)
+                result = await self._cycle(claim=claim)
+                if self._failures:
+                    self.telemetry.store_back(self.name, self._failures)
+                    self._failures = 0
+                return result
             except Exception as exc:
                 self._unsure = True  # a claim may have committed without our knowing
+                self._failures += 1
+                self.telemetry.store_failed(self.name, exc, self._failures == 1)
                 if self._transient(exc):  # the store is unreachable or failing: keep outcomes, back off
                     log.warning("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc,
                                 delays.current)
@@ -297,6 +305,7 @@ class Worker(LeaseKeeping, Shutdown):
             return res
 
         result = await store.transact(work)
+        self.telemetry.cycle(result.claimed, outcomes)
         applied = {id(o) for o in outcomes}
         self.outcomes[:] = [o for o in self.outcomes if id(o) not in applied]
         if result.notify:
@@ -343,6 +352,8 @@ class Worker(LeaseKeeping, Shutdown):
         for rec in recs:
             rec.started = True
         self.attempts_run += len(recs)
+        tel = self.telemetry
+        tokens = [tel.attempt_started(r.claimed, self.name) for r in recs] if tel.per_attempt else None
         deadline = None if recs[0].claimed.timeout is None else time.time() + recs[0].claimed.timeout
 
         def context(c: Claimed) -> JobContext:
@@ -359,6 +370,11 @@ class Worker(LeaseKeeping, Shutdown):
                                 error=error, traceback=tb, run_id=r.claimed.run_id) for r in recs]
         if recs[0].timer is not None:
             recs[0].timer.cancel()
+        if tokens is not None:
+            ended = {o.job_id: o for o in outcomes}
+            for rec, token in zip(reversed(recs), reversed(tokens), strict=True):  # tracing contexts unwind in order
+                if (o := ended.get(rec.claimed.id)) is not None:
+                    tel.attempt_ended(rec.claimed, o, token)
         self.outcomes.extend(outcomes)
         for rec in recs:
             if self.running.get(rec.key) is rec:
@@ -390,6 +406,8 @@ class Worker(LeaseKeeping, Shutdown):
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
         payload_json: str | None = None
         deadline = None if c.timeout is None else self._now() + c.timeout
+        tel = self.telemetry
+        token = tel.attempt_started(c, self.name) if tel.per_attempt else None
         try:
             rec.started = True
             self.attempts_run += 1
@@ -435,9 +453,5 @@ class Worker(LeaseKeeping, Shutdown):
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]
         self._kick.set()
-        if log.isEnabledFor(logging.INFO):
-            log.info(
-                "job_outcome job_id=%d binding=%s attempt=%d outcome=%s duration_ms=%.1f%s",
-                c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000,
-                f" error={error!r}" if error else "",
-            )
+        if tel.per_attempt:
+            tel.attempt_ended(c, outcome, token)
