@@ -148,6 +148,7 @@ async def test_one_metrics_endpoint_for_every_worker_process_and_json_logs(
         assert value(after_kill, "jobloom_jobs_finished_total", binding="Ok", outcome="succeeded") == 20
         assert value(after_kill, "jobloom_job_run_seconds_count", binding="Ok") == 20
         (tmp / "release").write_text("")
+        await eventually(lambda: len(out.events("worker_process_ready")) >= 3, timeout=30, what="the replacement")
         more = await app.enqueue_many([(app.spec("Ok").cls, {"n": i}) for i in range(5)])
         await eventually(lambda: app.wait(held.id, timeout=20), timeout=25, what="the held job, retried")
         for j in more:

@@ -133,7 +133,7 @@ def worker(
         raise typer.Exit(status)
     from jobloom.observe.exposition import WorkerMetricsServer
 
-    server = WorkerMetricsServer(app.store, app.close, metrics_host, metrics_port)
+    server = WorkerMetricsServer(app.store, app.close, metrics_host, metrics_port, bindings=sorted(app.specs))
     port = server.start()
     logging.getLogger("jobloom.supervisor").info(
         "metrics_serving url=http://%s:%d/metrics", metrics_host, port,

@@ -56,6 +56,10 @@ class Telemetry:
         """A worker cycle succeeded after ``failures`` failed ones."""
 
 
+def _ignore(*_: Any) -> None:
+    """Nothing wants this call."""
+
+
 class Telemetries(Telemetry):
     """Several telemetries as one: each call goes to every child, in the order they were added."""
 
@@ -69,7 +73,18 @@ class Telemetries(Telemetry):
         """Add a telemetry (one of a class already present is replaced: enabling twice is harmless)."""
         self.children = [c for c in self.children if type(c) is not type(child)] + [child]
         self._attempts = [c for c in self.children if c.per_attempt]
+        self._cycles = [c for c in self.children if type(c).cycle is not Telemetry.cycle]
         self.per_attempt = bool(self._attempts)
+        # the calls made per attempt and per cycle go straight to the one child that wants them, if one
+        for name in ("attempt_started", "attempt_ended", "cycle"):
+            self.__dict__.pop(name, None)
+        if len(self._attempts) == 1:
+            self.attempt_started = self._attempts[0].attempt_started  # type: ignore[method-assign]
+            self.attempt_ended = self._attempts[0].attempt_ended  # type: ignore[method-assign]
+        if len(self._cycles) == 1:
+            self.cycle = self._cycles[0].cycle  # type: ignore[method-assign]
+        elif not self._cycles:
+            self.cycle = _ignore  # type: ignore[method-assign,assignment]
 
     def find(self, kind: type[Telemetry]) -> Telemetry | None:
         """The child of class ``kind``, if added."""
@@ -91,8 +106,8 @@ class Telemetries(Telemetry):
             child.enqueued(jobs, ids, own, error)
 
     def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome]) -> None:
-        """Tell every child."""
-        for child in self.children:
+        """Tell every child that wants cycles."""
+        for child in self._cycles:
             child.cycle(claimed, reported)
 
     def attempt_started(self, claimed: Claimed, worker: str) -> Any:

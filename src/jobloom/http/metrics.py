@@ -25,7 +25,7 @@ def router(ctx: Context) -> APIRouter:
     """The metrics route; it enables the app's metrics (its enqueues are counted from now on)."""
     api = APIRouter(tags=["metrics"])
     enable_metrics(ctx.app.telemetry)
-    gauges = StoreGauges(ctx.app.store)
+    gauges = StoreGauges(ctx.app.store, bindings=sorted(ctx.app.specs))
     registry = scrape_registry(gauges)
     lock = asyncio.Lock()
 

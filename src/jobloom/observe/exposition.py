@@ -15,7 +15,7 @@ import contextlib
 import shutil
 import tempfile
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -70,8 +70,9 @@ class WorkerMetricsServer:
     """
 
     def __init__(self, store: Callable[[], Awaitable[Store]], close_store: Callable[[], Coroutine[Any, Any, None]],
-                 host: str, port: int) -> None:
+                 host: str, port: int, bindings: Iterable[str] = ()) -> None:
         self.store = store
+        self.bindings = tuple(bindings)
         self.close_store = close_store
         self.host = host
         self.port = port
@@ -88,7 +89,7 @@ class WorkerMetricsServer:
         loop = self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=loop.run_forever, name="jobloom-metrics", daemon=True)
         self._loop_thread.start()
-        gauges = StoreGauges(self.store, loop=loop)
+        gauges = StoreGauges(self.store, loop=loop, bindings=self.bindings)
         registry = scrape_registry(gauges, self.folder)
         self._server, _ = start_http_server(self.port, addr=self.host, registry=registry)
         self.port = int(self._server.server_port)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -56,14 +56,17 @@ async def read_snapshot(store: Store) -> Snapshot:
 class StoreGauges(Collector):
     """The store's gauges (see the module docstring), for ``registry.register``.
 
-    ``store``: the store to read, a coroutine function of the event loop that scrapes. Call
+    ``store``: the store to read, a coroutine function of the event loop that scrapes; ``bindings``:
+    bindings whose job counts are shown (as zeros) even before a worker stored them. Call
     :meth:`refresh` before a scrape in async code; with ``loop`` (an event loop running in another
     thread), :meth:`collect` refreshes on it itself, waiting at most ``timeout`` seconds.
     """
 
     def __init__(self, store: Callable[[], Awaitable[Store]], *, ttl: float = 5.0,
-                 loop: asyncio.AbstractEventLoop | None = None, timeout: float = 10.0) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None, timeout: float = 10.0,
+                 bindings: Iterable[str] = ()) -> None:
         self.store = store
+        self.bindings = tuple(bindings)  # shown with zeros even before the store knows them
         self.ttl = ttl
         self.loop = loop
         self.timeout = timeout
@@ -99,17 +102,17 @@ class StoreGauges(Collector):
         snap = self.snapshot
         if snap is None:
             return
-        yield from _families(snap)
+        yield from _families(snap, self.bindings)
 
 
-def _families(snap: Snapshot) -> Iterator[Metric]:
+def _families(snap: Snapshot, known: tuple[str, ...]) -> Iterator[Metric]:
     jobs = GaugeMetricFamily("jobloom_jobs", "Jobs by binding and state (succeeded and skipped not counted).",
                              labels=["binding", "state"])
     seen: dict[str, dict[str, int]] = {}
     for row in snap.counts:
         seen.setdefault(row.binding, {})[row.state] = row.n
-    for b in snap.bindings:
-        seen.setdefault(b.binding, {})
+    for name in (*known, *(b.binding for b in snap.bindings)):
+        seen.setdefault(name, {})
     for binding in sorted(seen):
         for state in COUNTED_STATES:  # zeros too: a series that vanishes cannot be alerted on
             jobs.add_metric([binding, state], float(seen[binding].get(state, 0)))

@@ -31,13 +31,13 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 """The registry of jobloom's metrics in this process (not prometheus-client's default one)."""
 
 RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+MAX_TRACKED = 100_000
+"""Jobs claimed and not reported that :class:`Metrics` keeps the binding of, at most."""
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
 class Metrics(Telemetry):
     """The counters and histograms of one process, fed by the engine (see the module docstring)."""
-
-    per_attempt = True  # an attempt's binding, outcome and run time, kept until its cycle reports it
 
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         self.enqueued_total = Counter("jobloom_jobs_enqueued", "Jobs enqueued (inserted), by binding.",
@@ -56,8 +56,8 @@ class Metrics(Telemetry):
                                             "(retried with backoff).", registry=registry)
         self.store_retries_total = Counter("jobloom_store_retries", "Transactions a store ran again or waited "
                                            "to begin, by store and reason.", ["store", "reason"], registry=registry)
-        self._ended: list[tuple[str, str, float]] = []  # (binding, outcome, seconds) not yet counted
-        self._hist: dict[tuple[int, str], Any] = {}  # labelled histogram children, by (id(histogram), binding)
+        self._claimed: dict[int, str] = {}  # the binding of each job claimed here and not reported yet
+        self._children: dict[tuple[int, str, str], Any] = {}  # labelled children, by (id(metric), *labels)
         observe_retries(self._retried)
 
     def _retried(self, dialect: str, reason: str) -> None:
@@ -81,42 +81,48 @@ class Metrics(Telemetry):
     def enqueue_carry(self, jobs: Sequence[NewJob], token: Any) -> None:
         """Nothing: a streamed enqueue is counted once it committed."""
 
-    def attempt_ended(self, claimed: Claimed, outcome: Outcome, token: Any) -> None:
-        """Keep the attempt's binding, outcome and run time for the cycle that reports it."""
-        self._ended.append((claimed.binding, outcome.kind, outcome.finished_at - claimed.started_at))
-
     def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome]) -> None:
-        """One cycle: its starts and wait times, and the outcomes ended since the last cycle."""
+        """One cycle: the outcomes it stored (of jobs claimed since metrics were on), its starts and waits."""
         self.cycles_total.inc()
-        if claimed:
-            waits: dict[str, list[float]] = defaultdict(list)
-            for c in claimed:
-                waits[c.binding].append(0.0 if c.run_at is None else max(0.0, c.started_at - c.run_at))
-            for binding, values in waits.items():
-                self.started_total.labels(binding).inc(len(values))
-                self._observe(self.wait_seconds, binding, values)
-        if self._ended:
-            ended, self._ended = self._ended, []
+        known = self._claimed
+        if reported:
             outcomes: dict[tuple[str, str], int] = defaultdict(int)
             runs: dict[str, list[float]] = defaultdict(list)
-            for binding, kind, seconds in ended:
-                outcomes[binding, kind] += 1
-                runs[binding].append(seconds)
+            for o in reported:
+                binding = known.pop(o.job_id, None)
+                if binding is not None:
+                    outcomes[binding, o.kind] += 1
+                    runs[binding].append(o.finished_at - o.started_at)
             for (binding, kind), n in outcomes.items():
-                self.finished_total.labels(binding, kind).inc(n)
+                self._child(self.finished_total, binding, kind).inc(n)
             for binding, values in runs.items():
                 self._observe(self.run_seconds, binding, values)
+        if claimed:
+            if len(known) > MAX_TRACKED:  # outcomes reported outside cycles (after a failed one): forget them
+                known.clear()
+            waits: dict[str, list[float]] = defaultdict(list)
+            for c in claimed:
+                known[c.id] = c.binding
+                waits[c.binding].append(0.0 if c.run_at is None else max(0.0, c.started_at - c.run_at))
+            for binding, values in waits.items():
+                self._child(self.started_total, binding).inc(len(values))
+                self._observe(self.wait_seconds, binding, values)
 
     def store_failed(self, worker: str, exc: BaseException, first: bool) -> None:
         """Count the failed cycle."""
         self.cycle_failures_total.inc()
 
+    def _child(self, metric: Any, first: str, second: str = "") -> Any:
+        """``metric.labels(...)``, remembered (labels() takes a lock and builds a tuple each time)."""
+        key = (id(metric), first, second)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(first, second) if second else metric.labels(first)
+        return child
+
     def _observe(self, histogram: Histogram, binding: str, values: list[float]) -> None:
         """Observe ``values`` at once: one increment per bucket that got any, one of the sum."""
-        key = (id(histogram), binding)
-        child = self._hist.get(key)
-        if child is None:
-            child = self._hist[key] = histogram.labels(binding)
+        child = self._child(histogram, binding)
         try:  # prometheus-client's own fields of a histogram (stable since 0.4); observe() one by one otherwise
             bounds, buckets, total = child._upper_bounds, child._buckets, child._sum
         except AttributeError:
