@@ -4,6 +4,7 @@ the refusal to serve an open API off loopback, and a bare store (``--url``) enqu
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import socket
 import sqlite3
@@ -82,3 +83,16 @@ def test_serve_a_bare_store_enqueues_by_name_and_requires_tokens_once_one_exists
         assert r.json() == {"counts": {"SendMail": {"queued": 1}}}
     cli.drain()
     assert cli.json("jobs", "list", "--url", cli.url)[0]["result"] == "sent to a"
+
+
+def test_serve_logs_json_lines_and_serves_metrics(cli: Env) -> None:
+    cli.run("jobs", "list", "--url", cli.url)
+    with serving(cli, "--url", cli.url, "--log-format", "json") as url:
+        r = httpx.get(f"{url}/metrics")  # loopback and no token: open, like every other GET
+        assert r.status_code == 200 and "jobloom_store_up 1.0" in r.text
+    lines = (cli.path / "serve.log").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]  # every line is one JSON object
+    assert any(r["logger"].startswith("uvicorn") and "started" in r["message"].lower() for r in records), records
+    access = [r for r in records if r["logger"] == "uvicorn.access"]
+    assert any("/metrics" in r["message"] for r in access), access
+    assert {"time", "level", "logger", "message"} <= set(records[0])

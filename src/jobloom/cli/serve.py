@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -71,6 +73,13 @@ def serve(
 
     if log_format not in ("text", "json"):
         raise UsageProblem(f"--log-format {log_format!r}: give text or json")
+    if log_format == "json":  # from here on, what the server says is a JSON line too (its notes included)
+        from jobloom.observe.logs import configure_logging
+
+        configure_logging(log_level, "json")
+        say: Callable[[str], None] = logging.getLogger("jobloom.http").warning
+    else:
+        say = note
 
     chosen, _ = choose_target(ctx, app_ref, url)
     app = open_target(ctx, app_ref, url, schema, wait, must_exist=False)
@@ -82,15 +91,12 @@ def serve(
     tokens = run(app, count)
     auth = choose_auth(host, tokens, insecure_no_auth)
     if auth == "off":
-        note("serving without authentication (--insecure-no-auth): anyone who reaches the port can act on jobs")
+        say("serving without authentication (--insecure-no-auth): anyone who reaches the port can act on jobs")
     elif auth == "auto" and tokens == 0:
-        note("no token exists: the API is open to anyone on this host until one is created "
+        say("no token exists: the API is open to anyone on this host until one is created "
              "(jobloom tokens create NAME --scopes ...)")
     options: dict[str, Any] = {}
     if log_format == "json":  # uvicorn's loggers propagate to the root logger, which writes JSON
-        from jobloom.observe.logs import configure_logging
-
-        configure_logging(log_level, "json")
         options["log_config"] = None
     uvicorn.run(create_asgi(app, auth=auth, named=named, metrics=metrics), host=host, port=port,
                 log_level=log_level, lifespan="on", **options)
