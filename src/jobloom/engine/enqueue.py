@@ -113,6 +113,8 @@ class Enqueuer:
 
     def submit(self, job: NewJob) -> asyncio.Future[Job]:
         """Queue ``job`` for the next flush; the future resolves once it is committed."""
+        if not self.telemetry.per_enqueue:  # nothing watches enqueues: the plain path
+            return self._calls.submit(job)
         token = self.telemetry.enqueue_started((job,))  # in the caller's context: its trace, if any
         fut = self._calls.submit(job)
         fut.add_done_callback(lambda f: self._told((job,), f, token))

@@ -26,6 +26,8 @@ class Telemetry:
 
     per_attempt: bool = False
     """Whether :meth:`attempt_started` and :meth:`attempt_ended` are wanted (a call per attempt)."""
+    per_enqueue: bool = False
+    """Whether :meth:`enqueue_started`, :meth:`enqueue_carry` and :meth:`enqueued` are wanted."""
 
     def enqueue_started(self, jobs: Sequence[NewJob]) -> Any:
         """Jobs are about to be inserted (in the enqueuer's context; ``NewJob.meta`` may still be set).
@@ -74,7 +76,9 @@ class Telemetries(Telemetry):
         self.children = [c for c in self.children if type(c) is not type(child)] + [child]
         self._attempts = [c for c in self.children if c.per_attempt]
         self._cycles = [c for c in self.children if type(c).cycle is not Telemetry.cycle]
+        self._enqueues = [c for c in self.children if c.per_enqueue]
         self.per_attempt = bool(self._attempts)
+        self.per_enqueue = bool(self._enqueues)
         # the calls made per attempt and per cycle go straight to the one child that wants them, if one
         for name in ("attempt_started", "attempt_ended", "cycle"):
             self.__dict__.pop(name, None)
@@ -91,18 +95,18 @@ class Telemetries(Telemetry):
         return next((c for c in self.children if isinstance(c, kind)), None)
 
     def enqueue_started(self, jobs: Sequence[NewJob]) -> Any:
-        """Each child's token, in child order."""
-        return [c.enqueue_started(jobs) for c in self.children] if self.children else None
+        """The tokens of the children that want enqueues, in child order (None if none does)."""
+        return [c.enqueue_started(jobs) for c in self._enqueues] if self._enqueues else None
 
     def enqueue_carry(self, jobs: Sequence[NewJob], token: Any) -> None:
         """Hand each child its own token."""
-        for child, own in zip(self.children, token or (), strict=False):
+        for child, own in zip(self._enqueues, token or (), strict=False):
             child.enqueue_carry(jobs, own)
 
     def enqueued(self, jobs: Sequence[NewJob], ids: Sequence[int] | None, token: Any,
                  error: BaseException | None) -> None:
         """Hand each child its own token back."""
-        for child, own in zip(self.children, token or (), strict=False):
+        for child, own in zip(self._enqueues, token or (), strict=False):
             child.enqueued(jobs, ids, own, error)
 
     def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome]) -> None:

@@ -3,7 +3,7 @@
 :class:`Metrics` is the engine's :class:`~jobloom.engine.telemetry.Telemetry` for Prometheus: the
 worker tells it each cycle's claims and outcomes as one batch, and it folds them into one increment
 per (binding, outcome) and one histogram update per bucket. There is one per process
-(:func:`process_metrics`), registered in :data:`REGISTRY`; under ``PROMETHEUS_MULTIPROC_DIR``
+(:func:`process_metrics`), registered in prometheus-client's default registry; under ``PROMETHEUS_MULTIPROC_DIR``
 (a ``jobloom worker --metrics-port``'s processes) prometheus-client keeps the values in files that
 the supervisor sums, and that outlive a process killed with ``kill -9``.
 
@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import REGISTRY as DEFAULT_REGISTRY
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from jobloom.engine.telemetry import Telemetry
@@ -27,8 +28,9 @@ if TYPE_CHECKING:
     from jobloom.engine.jobs import Claimed, NewJob, Outcome
     from jobloom.engine.telemetry import Telemetries
 
-REGISTRY = CollectorRegistry(auto_describe=True)
-"""The registry of jobloom's metrics in this process (not prometheus-client's default one)."""
+REGISTRY: CollectorRegistry = DEFAULT_REGISTRY
+"""The registry of jobloom's metrics in this process: prometheus-client's default one, so that an
+exposition the app already has (its own ``/metrics``) shows them too."""
 
 RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 MAX_TRACKED = 100_000
@@ -38,6 +40,8 @@ WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 
 
 class Metrics(Telemetry):
     """The counters and histograms of one process, fed by the engine (see the module docstring)."""
+
+    per_enqueue = True
 
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         self.enqueued_total = Counter("jobloom_jobs_enqueued", "Jobs enqueued (inserted), by binding.",

@@ -47,6 +47,7 @@ class Tracing(Telemetry):
     """The engine's telemetry for OpenTelemetry (see the module docstring)."""
 
     per_attempt = True
+    per_enqueue = True
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
         from jobloom import __version__

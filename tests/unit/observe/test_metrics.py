@@ -66,6 +66,7 @@ def test_enqueues_are_counted_per_binding_once_committed() -> None:
 
 class Recorder(Telemetry):
     per_attempt = True
+    per_enqueue = True
 
     def __init__(self, name: str, log: list[str]) -> None:
         self.name, self.log = name, log
