@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -285,3 +286,18 @@ async def test_a_worker_imports_neither_prometheus_nor_opentelemetry_unless_enab
     imported = [line for line in out.lines if line.startswith("import time:")]
     assert any("jobloom.engine.worker" in line for line in imported)
     assert not [line for line in imported if "opentelemetry" in line or "prometheus_client" in line]
+
+
+async def test_a_metrics_port_in_use_is_one_error_line(folder: tuple[Path, dict[str, str]], app: jobloom.App) -> None:
+    tmp, env = folder
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "jobloom.cli", "worker", "obsapp:app", "--metrics-port", str(port)],
+            env=env, cwd=tmp, capture_output=True, timeout=60)
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert f"error: --metrics-port {port}: cannot listen on 127.0.0.1:{port}" in err, err
+    assert "Traceback" not in err

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
+from jobloom.core.errors import JobloomError
 from jobloom.observe.gauges import StoreGauges
 from jobloom.observe.metrics import REGISTRY, multiprocess_dir
 
@@ -91,7 +92,12 @@ class WorkerMetricsServer:
         self._loop_thread.start()
         gauges = StoreGauges(self.store, loop=loop, bindings=self.bindings)
         registry = scrape_registry(gauges, self.folder)
-        self._server, _ = start_http_server(self.port, addr=self.host, registry=registry)
+        try:
+            self._server, _ = start_http_server(self.port, addr=self.host, registry=registry)
+        except OSError as exc:
+            self.close()
+            raise JobloomError(f"--metrics-port {self.port}: cannot listen on {self.host}:{self.port} "
+                               f"({exc.strerror or exc}); give another port, or 0 for a free one") from None
         self.port = int(self._server.server_port)
         return self.port
 
