@@ -31,6 +31,8 @@ from jobloom.cli.common import (
     WAIT,
     AppOption,
     JsonOption,
+    LogFormat,
+    LogFormatOption,
     UrlOption,
     UsageProblem,
     WaitOption,
@@ -68,18 +70,6 @@ cli.add_typer(limits_cli)
 cli.add_typer(schedules_cli)
 cli.add_typer(tokens_cli)
 cli.command()(serve)
-
-
-class LogFormat(enum.StrEnum):
-    """How long-running commands write their logs."""
-
-    text = "text"
-    json = "json"
-
-
-LogFormatOption = Annotated[
-    LogFormat, typer.Option(case_sensitive=False, help="Log lines as text, or one JSON object per line.")
-]
 
 
 class LogLevel(enum.StrEnum):

@@ -12,6 +12,8 @@ import typer
 from jobloom.cli.common import (
     WAIT,
     AppOption,
+    LogFormat,
+    LogFormatOption,
     SchemaOption,
     UrlOption,
     UsageProblem,
@@ -61,9 +63,7 @@ def serve(
         bool, typer.Option("--insecure-no-auth", help="Serve without tokens, even on a non-loopback address.")
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
-    log_format: Annotated[
-        str, typer.Option(help="Log lines as text (uvicorn's own), or one JSON object per line: text or json.")
-    ] = "text",
+    log_format: LogFormatOption = LogFormat.text,
     metrics: Annotated[bool, typer.Option(help="Serve Prometheus metrics at /metrics (scope read).")] = True,
     wait: WaitOption = WAIT,
 ) -> None:
@@ -71,12 +71,10 @@ def serve(
     binding name."""
     import uvicorn
 
-    if log_format not in ("text", "json"):
-        raise UsageProblem(f"--log-format {log_format!r}: give text or json")
-    if log_format == "json":  # from here on, what the server says is a JSON line too (its notes included)
+    if log_format == LogFormat.json:  # from here on, what the server says is a JSON line too (its notes included)
         from jobloom.observe.logs import configure_logging
 
-        configure_logging(log_level, "json")
+        configure_logging(log_level, LogFormat.json.value)
         say: Callable[[str], None] = logging.getLogger("jobloom.http").warning
     else:
         say = note
@@ -96,7 +94,7 @@ def serve(
         say("no token exists: the API is open to anyone on this host until one is created "
              "(jobloom tokens create NAME --scopes ...)")
     options: dict[str, Any] = {}
-    if log_format == "json":  # uvicorn's loggers propagate to the root logger, which writes JSON
+    if log_format == LogFormat.json:  # uvicorn's loggers propagate to the root logger, which writes JSON
         options["log_config"] = None
     uvicorn.run(create_asgi(app, auth=auth, named=named, metrics=metrics), host=host, port=port,
                 log_level=log_level, lifespan="on", **options)
