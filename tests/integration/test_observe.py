@@ -157,6 +157,7 @@ async def test_one_metrics_endpoint_for_every_worker_process_and_json_logs(
         last = await eventually(lambda: (s := scrape(port)) and value(
             s, "jobloom_jobs_finished_total", binding="Ok") == 25 and s, timeout=10, what="the later outcomes")
         assert value(last, "jobloom_jobs_finished_total", binding="Hold", outcome="succeeded") == 1
+        assert value(last, "jobloom_jobs_finished_total", binding="Hold", outcome="lost") == 1  # reaped
         assert value(last, "jobloom_jobs_finished_total", binding="Ok", outcome="succeeded") == 25
         pids = {e["pid"] for e in out.events("worker_process_started")}
         assert len(pids) >= 3  # two, and the one that replaced the killed one

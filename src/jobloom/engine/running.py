@@ -43,6 +43,7 @@ class CycleResult:
     cancels: set[Key] = field(default_factory=set)
     next_due: float | None = None
     notify: bool = False
+    reaped: list[str] = field(default_factory=list)  # the bindings of the attempts reaped as lost
 
 
 def worker_name() -> str:

@@ -41,8 +41,9 @@ class Telemetry:
                  error: BaseException | None) -> None:
         """The insert of ``jobs`` ended: committed with ``ids`` (in job order), or failed with ``error``."""
 
-    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome]) -> None:
-        """A worker cycle committed: the attempts it started and the outcomes it stored."""
+    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = ()) -> None:
+        """A worker cycle committed: the attempts it started, the outcomes it stored, and the bindings of
+        the attempts it reaped (``lost``: their worker stopped heartbeating)."""
 
     def attempt_started(self, claimed: Claimed, worker: str) -> Any:
         """An attempt starts on this worker (in the attempt's task); returns a token for :meth:`attempt_ended`."""
@@ -109,10 +110,10 @@ class Telemetries(Telemetry):
         for child, own in zip(self._enqueues, token or (), strict=False):
             child.enqueued(jobs, ids, own, error)
 
-    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome]) -> None:
+    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = ()) -> None:
         """Tell every child that wants cycles."""
         for child in self._cycles:
-            child.cycle(claimed, reported)
+            child.cycle(claimed, reported, reaped)
 
     def attempt_started(self, claimed: Claimed, worker: str) -> Any:
         """The tokens of the children that want attempts."""

@@ -278,6 +278,9 @@ class Worker(LeaseKeeping, Shutdown):
                 await self.progress.write(tx, self.name, progress)  # their last progress, while still running
                 await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
             reaped = await coordinator.reap(tx, now, hooks=self.app.hooks, expired=reads.expired)
+            if reaped:
+                gone = set(reaped)
+                res.reaped = [r.binding for r in reads.expired if r.id in gone]
             promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
             res.notify = bool(reaped or promoted or (outcomes and free <= 0))
             res.cancels = reads.cancels
@@ -305,7 +308,7 @@ class Worker(LeaseKeeping, Shutdown):
             return res
 
         result = await store.transact(work)
-        self.telemetry.cycle(result.claimed, outcomes)
+        self.telemetry.cycle(result.claimed, outcomes, result.reaped)
         applied = {id(o) for o in outcomes}
         self.outcomes[:] = [o for o in self.outcomes if id(o) not in applied]
         if result.notify:
