@@ -2,6 +2,7 @@
 
     git worktree add --detach /tmp/before 3b8c9b2
     .venv/bin/python benchmarks/ab_drain.py /tmp/before/src src --store sqlite --pairs 3
+    .venv/bin/python benchmarks/ab_drain.py src src --after-args "--metrics-port 0"   # metrics off, then on
 
 ``jobloom.bench`` is part of the package, so comparing two versions with it compares two harnesses
 too. This script uses only what every version has: it enqueues N no-op jobs with ``enqueue_many``,
