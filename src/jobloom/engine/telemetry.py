@@ -96,18 +96,19 @@ class Telemetries(Telemetry):
         return next((c for c in self.children if isinstance(c, kind)), None)
 
     def enqueue_started(self, jobs: Sequence[NewJob]) -> Any:
-        """The tokens of the children that want enqueues, in child order (None if none does)."""
-        return [c.enqueue_started(jobs) for c in self._enqueues] if self._enqueues else None
+        """Each child that wants enqueues with its token (None if none does): a child added meanwhile
+        is not asked to end what it did not start."""
+        return [(c, c.enqueue_started(jobs)) for c in self._enqueues] if self._enqueues else None
 
     def enqueue_carry(self, jobs: Sequence[NewJob], token: Any) -> None:
         """Hand each child its own token."""
-        for child, own in zip(self._enqueues, token or (), strict=False):
+        for child, own in token or ():
             child.enqueue_carry(jobs, own)
 
     def enqueued(self, jobs: Sequence[NewJob], ids: Sequence[int] | None, token: Any,
                  error: BaseException | None) -> None:
         """Hand each child its own token back."""
-        for child, own in zip(self._enqueues, token or (), strict=False):
+        for child, own in token or ():
             child.enqueued(jobs, ids, own, error)
 
     def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = ()) -> None:
@@ -116,12 +117,13 @@ class Telemetries(Telemetry):
             child.cycle(claimed, reported, reaped)
 
     def attempt_started(self, claimed: Claimed, worker: str) -> Any:
-        """The tokens of the children that want attempts."""
-        return [c.attempt_started(claimed, worker) for c in self._attempts]
+        """Each child that wants attempts with its token. (The worker keeps the ``attempt_ended`` it had
+        at the start with the token: children added meanwhile do not change what ends an attempt.)"""
+        return [(c, c.attempt_started(claimed, worker)) for c in self._attempts]
 
     def attempt_ended(self, claimed: Claimed, outcome: Outcome, token: Any) -> None:
-        """Hand each child that wants attempts its own token back."""
-        for child, own in zip(self._attempts, token, strict=False):
+        """Hand each child that started the attempt its own token back."""
+        for child, own in token:
             child.attempt_ended(claimed, outcome, own)
 
     def store_failed(self, worker: str, exc: BaseException, first: bool) -> None:

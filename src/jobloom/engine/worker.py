@@ -356,7 +356,9 @@ class Worker(LeaseKeeping, Shutdown):
             rec.started = True
         self.attempts_run += len(recs)
         tel = self.telemetry
-        tokens = [tel.attempt_started(r.claimed, self.name) for r in recs] if tel.per_attempt else None
+        tokens, ended = None, tel.attempt_ended
+        if tel.per_attempt:
+            tokens = [tel.attempt_started(r.claimed, self.name) for r in recs]
         deadline = None if recs[0].claimed.timeout is None else time.time() + recs[0].claimed.timeout
 
         def context(c: Claimed) -> JobContext:
@@ -374,10 +376,10 @@ class Worker(LeaseKeeping, Shutdown):
         if recs[0].timer is not None:
             recs[0].timer.cancel()
         if tokens is not None:
-            ended = {o.job_id: o for o in outcomes}
+            by_job = {o.job_id: o for o in outcomes}
             for rec, token in zip(reversed(recs), reversed(tokens), strict=True):  # tracing contexts unwind in order
-                if (o := ended.get(rec.claimed.id)) is not None:
-                    tel.attempt_ended(rec.claimed, o, token)
+                if (o := by_job.get(rec.claimed.id)) is not None:
+                    ended(rec.claimed, o, token)
         self.outcomes.extend(outcomes)
         for rec in recs:
             if self.running.get(rec.key) is rec:
@@ -410,7 +412,9 @@ class Worker(LeaseKeeping, Shutdown):
         payload_json: str | None = None
         deadline = None if c.timeout is None else self._now() + c.timeout
         tel = self.telemetry
-        token = tel.attempt_started(c, self.name) if tel.per_attempt else None
+        token, ended = None, None
+        if tel.per_attempt:  # what ends the attempt is what was there when it started
+            token, ended = tel.attempt_started(c, self.name), tel.attempt_ended
         try:
             rec.started = True
             self.attempts_run += 1
@@ -456,5 +460,5 @@ class Worker(LeaseKeeping, Shutdown):
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]
         self._kick.set()
-        if tel.per_attempt:
-            tel.attempt_ended(c, outcome, token)
+        if ended is not None:
+            ended(c, outcome, token)

@@ -101,3 +101,24 @@ def test_telemetries_hand_each_child_its_own_token_and_ask_attempts_only_of_thos
     assert log == ["a got a-token", "a ended a-attempt"]
     t.add(Recorder("b", log))  # another of the same class replaces it
     assert len(t.children) == 2 and t.find(Recorder) is t.children[-1]
+
+
+class Other(Recorder):
+    pass
+
+
+def test_a_child_added_during_an_attempt_or_an_enqueue_is_not_asked_to_end_it() -> None:
+    log: list[str] = []
+    t = Telemetries(Recorder("a", log))
+    c = claimed(1, "A", 0.0, 0.0)
+    token, ended = t.attempt_started(c, "w"), t.attempt_ended  # as the worker keeps them
+    t.add(Other("b", log))
+    ended(c, Outcome(1, 1, "succeeded", "w", 0.0, 1.0), token)
+    assert log == ["a ended a-attempt"]
+    log.clear()
+    both = t.attempt_started(c, "w")
+    enq = t.enqueue_started([new("A")])
+    t.add(Quiet())
+    t.attempt_ended(c, Outcome(1, 1, "succeeded", "w", 0.0, 1.0), both)
+    t.enqueued([new("A")], [1], enq, None)
+    assert log == ["a ended a-attempt", "b ended b-attempt", "a got a-token", "b got b-token"]
