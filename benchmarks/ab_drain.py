@@ -2,6 +2,7 @@
 
     git worktree add --detach /tmp/before 3b8c9b2
     .venv/bin/python benchmarks/ab_drain.py /tmp/before/src src --store sqlite --pairs 3
+    .venv/bin/python benchmarks/ab_drain.py src src --after-args "--metrics-port 0"   # metrics off, then on
 
 ``jobloom.bench`` is part of the package, so comparing two versions with it compares two harnesses
 too. This script uses only what every version has: it enqueues N no-op jobs with ``enqueue_many``,
@@ -50,7 +51,7 @@ def query(url: str, sql: str) -> Any:
         return conn.execute(sql).fetchone()
 
 
-def run_once(src: str, store: str, jobs: int, concurrency: int) -> float:
+def run_once(src: str, store: str, jobs: int, concurrency: int, extra: list[str] | None = None) -> float:
     """Drain ``jobs`` no-op jobs with the engine in ``src``; jobs per second."""
     schema = None
     if store == "sqlite":
@@ -67,7 +68,7 @@ def run_once(src: str, store: str, jobs: int, concurrency: int) -> float:
         subprocess.run([sys.executable, "-c", PREPARE, str(jobs)], env=env, check=True)
         worker = subprocess.Popen(
             [sys.executable, "-m", "jobloom.cli", "worker", "ab.noopapp:app", "--processes", "1",
-             "--concurrency", str(concurrency), "--log-level", "warning"],
+             "--concurrency", str(concurrency), "--log-level", "warning", *(extra or [])],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 300
@@ -97,15 +98,20 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--before-args", default="", help="extra worker options for the first tree")
+    parser.add_argument("--after-args", default="", help="extra worker options for the second tree "
+                        "(e.g. '--metrics-port 0' to measure metrics on against off)")
     args = parser.parse_args()
-    rates: dict[str, list[float]] = {args.before: [], args.after: []}
+    runs = [(args.before, args.before_args.split()), (args.after, args.after_args.split())]
+    names = [f"{src} {' '.join(extra)}".strip() for src, extra in runs]
+    rates: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(args.pairs):
-        for src in (args.before, args.after):
-            rate = run_once(src, args.store, args.jobs, args.concurrency)
-            rates[src].append(rate)
-            print(f"{src}: {rate:,.0f} jobs/s", flush=True)
-    for src, got in rates.items():
-        print(f"median {src}: {sorted(got)[len(got) // 2]:,.0f} jobs/s ({args.store}, {args.jobs:,} jobs, "
+        for name, (src, extra) in zip(names, runs, strict=True):
+            rate = run_once(src, args.store, args.jobs, args.concurrency, extra)
+            rates[name].append(rate)
+            print(f"{name}: {rate:,.0f} jobs/s", flush=True)
+    for name, got in rates.items():
+        print(f"median {name}: {sorted(got)[len(got) // 2]:,.0f} jobs/s ({args.store}, {args.jobs:,} jobs, "
               f"concurrency {args.concurrency})")
     return 0
 

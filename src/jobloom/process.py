@@ -62,31 +62,33 @@ async def serve_process(app: App, *, concurrency: int, bindings: list[str] | Non
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
     if not await run_startup_hooks(app, stopping=lambda: worker.stopping):
-        log.info("worker_stopped_before_start worker=%s", worker.name)
+        log.info("worker_stopped_before_start worker=%s", worker.name,
+                 extra={"event": "worker_stopped_before_start", "worker": worker.name})
         await app.close()
         return
     log.info("worker_started worker=%s bindings=%s concurrency=%d", worker.name, ",".join(worker.bindings),
-             concurrency)
+             concurrency, extra={"event": "worker_started", "worker": worker.name, "bindings": worker.bindings,
+                                 "concurrency": concurrency, "pid": os.getpid()})
     try:
         await app.store()
         running = asyncio.create_task(worker.run())
         on_ready()
         await running
     finally:
-        log.info("worker_stopped worker=%s", worker.name)
+        log.info("worker_stopped worker=%s attempts=%d", worker.name, worker.attempts_run,
+                 extra={"event": "worker_stopped", "worker": worker.name, "attempts": worker.attempts_run,
+                        "pid": os.getpid()})
         try:  # a store that does not answer must not hold the exit beyond the grace period
             await asyncio.wait_for(app.close(), CLOSE_TIMEOUT)
         except (TimeoutError, Exception) as exc:
             log.warning("the store did not close cleanly (%s: %s)", type(exc).__name__, exc)
 
 
-def configure_logging(level: str) -> None:
-    """Plain key=value log lines on stderr."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """Log lines on stderr: text (key=value messages) or JSON objects (see :mod:`jobloom.observe.logs`)."""
+    from jobloom.observe.logs import configure_logging as configure
+
+    configure(level, log_format)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bindings", default="")
     parser.add_argument("--grace", type=float, default=25.0)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text")
+    parser.add_argument("--metrics", action="store_true",
+                        help="keep Prometheus metrics (in PROMETHEUS_MULTIPROC_DIR, for the supervisor's endpoint)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     ready_fd: int | None = args.ready_fd
@@ -114,8 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 os.close(fd)
 
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     app = load_app(args.app)
+    if args.metrics:
+        from jobloom.observe.metrics import enable_metrics
+
+        enable_metrics(app.telemetry)
     bindings = [b for b in args.bindings.split(",") if b] or None
     asyncio.run(serve_process(app, concurrency=args.concurrency, bindings=bindings, grace=args.grace,
                               on_ready=on_ready))

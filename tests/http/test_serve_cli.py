@@ -4,6 +4,7 @@ the refusal to serve an open API off loopback, and a bare store (``--url``) enqu
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import socket
 import sqlite3
@@ -93,3 +94,16 @@ def test_serve_puts_the_dashboard_at_the_root_unless_told_not_to(cli: Env) -> No
     with serving(cli, "--url", cli.url, "--no-dashboard") as url:
         assert httpx.get(f"{url}/login").status_code == 404
         assert httpx.get(f"{url}/v1/health").status_code == 200
+
+
+def test_serve_logs_json_lines_and_serves_metrics(cli: Env) -> None:
+    cli.run("jobs", "list", "--url", cli.url)
+    with serving(cli, "--url", cli.url, "--log-format", "json") as url:
+        r = httpx.get(f"{url}/metrics")  # loopback and no token: open, like every other GET
+        assert r.status_code == 200 and "jobloom_store_up 1.0" in r.text
+    lines = (cli.path / "serve.log").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]  # every line is one JSON object
+    assert any(r["logger"].startswith("uvicorn") and "started" in r["message"].lower() for r in records), records
+    access = [r for r in records if r["logger"] == "uvicorn.access"]
+    assert any("/metrics" in r["message"] for r in access), access
+    assert {"time", "level", "logger", "message"} <= set(records[0])

@@ -422,8 +422,9 @@ async def test_workers_back_off_while_the_server_is_down(
 async def test_a_failing_cycle_backs_off_exponentially_and_starts_over_after_a_success(
     store_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The worker's own backoff (a cycle that fails: store unreachable) grows, and resets on success."""
-    caplog.set_level(logging.WARNING, logger="jobloom.worker")
+    """The worker's own backoff (a cycle that fails: store unreachable) grows, and resets on success;
+    each outage is one ``store_lost`` record and one ``store_back``."""
+    caplog.set_level(logging.INFO, logger="jobloom.worker")
     app = jobloom.App(store_url, performers=[Recorded], auto_migrate=True, lease=5.0)
     client = jobloom.App(store_url, performers=[Recorded], auto_migrate=True, lease=5.0)
     try:
@@ -458,6 +459,10 @@ async def test_a_failing_cycle_backs_off_exponentially_and_starts_over_after_a_s
             await eventually(lambda: all_succeeded(10), timeout=30, what="10 jobs succeeded")
             first = failures()
             assert first[:6] == _doubling(6), first
+            events = [(r.event, r.levelname, getattr(r, "failed_cycles", None)) for r in caplog.records
+                      if getattr(r, "event", None) in ("store_lost", "store_back")]
+            assert events == [("store_lost", "WARNING", None), ("store_back", "INFO", len(first))], events
+            assert all(r.worker == worker.name for r in caplog.records if getattr(r, "event", "").startswith("store"))
 
             caplog.clear()
             down = True

@@ -19,6 +19,7 @@ from jobloom.core.types import Job
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import PerformerSpec
+from jobloom.engine.telemetry import Telemetry
 from jobloom.store import Store
 from jobloom.store.base import Tx
 
@@ -52,6 +53,10 @@ class App(Protocol):
     def enqueue(self) -> Callable[..., Coroutine[Any, Any, Job]]:
         """Enqueue one job (:meth:`App.enqueue`)."""
 
+    @property
+    def telemetry(self) -> Telemetry:
+        """What the app tells about its enqueues."""
+
 
 def options_of(
     delay: float | None, run_at: datetime | float | None, priority: int | None, unique_key: str | None,
@@ -74,7 +79,14 @@ async def enqueue(app: App, performer: PerformerRef, payload: Any, options: Enqu
         async def work(tx: Tx) -> list[Job]:
             return await insert_in(tx, [job])
 
-        return (await core.store.transact_on(connection, work))[0]
+        token = app.telemetry.enqueue_started((job,))
+        try:
+            created = (await core.store.transact_on(connection, work))[0]
+        except BaseException as exc:
+            app.telemetry.enqueued((job,), None, token, exc)
+            raise
+        app.telemetry.enqueued((job,), [created.id], token, None)  # in the caller's transaction, not committed yet
+        return created
     return await core.enqueuer.submit(job)
 
 
@@ -135,7 +147,14 @@ def enqueue_sync(app: App, performer: PerformerRef, payload: Any, connection: An
     async def work(tx: Tx) -> list[Job]:
         return await insert_in(tx, [job])
 
-    return store.transact_on_sync(connection, work)[0]
+    token = app.telemetry.enqueue_started((job,))
+    try:
+        created = store.transact_on_sync(connection, work)[0]
+    except BaseException as exc:
+        app.telemetry.enqueued((job,), None, token, exc)
+        raise
+    app.telemetry.enqueued((job,), [created.id], token, None)  # in the caller's transaction, not committed yet
+    return created
 
 
 __all__ = ["STREAM_CHUNK", "enqueue", "enqueue_many", "enqueue_sync", "options_of", "spawn_child"]

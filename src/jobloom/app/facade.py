@@ -23,6 +23,7 @@ from jobloom.engine.enqueue import EnqueueOptions, EnqueueRequest, PerformerRef
 from jobloom.engine.housekeeper import Housekeeper
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
 from jobloom.engine.remote import RemoteBinding, RemoteJob
+from jobloom.engine.telemetry import OutcomeLog, Telemetries
 from jobloom.flows.api import FlowOps, register_flows
 from jobloom.flows.flow import Flow
 from jobloom.flows.hooks import FlowHooks
@@ -72,6 +73,9 @@ class App:
         self.lease = finite("lease", lease, minimum=0.0, above=True)
         self.store_options = store_options
         self.signing_secret = None if signing_secret is None else secret_bytes(signing_secret)
+        self.telemetry = Telemetries(OutcomeLog())
+        """What the engine tells about enqueues, cycles and attempts: logs, and metrics and traces once
+        enabled (``jobloom.observe``)."""
         self.specs: dict[str, PerformerSpec] = {}
         for p in performers:
             spec = p.spec if isinstance(p, RemoteBinding) else inspect_performer(p)
@@ -145,7 +149,7 @@ class App:
             return last[1]
         core = self._cores.get(loop)
         if core is None:
-            core = self._cores[loop] = _Core(self._open_store())
+            core = self._cores[loop] = _Core(self._open_store(), self.telemetry)
         if not core.checked:
             async with core.ready:
                 if not core.checked:
@@ -168,7 +172,7 @@ class App:
         loop = asyncio.get_running_loop()
         core = self._cores.get(loop)
         if core is None:
-            core = self._cores[loop] = _Core(self._open_store())
+            core = self._cores[loop] = _Core(self._open_store(), self.telemetry)
         await core.store.open()
         applied = await core.store.migrate()
         core.checked = True

@@ -9,6 +9,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from jobloom.engine.enqueue import Enqueuer
+from jobloom.engine.telemetry import Telemetries
 from jobloom.store import Store
 
 T = TypeVar("T")
@@ -17,9 +18,9 @@ T = TypeVar("T")
 class _Core:
     """What an app holds per event loop: a connected store and its enqueue coalescer."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, telemetry: Telemetries) -> None:
         self.store = store
-        self.enqueuer = Enqueuer(store)
+        self.enqueuer = Enqueuer(store, telemetry)
         self.ready = asyncio.Lock()
         self.checked = False
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import json
 import os
 import sys
@@ -57,6 +58,18 @@ WaitOption = Annotated[
         "--wait", min=0, metavar="SECONDS",
         help="How long to wait for a PostgreSQL server that refuses connections before giving up.",
     ),
+]
+
+
+class LogFormat(enum.StrEnum):
+    """How long-running commands (worker, serve) write their logs."""
+
+    text = "text"
+    json = "json"
+
+
+LogFormatOption = Annotated[
+    LogFormat, typer.Option(case_sensitive=False, help="Log lines as text, or one JSON object per line.")
 ]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import importlib
 import json
+import logging
 import sys
 from typing import Annotated, Any
 
@@ -30,6 +31,8 @@ from jobloom.cli.common import (
     WAIT,
     AppOption,
     JsonOption,
+    LogFormat,
+    LogFormatOption,
     UrlOption,
     UsageProblem,
     WaitOption,
@@ -95,6 +98,12 @@ def worker(
         float, typer.Option(min=0, help="Seconds that running jobs get to finish after SIGTERM.")
     ] = 25.0,
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")] = LogLevel.info,
+    log_format: LogFormatOption = LogFormat.text,
+    metrics_port: Annotated[
+        int | None, typer.Option(min=0, max=65535, help="Serve Prometheus metrics of every worker process "
+                                 "on this port (/metrics; 0 picks a free port).")
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="The address the metrics endpoint listens on.")] = "127.0.0.1",
     wait: WaitOption = WAIT,
 ) -> None:
     """Run worker processes until SIGTERM or SIGINT, then drain gracefully."""
@@ -110,9 +119,24 @@ def worker(
         raise UsageProblem(f"{app_ref} has no performers: nothing to work on")
     # connect once here, so a bad store is reported before any process starts
     run(for_command(app, wait, must_exist=False), lambda a: a.store())
-    configure_logging(log_level.value)
-    status = serve(app_ref, processes=processes, concurrency=concurrency, bindings=names, grace=grace,
-                   log_level=log_level.value)
+    configure_logging(log_level.value, log_format.value)
+    if metrics_port is None:
+        status = serve(app_ref, processes=processes, concurrency=concurrency, bindings=names, grace=grace,
+                       log_level=log_level.value, log_format=log_format.value)
+        raise typer.Exit(status)
+    from jobloom.observe.exposition import WorkerMetricsServer
+
+    server = WorkerMetricsServer(app.store, app.close, metrics_host, metrics_port, bindings=sorted(app.specs))
+    port = server.start()
+    logging.getLogger("jobloom.supervisor").info(
+        "metrics_serving url=http://%s:%d/metrics", metrics_host, port,
+        extra={"event": "metrics_serving", "host": metrics_host, "port": port})
+    try:
+        status = serve(app_ref, processes=processes, concurrency=concurrency, bindings=names, grace=grace,
+                       log_level=log_level.value, log_format=log_format.value, env=server.child_env(),
+                       on_exit=server.process_exited)
+    finally:
+        server.close()
     raise typer.Exit(status)
 
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
 from jobloom.cli.common import (
     WAIT,
     AppOption,
+    LogFormat,
+    LogFormatOption,
     SchemaOption,
     UrlOption,
     UsageProblem,
@@ -60,11 +64,21 @@ def serve(
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
     dashboard: Annotated[bool, typer.Option(help="Serve the web dashboard at / (log in with a token).")] = True,
+    log_format: LogFormatOption = LogFormat.text,
+    metrics: Annotated[bool, typer.Option(help="Serve Prometheus metrics at /metrics (scope read).")] = True,
     wait: WaitOption = WAIT,
 ) -> None:
-    """Serve the HTTP API (/v1; docs at /v1/docs) and the web dashboard (/). With --url, jobs are enqueued by
+    """Serve the HTTP API (/v1; docs at /v1/docs; metrics at /metrics) and the web dashboard (/). With --url, jobs are enqueued by
     binding name."""
     import uvicorn
+
+    if log_format == LogFormat.json:  # from here on, what the server says is a JSON line too (its notes included)
+        from jobloom.observe.logs import configure_logging
+
+        configure_logging(log_level, LogFormat.json.value)
+        say: Callable[[str], None] = logging.getLogger("jobloom.http").warning
+    else:
+        say = note
 
     chosen, _ = choose_target(ctx, app_ref, url)
     app = open_target(ctx, app_ref, url, schema, wait, must_exist=False)
@@ -76,9 +90,12 @@ def serve(
     tokens = run(app, count)
     auth = choose_auth(host, tokens, insecure_no_auth)
     if auth == "off":
-        note("serving without authentication (--insecure-no-auth): anyone who reaches the port can act on jobs")
+        say("serving without authentication (--insecure-no-auth): anyone who reaches the port can act on jobs")
     elif auth == "auto" and tokens == 0:
-        note("no token exists: the API is open to anyone on this host until one is created "
+        say("no token exists: the API is open to anyone on this host until one is created "
              "(jobloom tokens create NAME --scopes ...)")
-    site = create_site(app, auth=auth, named=named, dashboard=dashboard)
-    uvicorn.run(site, host=host, port=port, log_level=log_level, lifespan="on")
+    options: dict[str, Any] = {}
+    if log_format == LogFormat.json:  # uvicorn's loggers propagate to the root logger, which writes JSON
+        options["log_config"] = None
+    site = create_site(app, auth=auth, named=named, dashboard=dashboard, metrics=metrics)
+    uvicorn.run(site, host=host, port=port, log_level=log_level, lifespan="on", **options)

@@ -52,6 +52,8 @@ class ClaimRow(NamedTuple):
     delivery: str
     run_id: str | None
     node: str | None
+    run_at: float  # when it became due: the wait is its start less this
+    meta: str | None  # JSON text: carries the enqueuer's trace context when tracing is on
 
 
 class MovedRow(NamedTuple):

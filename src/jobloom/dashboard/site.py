@@ -2,7 +2,7 @@
 
 :func:`create_site` is what ``App.asgi()`` and ``jobloom serve`` hand out: the API's own stack (the
 body cap, then the fast lanes that serve enqueue and the worker protocol without routing), and behind
-the fast lanes a split: paths under ``/v1`` (and the server's lifespan) go to the API's FastAPI app,
+the fast lanes a split: paths under ``/v1``, ``/metrics`` (and the server's lifespan) go to the API's FastAPI app,
 everything else to the dashboard, which takes the API's tokens (its :class:`~jobloom.http.auth.Guard`).
 The fast lanes' requests never reach the split, so the dashboard costs them nothing.
 """
@@ -26,6 +26,7 @@ from jobloom.http.factory import create_fastapi
 from jobloom.http.fastlane import FastLane
 
 API_PREFIX = "/v1"
+METRICS_PATH = "/metrics"  # the API's Prometheus endpoint, at the root where scrapers look for it
 
 
 def create_dashboard(app: App, guard: Guard, *, session_key: bytes | None = None) -> Starlette:
@@ -38,7 +39,8 @@ def create_dashboard(app: App, guard: Guard, *, session_key: bytes | None = None
 
 
 class Site:
-    """Sends ``/v1`` (and lifespan events) to the API, every other HTTP request to the dashboard."""
+    """Sends ``/v1`` and ``/metrics`` (and lifespan events) to the API, every other HTTP request to the
+    dashboard."""
 
     def __init__(self, api: ASGIApp, dashboard: ASGIApp) -> None:
         self.api = api
@@ -50,7 +52,7 @@ class Site:
             path, root = scope["path"], scope.get("root_path", "")
             if root and path.startswith(root):
                 path = path[len(root):]
-            if not path.startswith(API_PREFIX):
+            if not path.startswith(API_PREFIX) and path != METRICS_PATH:
                 await self.dashboard(scope, receive, send)
                 return
         await self.api(scope, receive, send)
@@ -59,12 +61,12 @@ class Site:
 def create_site(
     app: App, *, auth: AuthMode = "required", named: bool = False, max_body: int = MAX_BODY,
     max_batch_body: int = MAX_BATCH_BODY, token_ttl: float = 1.0, dashboard: bool = True,
-    session_key: bytes | None = None,
+    session_key: bytes | None = None, metrics: bool = True,
 ) -> Any:
     """The API under ``/v1`` (see :func:`jobloom.http.factory.create_asgi` for the options) and, with
     ``dashboard``, the dashboard at ``/``. ``session_key``: the key that signs session cookies (default:
-    a new random key, so a restart ends the sessions)."""
-    fastapi = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl)
+    a new random key, so a restart ends the sessions). ``metrics``: serve ``GET /metrics`` (Prometheus)."""
+    fastapi = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl, metrics=metrics)
     ctx = fastapi.state.jobloom
     inner: ASGIApp = fastapi
     if dashboard:  # behind the fast lanes: their requests never pass through the split

@@ -159,7 +159,8 @@ async def dispatch(
         rows = await tx.fetch(Q.claim, params)
     await emit(tx, [event(now, r.id, r.binding, "started", r.attempt) for r in rows])
     return Dispatched([
-        Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node)
+        Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node,
+                r.run_at, r.meta)
         for r in rows
     ], next_token_at, batch=batched, decided_at=decided_at)
 

@@ -21,6 +21,7 @@ from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec
 from jobloom.engine.remote import RemoteBinding
+from jobloom.engine.telemetry import Telemetry
 
 if TYPE_CHECKING:
     from jobloom.store.base import Store, Tx
@@ -105,17 +106,39 @@ def job_from_new(job_id: int, new: NewJob) -> Job:
 class Enqueuer:
     """Collects the enqueue calls of one loop tick and inserts them in one transaction."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, telemetry: Telemetry | None = None) -> None:
         self.store = store
-        self._calls: Coalescer[NewJob, Job] = Coalescer(self.insert)
+        self.telemetry = telemetry or Telemetry()
+        self._calls: Coalescer[NewJob, Job] = Coalescer(self._insert_coalesced)
 
     def submit(self, job: NewJob) -> asyncio.Future[Job]:
         """Queue ``job`` for the next flush; the future resolves once it is committed."""
-        return self._calls.submit(job)
+        if not self.telemetry.per_enqueue:  # nothing watches enqueues: the plain path
+            return self._calls.submit(job)
+        token = self.telemetry.enqueue_started((job,))  # in the caller's context: its trace, if any
+        fut = self._calls.submit(job)
+        fut.add_done_callback(lambda f: self._told((job,), f, token))
+        return fut
+
+    def _told(self, jobs: Sequence[NewJob], fut: asyncio.Future[Job], token: Any) -> None:
+        error = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        self.telemetry.enqueued(jobs, None if error else [fut.result().id], token, error)
+
+    async def _insert_coalesced(self, jobs: Sequence[NewJob]) -> list[Job]:
+        return await self._insert_now(jobs)
 
     async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Insert ``jobs`` now, atomically: one statement when no unique key needs checking first."""
+        token = self.telemetry.enqueue_started(jobs)
+        try:
+            created = await self._insert_now(jobs)
+        except BaseException as exc:
+            self.telemetry.enqueued(jobs, None, token, exc)
+            raise
+        self.telemetry.enqueued(jobs, [j.id for j in created], token, None)
+        return created
 
+    async def _insert_now(self, jobs: Sequence[NewJob]) -> list[Job]:
         async def work(tx: Tx) -> list[Job]:
             return await _insert(tx, jobs)
 
@@ -126,18 +149,34 @@ class Enqueuer:
         """Insert jobs without unique keys in one transaction, built chunk by chunk while the store
         writes the chunks before (``chunks`` is called again if the transaction is retried)."""
 
+        tel = self.telemetry
+        built: list[NewJob] = []
+        tokens: list[Any] = []
+
         async def work(tx: Tx) -> list[Job]:
-            built: list[NewJob] = []
+            built.clear()
 
             def kept() -> Iterator[Sequence[NewJob]]:
                 for jobs in chunks():
+                    if not tokens:  # the first chunk opens the enqueue's span; later ones carry its context
+                        tokens.append(tel.enqueue_started(jobs))
+                    else:
+                        tel.enqueue_carry(jobs, tokens[0])
                     built.extend(jobs)
                     yield jobs
 
             ids = await coordinator.enqueue_streamed(tx, kept(), self.store.now())
             return [job_from_new(job_id, new) for job_id, new in zip(ids, built, strict=True)]
 
-        return await self._committed(work, single_statement=False)
+        try:
+            created = await self._committed(work, single_statement=False)
+        except BaseException as exc:
+            if tokens:
+                tel.enqueued(built, None, tokens[0], exc)
+            raise
+        if tokens:
+            tel.enqueued(built, [j.id for j in created], tokens[0], None)
+        return created
 
     async def _committed(self, work: Callable[[Tx], Awaitable[list[Job]]], *, single_statement: bool) -> list[Job]:
         """Run ``work`` in a transaction (or as one statement) and wake idle workers unless it did."""

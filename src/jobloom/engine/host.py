@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from jobloom.engine.hooks import EngineHooks
     from jobloom.engine.housekeeper import Housekeeper
     from jobloom.engine.performer import PerformerSpec
+    from jobloom.engine.telemetry import Telemetries
     from jobloom.store.base import Store
 
 
@@ -20,6 +21,7 @@ class Host(Protocol):
     lease: float
     env: Any
     signing_secret: bytes | None
+    telemetry: Telemetries  # what the worker tells about its cycles and attempts
 
     @property
     def specs(self) -> Mapping[str, PerformerSpec]:

@@ -58,6 +58,8 @@ class Claimed:
     started_at: float
     run_id: str | None = None
     node: str | None = None
+    run_at: float | None = None  # when it became due (None where unknown)
+    meta: str | None = None  # JSON text, as enqueued
 
 
 @dataclass(slots=True)

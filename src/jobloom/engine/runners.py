@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import multiprocessing
@@ -291,7 +292,8 @@ class SyncRunner:
         """Start ``performer.perform(payload)``; ``started`` runs on the loop when the work starts."""
         if spec.isolation != "process":
             run = SyncRun(self, started, stoppable=False)
-            self._threads.submit(run._started, lambda: performer.perform(payload), run._finish)
+            context = contextvars.copy_context()  # the attempt's (a trace span, the user's own variables)
+            self._threads.submit(run._started, lambda: context.run(performer.perform, payload), run._finish)
             return run
         ctx = performer.ctx
         fields = {"job_id": ctx.job_id, "binding": ctx.binding, "attempt": ctx.attempt, "deadline": ctx.deadline,

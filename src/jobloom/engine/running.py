@@ -45,6 +45,7 @@ class CycleResult:
     token_at: float | None = None  # when a rate token that jobs wait for is next due (also in next_due)
     decided_at: float | None = None  # the earliest clock at which a rate-limited binding's dispatch decided
     notify: bool = False
+    reaped: list[str] = field(default_factory=list)  # the bindings of the attempts reaped as lost
 
 
 def worker_name() -> str:

@@ -42,12 +42,14 @@ class _Child:
 
 
 def child_command(app_ref: str, concurrency: int, bindings: list[str] | None, grace: float,
-                  log_level: str) -> list[str]:
+                  log_level: str, log_format: str = "text", metrics: bool = False) -> list[str]:
     """The command line of one worker process (without its ``--ready-fd``)."""
     cmd = [sys.executable, "-m", "jobloom.process", app_ref, "--concurrency", str(concurrency),
-           "--grace", str(grace), "--log-level", log_level]
+           "--grace", str(grace), "--log-level", log_level, "--log-format", log_format]
     if bindings:
         cmd += ["--bindings", ",".join(bindings)]
+    if metrics:
+        cmd.append("--metrics")
     return cmd
 
 
@@ -71,11 +73,14 @@ def serve(
     bindings: list[str] | None = None,
     grace: float = 25.0,
     log_level: str = "info",
+    log_format: str = "text",
     restart_delay: float = 0.1,
     backoff_first: float = 0.5,
     backoff_max: float = 30.0,
     give_up_after: int = 10,
     kill_margin: float = 10.0,
+    env: dict[str, str] | None = None,
+    on_exit: Callable[[int], None] | None = None,
 ) -> int:
     """Run ``processes`` workers until SIGTERM/SIGINT; return the exit status.
 
@@ -84,10 +89,15 @@ def serve(
     After ``give_up_after`` consecutive exits before ready in one slot, every process is stopped and the
     status is 1. On stop, each process gets SIGTERM, then SIGKILL if it still runs ``grace + kill_margin``
     seconds later. Must run in the main thread (it installs signal handlers, restored on return).
+
+    ``env``: added to the processes' environment; with ``PROMETHEUS_MULTIPROC_DIR`` in it, they keep
+    metrics (``--metrics``). ``on_exit(pid)`` is called when a process has ended, whatever ended it.
     """
-    return supervise(child_command(app_ref, concurrency, bindings, grace, log_level), processes=processes,
-                     stop_timeout=grace + kill_margin, restart_delay=restart_delay, backoff_first=backoff_first,
-                     backoff_max=backoff_max, give_up_after=give_up_after)
+    metrics = bool(env and env.get("PROMETHEUS_MULTIPROC_DIR"))
+    return supervise(child_command(app_ref, concurrency, bindings, grace, log_level, log_format, metrics),
+                     processes=processes, stop_timeout=grace + kill_margin, restart_delay=restart_delay,
+                     backoff_first=backoff_first, backoff_max=backoff_max, give_up_after=give_up_after, env=env,
+                     on_exit=on_exit)
 
 
 def supervise(
@@ -99,6 +109,8 @@ def supervise(
     backoff_first: float = 0.5,
     backoff_max: float = 30.0,
     give_up_after: int = 10,
+    env: dict[str, str] | None = None,
+    on_exit: Callable[[int], None] | None = None,
 ) -> int:
     """Run ``command`` in ``processes`` slots as :func:`serve` does; return the exit status.
 
@@ -107,6 +119,8 @@ def supervise(
     """
     sup = _Supervisor(command, processes, restart_delay=restart_delay, backoff_first=backoff_first,
                       backoff_max=backoff_max, give_up_after=give_up_after)
+    sup.env.update(env or {})
+    sup.on_exit = on_exit
     return sup.run(stop_timeout)
 
 
@@ -122,6 +136,7 @@ class _Supervisor:
         self.stopping = False
         self.status = 0
         self.sel = selectors.DefaultSelector()
+        self.on_exit: Callable[[int], None] | None = None
         self.env = dict(os.environ)
         self.env.setdefault("PYTHONPATH", os.getcwd())
         if os.getcwd() not in self.env["PYTHONPATH"].split(os.pathsep):
@@ -188,7 +203,8 @@ class _Supervisor:
             c.proc = subprocess.Popen([*self.cmd, "--ready-fd", str(w)], env=self.env, pass_fds=(w,))
         except OSError as exc:
             os.close(r)
-            log.error("worker_process_start_failed slot=%d error=%s", c.slot, exc)
+            log.error("worker_process_start_failed slot=%d error=%s", c.slot, exc,
+                      extra={"event": "worker_process_start_failed", "slot": c.slot, "error": str(exc)})
             c.proc = None
             self._failed(c, f"error={type(exc).__name__}", time.monotonic())
             return
@@ -198,7 +214,8 @@ class _Supervisor:
         c.ready_fd = r
         os.set_blocking(r, False)
         self.sel.register(r, selectors.EVENT_READ, c)
-        log.info("worker_process_started slot=%d pid=%d", c.slot, c.proc.pid)
+        log.info("worker_process_started slot=%d pid=%d", c.slot, c.proc.pid,
+                 extra={"event": "worker_process_started", "slot": c.slot, "pid": c.proc.pid})
 
     def _read_ready(self, c: _Child) -> None:
         if c.ready_fd is None:
@@ -210,7 +227,9 @@ class _Supervisor:
         if data and not c.ready:
             c.ready = True
             c.failures = 0
-            log.info("worker_process_ready slot=%d pid=%d", c.slot, c.proc.pid if c.proc else 0)
+            pid = c.proc.pid if c.proc else 0
+            log.info("worker_process_ready slot=%d pid=%d", c.slot, pid,
+                     extra={"event": "worker_process_ready", "slot": c.slot, "pid": pid})
         self._close_ready(c)  # one byte, or EOF: either way nothing more will come
 
     def _close_ready(self, c: _Child) -> None:
@@ -224,11 +243,14 @@ class _Supervisor:
         self._read_ready(c)  # a byte written just before dying is still in the pipe
         code, pid = c.proc.returncode, c.proc.pid
         c.proc = None
+        self._ended(pid)
         if c.ready:
             c.failures = 0
             c.restart_at = now + self.restart_delay
             log.warning("worker_process_exited slot=%d pid=%d %s ready=yes restart_in=%.2fs", c.slot, pid,
-                        describe_exit(code), self.restart_delay)
+                        describe_exit(code), self.restart_delay,
+                        extra={"event": "worker_process_exited", "slot": c.slot, "pid": pid,
+                               "exit": describe_exit(code), "ready": True})
             return
         self._failed(c, f"pid={pid} {describe_exit(code)}", now)
 
@@ -236,14 +258,16 @@ class _Supervisor:
         c.failures += 1
         if c.failures >= self.give_up_after:
             log.error("worker_process_gave_up slot=%d %s crashes_before_ready=%d (in a row, the limit) "
-                      "- stopping every worker process", c.slot, what, c.failures)
+                      "- stopping every worker process", c.slot, what, c.failures,
+                      extra={"event": "worker_process_gave_up", "slot": c.slot, "exit": what, "failures": c.failures})
             self.status = 1
             self.stopping = True
             return
         delay = Delays(self.backoff_first, self.backoff_max).nth(c.failures)
         c.restart_at = now + delay
         log.warning("worker_process_exited slot=%d %s ready=no crashes_before_ready=%d restart_in=%.2fs", c.slot,
-                    what, c.failures, delay)
+                    what, c.failures, delay, extra={"event": "worker_process_exited", "slot": c.slot, "exit": what,
+                                                    "ready": False, "failures": c.failures})
 
     def _stop(self, timeout: float) -> None:
         live = [c for c in self.children if c.proc is not None]
@@ -261,4 +285,14 @@ class _Supervisor:
                             c.slot, c.proc.pid)
                 c.proc.kill()
                 c.proc.wait()
-            log.info("worker_process_stopped slot=%d pid=%d %s", c.slot, c.proc.pid, describe_exit(c.proc.returncode))
+            self._ended(c.proc.pid)
+            log.info("worker_process_stopped slot=%d pid=%d %s", c.slot, c.proc.pid, describe_exit(c.proc.returncode),
+                     extra={"event": "worker_process_stopped", "slot": c.slot, "pid": c.proc.pid,
+                            "exit": describe_exit(c.proc.returncode)})
+
+    def _ended(self, pid: int) -> None:
+        if self.on_exit is not None:
+            try:
+                self.on_exit(pid)
+            except Exception as exc:  # telling others must never stop supervising
+                log.warning("on_exit(%d) failed (%s: %s)", pid, type(exc).__name__, exc)

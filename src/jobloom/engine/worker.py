@@ -100,6 +100,8 @@ class Worker(LeaseKeeping, Shutdown):
         self._token_lead = TIMER_LEAD  # how early to wake for a rate token (see _aim)
         self._aimed: float | None = None  # the token moment the current cycle woke for
         self.progress = ProgressBuffer()
+        self.telemetry = app.telemetry
+        self._failures = 0  # cycles failed in a row (the store lost), told to telemetry when it is back
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -250,9 +252,15 @@ class Worker(LeaseKeeping, Shutdown):
             try:
                 if self._unsure:
                     await self._release_orphans()
-                return await self._cycle(claim=claim)
+                result = await self._cycle(claim=claim)
+                if self._failures:
+                    self.telemetry.store_back(self.name, self._failures)
+                    self._failures = 0
+                return result
             except Exception as exc:
                 self._unsure = True  # a claim may have committed without our knowing
+                self._failures += 1
+                self.telemetry.store_failed(self.name, exc, self._failures == 1)
                 if self._transient(exc):  # the store is unreachable or failing: keep outcomes, back off
                     log.warning("jobloom cycle failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc,
                                 delays.current)
@@ -298,6 +306,9 @@ class Worker(LeaseKeeping, Shutdown):
                 await self.progress.write(tx, self.name, progress)  # their last progress, while still running
                 await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
             reaped = await coordinator.reap(tx, now, hooks=self.app.hooks, expired=reads.expired)
+            if reaped:
+                gone = set(reaped)
+                res.reaped = [r.binding for r in reads.expired if r.id in gone]
             promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
             res.notify = bool(reaped or promoted or (outcomes and free <= 0))
             res.cancels = reads.cancels
@@ -332,6 +343,7 @@ class Worker(LeaseKeeping, Shutdown):
         result = await store.transact(work)
         if aimed is not None and result.decided_at is not None:
             self._aim(aimed, result.decided_at)
+        self.telemetry.cycle(result.claimed, outcomes, result.reaped)
         applied = {id(o) for o in outcomes}
         self.outcomes[:] = [o for o in self.outcomes if id(o) not in applied]
         if result.notify:
@@ -378,6 +390,10 @@ class Worker(LeaseKeeping, Shutdown):
         for rec in recs:
             rec.started = True
         self.attempts_run += len(recs)
+        tel = self.telemetry
+        tokens, ended = None, tel.attempt_ended
+        if tel.per_attempt:
+            tokens = [tel.attempt_started(r.claimed, self.name) for r in recs]
         deadline = None if recs[0].claimed.timeout is None else time.time() + recs[0].claimed.timeout
 
         def context(c: Claimed) -> JobContext:
@@ -394,6 +410,11 @@ class Worker(LeaseKeeping, Shutdown):
                                 error=error, traceback=tb, run_id=r.claimed.run_id) for r in recs]
         if recs[0].timer is not None:
             recs[0].timer.cancel()
+        if tokens is not None:
+            by_job = {o.job_id: o for o in outcomes}
+            for rec, token in zip(reversed(recs), reversed(tokens), strict=True):  # tracing contexts unwind in order
+                if (o := by_job.get(rec.claimed.id)) is not None:
+                    ended(rec.claimed, o, token)
         self.outcomes.extend(outcomes)
         for rec in recs:
             if self.running.get(rec.key) is rec:
@@ -425,6 +446,10 @@ class Worker(LeaseKeeping, Shutdown):
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
         payload_json: str | None = None
         deadline = None if c.timeout is None else self._now() + c.timeout
+        tel = self.telemetry
+        token, ended = None, None
+        if tel.per_attempt:  # what ends the attempt is what was there when it started
+            token, ended = tel.attempt_started(c, self.name), tel.attempt_ended
         try:
             rec.started = True
             self.attempts_run += 1
@@ -470,9 +495,5 @@ class Worker(LeaseKeeping, Shutdown):
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]
         self._kick.set()
-        if log.isEnabledFor(logging.INFO):
-            log.info(
-                "job_outcome job_id=%d binding=%s attempt=%d outcome=%s duration_ms=%.1f%s",
-                c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000,
-                f" error={error!r}" if error else "",
-            )
+        if ended is not None:
+            ended(c, outcome, token)

@@ -106,7 +106,14 @@ async def start_run(
             raise FlowError(f"run {parent_run_id!r} is no longer running: its sub-flow run {run_id!r} "
                             "is not started") from None
 
-    run = await store.transact(work)
+    tel = app.telemetry
+    token = tel.enqueue_started(jobs)  # the nodes carry the starter's trace: their attempts continue it
+    try:
+        run = await store.transact(work)
+    except BaseException as exc:
+        tel.enqueued(jobs, None, token, exc)
+        raise
+    tel.enqueued(jobs, None, token, None)
     await store.notify()
     return run
 

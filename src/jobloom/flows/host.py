@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from jobloom.engine.performer import PerformerSpec
+    from jobloom.engine.telemetry import Telemetry
     from jobloom.flows.flow import Flow
     from jobloom.store.base import Store
 
@@ -26,6 +27,11 @@ class FlowHost(Protocol):
 
     def now(self) -> float:
         """The store's clock."""
+        ...
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """What the app tells about its enqueues (a run's start is one)."""
         ...
 
     async def store(self) -> Store:

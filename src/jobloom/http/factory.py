@@ -27,7 +27,8 @@ pause, trigger, limits), `worker` (the worker protocol of remote workers), `admi
 """
 
 
-def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False, token_ttl: float = 1.0) -> FastAPI:
+def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False, token_ttl: float = 1.0,
+                   metrics: bool = True) -> FastAPI:
     """The FastAPI application of the API for ``app`` (see :func:`create_asgi`)."""
     from jobloom import __version__
 
@@ -44,6 +45,10 @@ def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False
     errors.install(api)
     for module in (search, jobs, runs, schedules, binding_state, bindings, worker, health):  # search before /jobs/{id}
         api.include_router(module.router(ctx))
+    if metrics:  # prometheus-client is imported only here, when the route is wanted
+        from jobloom.http import metrics as metrics_route
+
+        api.include_router(metrics_route.router(ctx))
     docs.install(api, OPENAPI_URL)
     api.state.jobloom = ctx
     api.openapi = lambda: openapi(api)  # type: ignore[method-assign]
@@ -62,7 +67,7 @@ def openapi(api: FastAPI) -> dict[str, Any]:
 
 def create_asgi(
     app: App, *, auth: AuthMode = "required", named: bool = False, max_body: int = MAX_BODY,
-    max_batch_body: int = MAX_BATCH_BODY, token_ttl: float = 1.0,
+    max_batch_body: int = MAX_BATCH_BODY, token_ttl: float = 1.0, metrics: bool = True,
 ) -> Any:
     """The ASGI application serving ``app``'s API under ``/v1``.
 
@@ -71,7 +76,8 @@ def create_asgi(
     ``named``: the app is a bare store (``App(url)``), which enqueues bindings known to the store by name.
     ``max_body``: the largest request body (bytes; ``max_batch_body`` for a batch); 413 beyond.
     ``token_ttl``: how long the active tokens are kept before being read again (a revoked token stops
-    working within that time).
+    working within that time). ``metrics``: serve ``GET /metrics`` (Prometheus; scope ``read``) and count
+    the app's enqueues for it.
     """
-    api = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl)
+    api = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl, metrics=metrics)
     return BodyCap(FastLane(api, api.state.jobloom), max_body, max_batch_body)

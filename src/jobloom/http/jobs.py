@@ -53,7 +53,16 @@ async def enqueue_unique(ctx: Context, spec: PerformerSpec, payload: Any, option
         [(job_id, created)] = await coordinator.enqueue(tx, [new], now)
         return await tx.fetchone(Q.get_job, {"id": job_id}), created
 
-    row, created = await store.transact(work)
+    tel = ctx.app.telemetry
+    token = tel.enqueue_started((new,)) if tel.per_enqueue else None
+    try:
+        row, created = await store.transact(work)
+    except BaseException as exc:
+        if token is not None:
+            tel.enqueued((new,), None, token, exc)
+        raise
+    if token is not None:  # a job that was there already was not enqueued now
+        tel.enqueued((new,) if created else (), [row.id] if created else [], token, None)
     if created:
         await store.notify()
     return job_from_row(row), created

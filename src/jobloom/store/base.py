@@ -16,6 +16,22 @@ from jobloom.core.errors import StoreError
 from jobloom.core.queries import QUERIES, Query, R
 
 T = TypeVar("T")
+
+RetryObserver = Callable[[str, str], None]
+"""Told of each transaction a store runs again (or waits to begin): (dialect, reason)."""
+_retry_observers: list[RetryObserver] = []
+
+
+def observe_retries(observer: RetryObserver) -> None:
+    """Tell ``observer`` of every retry of every store in this process (once per observer)."""
+    if observer not in _retry_observers:
+        _retry_observers.append(observer)
+
+
+def retried(dialect: str, reason: str) -> None:
+    """A store runs a transaction again, or waits to begin it (a busy lock): tell the observers."""
+    for observer in _retry_observers:
+        observer(dialect, reason)
 Params = Mapping[str, Any]
 
 

@@ -26,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from jobloom.core.errors import CommitUnknown, StoreError, StoreUnreachable
 from jobloom.core.retrying import Delays
-from jobloom.store.base import Store, Tx, Wakeups, run_without_loop
+from jobloom.store.base import Store, Tx, Wakeups, retried, run_without_loop
 from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, _server_unavailable, is_transient
 from jobloom.store.postgres.listen import Listener
 from jobloom.store.postgres.tx import AsyncConn, PostgresTx, SyncPostgresTx, to_psycopg
@@ -304,6 +304,7 @@ class PostgresStore(Store):
                 conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
                 log.log(logging.DEBUG if conflict else logging.WARNING,
                         "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
+                retried("postgresql", type(exc).__name__)
                 await asyncio.sleep(delays.next())
 
     async def transact_on(self, conn: Any, fn: Callable[[Tx], Awaitable[T]]) -> T:

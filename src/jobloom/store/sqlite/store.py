@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlparse
 
 from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
-from jobloom.store.base import Params, Store, Tx, Wakeups, run_without_loop
+from jobloom.store.base import Params, Store, Tx, Wakeups, _retry_observers, retried, run_without_loop
 from jobloom.store.sql import load_migrations, load_queries
 from jobloom.store.sqlite.wake import SocketWakeups, WakeFolder
 
@@ -253,6 +253,8 @@ class SQLiteStore(Store):
                     raise
                 if time.monotonic() > deadline:
                     raise StoreError(f"the SQLite write lock stayed busy for {_BUSY_DEADLINE:.0f} s") from exc
+                if _retry_observers:
+                    retried("sqlite", "busy")
                 await asyncio.sleep(delays.next())
 
     async def transact(self, fn: Callable[[Tx], Awaitable[T]], *, exclusive: bool = True) -> T:
@@ -270,6 +272,8 @@ class SQLiteStore(Store):
                 except sqlite3.OperationalError as exc:
                     self.conn.execute("ROLLBACK") if self.conn.in_transaction else None
                     if "locked" in str(exc) or "busy" in str(exc):
+                        if _retry_observers:
+                            retried("sqlite", "busy")
                         await asyncio.sleep(0.001)
                         continue
                     raise

@@ -132,7 +132,7 @@ UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = false
 WHERE id = ANY(:ids::bigint[])
-RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: claim_batch
 -- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
@@ -140,7 +140,7 @@ UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = false, batch = :batch
 WHERE id = ANY(:ids::bigint[])
-RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: count_running_batches
 SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'

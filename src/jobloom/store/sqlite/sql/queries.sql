@@ -100,7 +100,7 @@ UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = 0
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
-RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: claim_batch
 -- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
@@ -108,7 +108,7 @@ UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = 0, batch = :batch
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
-RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: count_running_batches
 SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
