@@ -68,8 +68,8 @@ def serve(
     metrics: Annotated[bool, typer.Option(help="Serve Prometheus metrics at /metrics (scope read).")] = True,
     wait: WaitOption = WAIT,
 ) -> None:
-    """Serve the HTTP API (/v1; docs at /v1/docs; metrics at /metrics) and the web dashboard (/). With --url, jobs are enqueued by
-    binding name."""
+    """Serve the HTTP API (/v1; docs at /v1/docs; metrics at /metrics) and the web dashboard (/). With
+    --url, jobs are enqueued by binding name."""
     import uvicorn
 
     if log_format == LogFormat.json:  # from here on, what the server says is a JSON line too (its notes included)
