@@ -34,6 +34,14 @@ def refill(bucket: Bucket | None, policy: Policy, now: float) -> Bucket | None:
     return Bucket(tokens=tokens, updated_at=max(now, bucket.updated_at))
 
 
+def token_due(bucket: Bucket | None, policy: Policy, now: float) -> float | None:
+    """When the binding's next rate token is there: ``now`` if one is, None without a rate limit."""
+    state = refill(bucket, policy, now)
+    if state is None or policy.rate is None:
+        return None
+    return now if state.tokens >= 1 else now + (1 - state.tokens) / policy.rate.rate
+
+
 def dispatch_time(now: float, bucket: Bucket | None) -> float:
     """The moment a dispatch's starts are recorded at: ``now``, never earlier than the bucket's last
     update. Dispatches of a rate-limited binding are serialized (its row lock), and each one's time is

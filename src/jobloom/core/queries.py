@@ -117,6 +117,7 @@ class Q:
     find_unique = Query("find_unique", UniqueRow)
     get_binding = Query("get_binding", PolicyRow)
     lock_binding = Query("lock_binding", PolicyRow)
+    try_lock_binding = Query("try_lock_binding", PolicyRow)
     list_bindings = Query("list_bindings", BindingRow)
     running_by_key = Query("running_by_key", KeyCountRow)
     count_by_state = Query("count_by_state", StateCountRow)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from jobloom.core.decide import batch_due, decide, dispatch_time, held, room_for_batch
+from jobloom.core.decide import batch_due, decide, dispatch_time, held, room_for_batch, token_due
 from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import CandidateRow, KeyCountRow, PolicyRow
@@ -24,6 +24,8 @@ from jobloom.core.types import Candidate, Policy
 from jobloom.engine.jobs import Claimed, Dispatched, emit, event
 from jobloom.store.base import Tx
 
+TIMER_GRAIN = 0.002
+"""How late an event loop's timer may fire: a wait for a token sleeps until this long before it."""
 TOKEN_SLACK = 0.0002
 """Seconds past a token's due moment that a waiting dispatch reads the clock again: the clock then
 shows the token accrued, not a hair short of it."""
@@ -57,6 +59,14 @@ async def dispatch(
     policy, bucket, _ = policy_from_row(row)
     if held(policy) is not None:
         return Dispatched([])
+    paced = policy.rate is not None and policy.batch_size is None
+    if paced:
+        # the binding's row as this transaction read it: when its next token is further off than this
+        # dispatch would wait, no job can start now, and the lock is not taken for nothing (other workers
+        # may be dispatching the binding; a token only comes later than this row says, never earlier)
+        due = token_due(bucket, policy, now)
+        if due is not None and due - now > token_wait:
+            return Dispatched([], due)
     locked = False
     running: int | None = None
     key = {"binding": binding}
@@ -64,7 +74,11 @@ async def dispatch(
     if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
         counted = policy.concurrency is not None
         lock_rows, *count_rows = await tx.fetch_batch(
-            [(Q.lock_binding, key), *([(count, key)] if counted else [])])
+            [(Q.try_lock_binding if paced else Q.lock_binding, key), *([(count, key)] if counted else [])])
+        if paced and not lock_rows:
+            # another worker is dispatching the binding now and takes the token due: wait for the next
+            assert policy.rate is not None
+            return Dispatched([], max(now, due or now) + 1 / policy.rate.rate)
         policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
         locked = True
         if held(policy) is not None:
@@ -129,8 +143,7 @@ async def dispatch(
             if (waits and clock is not None and not selected and next_token_at is not None
                     and next_token_at - now <= token_wait):
                 waits -= 1  # the next token is due in a moment: wait for it holding the lock, then decide again
-                await asyncio.sleep(max(0.0, next_token_at - now) + TOKEN_SLACK)
-                now = dispatch_time(clock(), bucket)
+                now = dispatch_time(await _until(next_token_at + TOKEN_SLACK, clock), bucket)
                 continue
             break
         selected.extend(decision.selected)
@@ -163,6 +176,20 @@ async def dispatch(
                 r.run_at, r.meta)
         for r in rows
     ], next_token_at, batch=batched, decided_at=decided_at)
+
+
+async def _until(moment: float, clock: Callable[[], float]) -> float:
+    """Wait until ``clock()`` reaches ``moment`` and return it. An event loop's timer fires up to a
+    millisecond or two late, and for a token that is a share of the rate: sleep until shortly before,
+    then yield to the loop's other tasks until the moment comes."""
+    now = clock()
+    if moment - now > TIMER_GRAIN:
+        await asyncio.sleep(moment - now - TIMER_GRAIN)
+        now = clock()
+    while now < moment:
+        await asyncio.sleep(0)
+        now = clock()
+    return now
 
 
 async def _candidates(

@@ -80,6 +80,14 @@ SELECT * FROM locked
 UNION ALL
 SELECT * FROM created
 
+-- name: try_lock_binding
+-- The binding's row lock for a rate-limited dispatch, unless another transaction holds it: that one is
+-- dispatching the binding now and takes the token due; no row then, and this dispatch waits for the next.
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
+FROM jobloom_bindings WHERE binding = :binding
+FOR UPDATE SKIP LOCKED
+
 -- name: upsert_binding
 -- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,

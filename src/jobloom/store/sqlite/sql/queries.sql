@@ -56,6 +56,12 @@ SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overr
        batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
+-- name: try_lock_binding
+-- One writer at a time holds the store: the binding is this transaction's already.
+SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
+       batch_size, batch_wait
+FROM jobloom_bindings WHERE binding = :binding
+
 -- name: upsert_binding
 -- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
