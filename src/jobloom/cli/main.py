@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import importlib
 import json
+import os
 import sys
 from typing import Annotated, Any
 
@@ -52,6 +53,7 @@ from jobloom.cli.tokens import tokens_cli
 from jobloom.cli.usage import plain_flags, usage_message
 from jobloom.core.errors import JobloomError, StoreUnreachable
 from jobloom.core.text import load_json_text
+from jobloom.engine.worker import DEFAULT_CONCURRENCY, DEFAULT_SYNC_CONCURRENCY
 
 cli = typer.Typer(
     name="jobloom",
@@ -81,10 +83,23 @@ class LogLevel(enum.StrEnum):
 @cli.command()
 def worker(
     app_ref: Annotated[str, typer.Argument(metavar="MODULE:ATTR", help="The app, e.g. myapp.jobs:app.")],
-    processes: Annotated[
-        int, typer.Option(min=1, help="Worker processes to run (and restart if they crash).")
-    ] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="Jobs at once in each process.")] = 16,
+    processes: Annotated[int, typer.Option(
+        min=1, help="Worker processes. One runs in this process (your process manager restarts it); more "
+                    "are started, and restarted if they crash, by a supervisor that does not load the app.",
+    )] = 1,
+    supervise: Annotated[bool, typer.Option(
+        "--supervise", help="Run the supervisor for one process too (it restarts the process if it dies).",
+    )] = False,
+    concurrency: Annotated[int | None, typer.Option(
+        min=1, show_default=False,
+        help=f"Jobs at once in each process [default: {DEFAULT_CONCURRENCY}, of which at most "
+             f"{DEFAULT_SYNC_CONCURRENCY} of sync performers]. Given, it applies to sync performers too.",
+    )] = None,
+    sync_concurrency: Annotated[int | None, typer.Option(
+        min=1, show_default=False,
+        help="Of those, jobs of sync performers at once (a thread or a child process each) "
+             f"[default: {DEFAULT_SYNC_CONCURRENCY}, or --concurrency when given].",
+    )] = None,
     bindings: Annotated[
         str | None, typer.Option(help="Only these bindings, comma-separated (default: all the app's).")
     ] = None,
@@ -95,8 +110,7 @@ def worker(
     wait: WaitOption = WAIT,
 ) -> None:
     """Run worker processes until SIGTERM or SIGINT, then drain gracefully."""
-    from jobloom.engine.supervisor import serve
-    from jobloom.process import configure_logging
+    from jobloom.engine.supervisor import command_line
 
     app = load_app(app_ref)
     check_sqlite_file(app.url, must_exist=False)
@@ -107,10 +121,13 @@ def worker(
         raise UsageProblem(f"{app_ref} has no performers: nothing to work on")
     # connect once here, so a bad store is reported before any process starts
     run(for_command(app, wait, must_exist=False), lambda a: a.store())
-    configure_logging(log_level.value)
-    status = serve(app_ref, processes=processes, concurrency=concurrency, bindings=names, grace=grace,
-                   log_level=log_level.value)
-    raise typer.Exit(status)
+    # This process has loaded the app and the CLI: the worker process (or the supervisor, which loads
+    # no app) takes its place, with the same pid for whoever signals it, and none of the CLI's memory.
+    cmd = command_line(app_ref, processes=processes, concurrency=concurrency, sync_concurrency=sync_concurrency,
+                       bindings=names, grace=grace, log_level=log_level.value, supervise=supervise)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(cmd[0], cmd)
 
 
 @cli.command()

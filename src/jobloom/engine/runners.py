@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import multiprocessing
 import os
 import pickle
 import queue
@@ -311,6 +310,8 @@ class SyncRunner:
 
     def _context(self) -> Any:
         if self._mp is None:
+            import multiprocessing  # process isolation only
+
             method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
             self._mp = multiprocessing.get_context(method)
             if method == "forkserver":  # the fork server imports these once; each child is a fork of it

@@ -6,6 +6,11 @@ that dies after it became ready is restarted promptly and its slot's failure cou
 consecutive deaths before ready back off exponentially. After ``give_up_after`` of those in a row the
 supervisor stops the other processes gracefully and returns 1, with one log line saying why.
 
+``jobloom worker --processes N`` (N > 1, or ``--supervise``) checks the app, then replaces itself
+(``exec``) with ``python -m jobloom.engine.supervisor``: the supervisor never imports the app, or
+anything of jobloom beyond this module, and costs a bare interpreter's memory (about 13 MB), whatever
+the app loads. With one process and no ``--supervise`` it execs the worker process itself instead.
+
 Signal handlers only set a flag (and wake the loop through :func:`signal.set_wakeup_fd`); the loop
 itself signals the children. A child started while a SIGTERM is being handled is therefore always
 signalled too: the loop sees the flag after ``Popen`` returns, and then signals every child it has.
@@ -13,6 +18,7 @@ signalled too: the loop sees the flag after ``Popen`` returns, and then signals 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import selectors
@@ -41,14 +47,61 @@ class _Child:
     restart_at: float = 0.0
 
 
-def child_command(app_ref: str, concurrency: int, bindings: list[str] | None, grace: float,
-                  log_level: str) -> list[str]:
-    """The command line of one worker process (without its ``--ready-fd``)."""
-    cmd = [sys.executable, "-m", "jobloom.process", app_ref, "--concurrency", str(concurrency),
-           "--grace", str(grace), "--log-level", log_level]
+def child_command(app_ref: str, concurrency: int | None, bindings: list[str] | None, grace: float,
+                  log_level: str, sync_concurrency: int | None = None) -> list[str]:
+    """The command line of one worker process (without its ``--ready-fd``); a ``None`` concurrency
+    leaves the worker's default."""
+    cmd = [sys.executable, "-m", "jobloom.process", app_ref, "--grace", str(grace), "--log-level", log_level]
+    if concurrency is not None:
+        cmd += ["--concurrency", str(concurrency)]
+    if sync_concurrency is not None:
+        cmd += ["--sync-concurrency", str(sync_concurrency)]
     if bindings:
         cmd += ["--bindings", ",".join(bindings)]
     return cmd
+
+
+def configure_logging(level: str) -> None:
+    """Plain key=value log lines on stderr."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def command_line(app_ref: str, *, processes: int, concurrency: int | None, sync_concurrency: int | None,
+                 bindings: list[str] | None, grace: float, log_level: str, supervise: bool = False) -> list[str]:
+    """What ``jobloom worker`` execs once it checked the app: ``python -m jobloom.engine.supervisor ...``,
+    or for one process without ``supervise``, the worker process itself (``python -m jobloom.process``)."""
+    if processes == 1 and not supervise:
+        return child_command(app_ref, concurrency, bindings, grace, log_level, sync_concurrency)
+    cmd = [sys.executable, "-m", "jobloom.engine.supervisor", app_ref, "--processes", str(processes),
+           "--grace", str(grace), "--log-level", log_level]
+    if concurrency is not None:
+        cmd += ["--concurrency", str(concurrency)]
+    if sync_concurrency is not None:
+        cmd += ["--sync-concurrency", str(sync_concurrency)]
+    if bindings:
+        cmd += ["--bindings", ",".join(bindings)]
+    return cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m jobloom.engine.supervisor APP [options]``: run :func:`serve` (the app is not imported here)."""
+    parser = argparse.ArgumentParser(prog="python -m jobloom.engine.supervisor")
+    parser.add_argument("app")
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--sync-concurrency", type=int, default=None)
+    parser.add_argument("--bindings", default="")
+    parser.add_argument("--grace", type=float, default=25.0)
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level)
+    return serve(args.app, processes=args.processes, concurrency=args.concurrency,
+                 sync_concurrency=args.sync_concurrency, bindings=[b for b in args.bindings.split(",") if b] or None,
+                 grace=args.grace, log_level=args.log_level)
 
 
 def describe_exit(code: int | None) -> str:
@@ -67,7 +120,8 @@ def serve(
     app_ref: str,
     *,
     processes: int = 1,
-    concurrency: int = 16,
+    concurrency: int | None = None,
+    sync_concurrency: int | None = None,
     bindings: list[str] | None = None,
     grace: float = 25.0,
     log_level: str = "info",
@@ -82,10 +136,12 @@ def serve(
     A process that exits after it became ready is restarted after ``restart_delay`` seconds; one that
     exits before, after ``backoff_first`` doubling with each consecutive such exit up to ``backoff_max``.
     After ``give_up_after`` consecutive exits before ready in one slot, every process is stopped and the
-    status is 1. On stop, each process gets SIGTERM, then SIGKILL if it still runs ``grace + kill_margin``
+    status is 1. ``concurrency`` and ``sync_concurrency`` (``None``: the worker's defaults) are passed on.
+    On stop, each process gets SIGTERM, then SIGKILL if it still runs ``grace + kill_margin``
     seconds later. Must run in the main thread (it installs signal handlers, restored on return).
     """
-    return supervise(child_command(app_ref, concurrency, bindings, grace, log_level), processes=processes,
+    command = child_command(app_ref, concurrency, bindings, grace, log_level, sync_concurrency)
+    return supervise(command, processes=processes,
                      stop_timeout=grace + kill_margin, restart_delay=restart_delay, backoff_first=backoff_first,
                      backoff_max=backoff_max, give_up_after=give_up_after)
 
@@ -262,3 +318,7 @@ class _Supervisor:
                 c.proc.kill()
                 c.proc.wait()
             log.info("worker_process_stopped slot=%d pid=%d %s", c.slot, c.proc.pid, describe_exit(c.proc.returncode))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
