@@ -17,7 +17,7 @@ from collections.abc import Callable
 from jobloom.app.facade import App
 from jobloom.app.loading import load_app
 from jobloom.core.retrying import Delays
-from jobloom.engine.supervisor import configure_logging
+from jobloom.engine.logs import configure_logging
 from jobloom.engine.worker import Worker
 
 log = logging.getLogger("jobloom.worker")

@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any
 
 from jobloom.core.retrying import Delays
+from jobloom.engine.logs import configure_logging
 
 log = logging.getLogger("jobloom.supervisor")
 _IDLE_WAKE = 0.5  # seconds: the loop's longest sleep (a child's exit also wakes it, through SIGCHLD)
@@ -59,15 +60,6 @@ def child_command(app_ref: str, concurrency: int | None, bindings: list[str] | N
     if bindings:
         cmd += ["--bindings", ",".join(bindings)]
     return cmd
-
-
-def configure_logging(level: str) -> None:
-    """Plain key=value log lines on stderr."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def command_line(app_ref: str, *, processes: int, concurrency: int | None, sync_concurrency: int | None,
@@ -98,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grace", type=float, default=25.0)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, buffered=False)  # a few lines: each written at once
     return serve(args.app, processes=args.processes, concurrency=args.concurrency,
                  sync_concurrency=args.sync_concurrency, bindings=[b for b in args.bindings.split(",") if b] or None,
                  grace=args.grace, log_level=args.log_level)

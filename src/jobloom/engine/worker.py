@@ -31,7 +31,7 @@ from jobloom.core.errors import InvalidOption, StoreError
 from jobloom.core.retrying import Delays
 from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
-from jobloom.engine import batches, coordinator, reporting, runners
+from jobloom.engine import batches, coordinator, logs, reporting, runners
 from jobloom.engine.control import Control
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobloom.worker")
 IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was told
+OUTCOME_LINE = "job_outcome job_id=%d binding=%s attempt=%d outcome=%s duration_ms=%.1f%s"
 DEFAULT_CONCURRENCY = 100
 """Jobs at once per worker process by default. An async job waiting for I/O costs a task (a few KB)
 and no thread, and each cycle claims up to the free slots: 100 lets one cycle claim a full batch."""
@@ -159,6 +160,7 @@ class Worker(LeaseKeeping, Shutdown):
                 await asyncio.wait_for(wake.close(), 1.0)
             self._sync.close()
             await self._close_push()
+            logs.flush()
 
     async def drain(self) -> int:
         """Run every due job in-process until nothing is runnable or running, and the housekeepers due on
@@ -231,6 +233,7 @@ class Worker(LeaseKeeping, Shutdown):
     async def _sleep_until(self, due: float | None) -> None:
         timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self._now()))
         if timeout > 0:
+            logs.flush()  # nothing to do for now: the buffered log lines go out
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._kick.wait()
@@ -468,9 +471,8 @@ class Worker(LeaseKeeping, Shutdown):
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]
         self._kick.set()
-        if log.isEnabledFor(logging.INFO):
-            log.info(
-                "job_outcome job_id=%d binding=%s attempt=%d outcome=%s duration_ms=%.1f%s",
-                c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000,
-                f" error={error!r}" if error else "",
-            )
+        if log.isEnabledFor(logging.INFO):  # a line per job: made as log.info would, without its caller lookup
+            shown = f" error={error!r}" if error else ""
+            log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, OUTCOME_LINE,
+                                      (c.id, c.binding, c.attempt, kind, (finished - c.started_at) * 1000, shown),
+                                      None, "_execute"))
