@@ -128,9 +128,12 @@ class Worker(LeaseKeeping, Shutdown):
         await self.app.register_bindings(self.bindings)
         await store.transact(self._beat)
         wake = await store.wakeups()
-        helpers = [asyncio.create_task(self._listen(wake)), asyncio.create_task(self._heartbeats()),
+        direct = wake.on_signal(self._woken)  # the listener wakes the loop itself: no task in between
+        helpers = [asyncio.create_task(self._heartbeats()),
                    asyncio.create_task(self._lease_watch()), asyncio.create_task(self._housekeeping_loop()),
                    asyncio.create_task(self.progress.run(self.app.store, self.name))]
+        if not direct:
+            helpers.append(asyncio.create_task(self._listen(wake)))
         try:
             try:
                 while not self._stopping:
@@ -224,11 +227,15 @@ class Worker(LeaseKeeping, Shutdown):
         busy = sum(1 for r in self.running.values() if r.claimed.binding in self._sync_bindings)
         return self.sync_concurrency - busy
 
+    def _woken(self) -> None:
+        """Another process signalled (a job enqueued, a limit raised, a pause lifted): look now."""
+        self._kick.set()
+        self._house_kick.set()
+
     async def _listen(self, wake: Wakeups) -> None:
         while True:
             if await wake.wait(None):
-                self._kick.set()
-                self._house_kick.set()
+                self._woken()
 
     async def _sleep_until(self, due: float | None) -> None:
         timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self._now()))
