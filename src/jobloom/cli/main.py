@@ -110,7 +110,7 @@ def worker(
     wait: WaitOption = WAIT,
 ) -> None:
     """Run worker processes until SIGTERM or SIGINT, then drain gracefully."""
-    from jobloom.engine.supervisor import command_line
+    from jobloom.engine.supervisor import child_env, command_line
 
     app = load_app(app_ref)
     check_sqlite_file(app.url, must_exist=False)
@@ -127,7 +127,7 @@ def worker(
                        bindings=names, grace=grace, log_level=log_level.value, supervise=supervise)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(cmd[0], cmd)
+    os.execve(cmd[0], cmd, child_env())
 
 
 @cli.command()

@@ -62,6 +62,16 @@ def child_command(app_ref: str, concurrency: int | None, bindings: list[str] | N
     return cmd
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a worker process: this one's, with the current folder on ``PYTHONPATH`` (the
+    app's modules are found from where ``jobloom worker`` was started, in the worker and its children)."""
+    env = dict(os.environ)
+    env.setdefault("PYTHONPATH", os.getcwd())
+    if os.getcwd() not in env["PYTHONPATH"].split(os.pathsep):
+        env["PYTHONPATH"] = os.getcwd() + os.pathsep + env["PYTHONPATH"]
+    return env
+
+
 def command_line(app_ref: str, *, processes: int, concurrency: int | None, sync_concurrency: int | None,
                  bindings: list[str] | None, grace: float, log_level: str, supervise: bool = False) -> list[str]:
     """What ``jobloom worker`` execs once it checked the app: ``python -m jobloom.engine.supervisor ...``,
@@ -170,10 +180,7 @@ class _Supervisor:
         self.stopping = False
         self.status = 0
         self.sel = selectors.DefaultSelector()
-        self.env = dict(os.environ)
-        self.env.setdefault("PYTHONPATH", os.getcwd())
-        if os.getcwd() not in self.env["PYTHONPATH"].split(os.pathsep):
-            self.env["PYTHONPATH"] = os.getcwd() + os.pathsep + self.env["PYTHONPATH"]
+        self.env = child_env()
 
     def _on_stop_signal(self, _signum: int, _frame: FrameType | None) -> None:
         self.stopping = True  # only the flag: the loop signals the children (no race with Popen)
