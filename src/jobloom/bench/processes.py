@@ -78,8 +78,9 @@ class WorkerGroup:
     ``bindings`` restricts the worker to the performers being measured: the bench app also holds
     performers for other workloads, and a worker dispatches every binding it serves in each cycle.
 
-    The peak RSS is that of the worker processes (the supervisor's children), sampled every
-    50 ms: the largest any one of them reached. The supervisor itself is not counted there;
+    The peak RSS is that of the worker processes (the supervisor's children, or with one process
+    the process ``jobloom worker`` became), sampled every 50 ms: the largest any one of them reached.
+    The supervisor itself is not counted there;
     :attr:`peak_total_rss_mb` is the largest sum of every process of the group (supervisor included)
     at one sample. With ``flags=False`` the command is ``jobloom worker APP`` alone: every default.
     """
@@ -125,9 +126,12 @@ class WorkerGroup:
             root = psutil.Process(self._proc.pid)
         except psutil.Error:
             return
+        root_works = False  # the root is a worker process once `jobloom worker` has exec'd it (one process)
         while self._sampling.is_set():
             try:
                 children = root.children(recursive=True)
+                if not root_works:
+                    root_works = "jobloom.process" in root.cmdline()
             except psutil.Error:
                 return
             total, cpu = 0, 0.0
@@ -138,7 +142,7 @@ class WorkerGroup:
                         times = proc.cpu_times()
                     total += rss
                     cpu += times.user + times.system
-                    if proc is not root and rss > self._peaks.get(proc.pid, 0):
+                    if (proc is not root or root_works) and rss > self._peaks.get(proc.pid, 0):
                         self._peaks[proc.pid] = rss
             self._total_peak = max(self._total_peak, total)
             now = time.time()
