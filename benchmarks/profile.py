@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -163,8 +164,9 @@ def record(cmd: list[str], env: dict[str, str], raw: Path, rate: int, progress: 
     """
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
     wrapper = [spy, "record", "--format", "raw", "--nolineno", "--rate", str(rate), "--output", str(raw), "--"]
+    said_file = tempfile.TemporaryFile()  # noqa: SIM115 - a worker at the info level writes a line per job
     proc = subprocess.Popen([*wrapper, *cmd] if rate > 0 else cmd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=said_file)
     t0 = time.monotonic()
     child: Any = None if rate > 0 else psutil.Process(proc.pid)
     cpu = 0.0
@@ -182,7 +184,8 @@ def record(cmd: list[str], env: dict[str, str], raw: Path, rate: int, progress: 
             if done:
                 break
             if proc.poll() is not None:
-                said = proc.stderr.read().decode() if proc.stderr else ""
+                said_file.seek(0)
+                said = said_file.read().decode(errors="replace")[-4000:]
                 raise SystemExit(f"the profiled process ended early:\n{said}")
             time.sleep(0.02)
         wall = time.monotonic() - t0
@@ -196,6 +199,7 @@ def record(cmd: list[str], env: dict[str, str], raw: Path, rate: int, progress: 
     finally:
         if proc.poll() is None:
             proc.kill()
+        said_file.close()
     return cpu, wall
 
 
@@ -208,7 +212,8 @@ def profile_drain(box: Sandbox, args: argparse.Namespace, raw: Path) -> str:
         box.execute("ANALYZE jobloom_jobs")  # fresh planner statistics: what the claim plan looks like with them
     runner = [str(HERE / "querytimer.py")] if args.queries else ["-m", "jobloom.process"]
     only = [] if args.all_bindings else ["--bindings", "Noop"]
-    cmd = [sys.executable, *runner, APP_REF, "--concurrency", str(args.concurrency), *only, "--log-level", "warning"]
+    cmd = [sys.executable, *runner, APP_REF, "--concurrency", str(args.concurrency), *only, "--log-level",
+           args.log_level]
     times = args.out / f"queries-{box.dialect}.json"
     times.unlink(missing_ok=True)
     env = {**box.env(), "JOBLOOM_QUERY_TIMES": str(times)}
@@ -291,6 +296,8 @@ def main() -> int:
     parser.add_argument("--url", default="sqlite:////tmp/jobloom-profile/p.db")
     parser.add_argument("-n", "--jobs", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--log-level", default="warning",
+                        help="The worker's (info: a line per job, as `jobloom worker` logs by default).")
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--rate", type=int, default=1000,

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/run.py                      # everything, 3 repetitions, writes RESULTS.md
     .venv/bin/python benchmarks/run.py --stores sqlite --workloads drain,latency --repeat 1 --no-write
     ./dev bench peers | processes | hosts | histories     # the suites of their own (benchmarks/peers/run.py, ...)
+    ./dev bench defaults                                    # `jobloom worker APP` with no flags: one row per store
 
 Fixed sizes: N = 20,000 jobs per measurement (latency: 1,000 jobs at 50/s; history: 1,000,000
 finished jobs already in the table), worker concurrency 100, and the median of 3 repetitions. Each
@@ -264,12 +265,39 @@ SUITES = {"peers": "peers/run.py", "processes": "processes.py", "hosts": "hosts.
 """``./dev bench NAME ...``: the benchmarks that are scripts of their own (each with ``--help``)."""
 
 
+DEFAULTS_COLUMNS = (("defaults.drain", "drain jobs/s"), ("defaults.p50", "p50 ms"), ("defaults.p99", "p99 ms"),
+                    ("defaults.rss", "worker RSS MB"), ("defaults.cpu", "worker CPU µs/job"),
+                    ("defaults.enqueue", "enqueue one/s"), ("defaults.floor", "driver floor one/s"),
+                    ("defaults.enqueue_ratio", "floor / enqueue"))
+
+
+def defaults_table(by_store: dict[str, dict[str, dict[str, Any]]], repeat: int) -> str:
+    """The issue's table: one row per store for ``jobloom worker APP`` with no flags (medians of ``repeat``)."""
+    head = "| store | " + " | ".join(label for _, label in DEFAULTS_COLUMNS) + " |"
+    lines = [head, "|---|" + "---:|" * len(DEFAULTS_COLUMNS)]
+    for store, rows in by_store.items():
+        cells = []
+        for key, _ in DEFAULTS_COLUMNS:
+            row = rows.get(key)
+            if row is None or row["value"] is None:
+                cells.append("n/a")
+                continue
+            text = fmt(row["value"], row["unit"]) if row["unit"] != "µs" else f"{row['value']:.1f}"
+            if row.get("met") is False:
+                text += " (**missed**)"
+            cells.append(text)
+        lines.append(f"| jobloom {STORE_NAMES[store]}, `jobloom worker APP` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + f"\n\n(median of {repeat}; targets in `jobloom/bench/model.py`)"
+
+
 def main() -> int:
     """Entry point."""
     if len(sys.argv) > 1 and sys.argv[1] in SUITES:
         script = str(HERE / SUITES[sys.argv[1]])
         os.execv(sys.executable, [sys.executable, script, *sys.argv[2:]])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", nargs="?", choices=["defaults"],
+                        help="defaults: only the defaults workload, printed as one row per store (nothing written)")
     parser.add_argument("--stores", default="sqlite,postgres")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--sqlite-url", default=f"sqlite:///{tempfile.gettempdir()}/jobloom-bench/bench.db")
@@ -295,6 +323,10 @@ def main() -> int:
     parser.add_argument("--raw", type=Path, default=None,
                         help="Where the raw reports go (default: results.json here, unless --no-write).")
     args = parser.parse_args()
+    if args.mode == "defaults":
+        args.workloads, args.no_write = "defaults", True
+        if args.repeat == 3 and "--repeat" not in sys.argv:
+            args.repeat = 1
     urls = {"sqlite": args.sqlite_url, "postgres": args.postgres_url}
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -327,6 +359,13 @@ def main() -> int:
     for key, reps in reports.items():
         store = key.split(":", 1)[0]
         by_store.setdefault(store, {}).update(median_rows(reps))
+    if args.mode == "defaults":
+        env = next(iter(reports.values()))[0]["environment"]
+        loops = [ms for reps in reports.values() for r in reps for ms in r.get("cpu_loop_ms", [])]
+        print(f"Measured {when}, commit {env['commit']}, {env['logical_cores']} cores ({env['cpu']}); core-speed "
+              f"probe {min(loops):.0f}..{max(loops):.0f} ms (42 ms on a quiet machine)\n")
+        print(defaults_table(by_store, args.repeat))
+        return 0
     text = markdown(by_store, reports, args, when)
     print(text)
     raw = args.raw or (None if args.no_write or args.render else RESULTS_JSON)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from jobloom.app.facade import App
 from jobloom.app.loading import load_app
 from jobloom.core.retrying import Delays
+from jobloom.engine.logs import configure_logging
 from jobloom.engine.worker import Worker
 
 log = logging.getLogger("jobloom.worker")
@@ -51,13 +52,14 @@ async def run_startup_hooks(
     return True
 
 
-async def serve_process(app: App, *, concurrency: int, bindings: list[str] | None, grace: float,
-                        on_ready: Callable[[], None] = lambda: None) -> None:
+async def serve_process(app: App, *, concurrency: int | None, bindings: list[str] | None, grace: float,
+                        on_ready: Callable[[], None] = lambda: None, sync_concurrency: int | None = None) -> None:
     """Run one worker in this process until SIGTERM or SIGINT, then drain gracefully.
 
     ``on_ready()`` is called once the start-up hooks are done, the store is open and the worker started.
+    ``None`` concurrencies take the worker's defaults (see :class:`~jobloom.engine.worker.Worker`).
     """
-    worker = Worker(app, concurrency=concurrency, bindings=bindings, grace=grace)
+    worker = Worker(app, concurrency=concurrency, sync_concurrency=sync_concurrency, bindings=bindings, grace=grace)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
@@ -66,9 +68,11 @@ async def serve_process(app: App, *, concurrency: int, bindings: list[str] | Non
                  extra={"event": "worker_stopped_before_start", "worker": worker.name})
         await app.close()
         return
-    log.info("worker_started worker=%s bindings=%s concurrency=%d", worker.name, ",".join(worker.bindings),
-             concurrency, extra={"event": "worker_started", "worker": worker.name, "bindings": worker.bindings,
-                                 "concurrency": concurrency, "pid": os.getpid()})
+    log.info("worker_started worker=%s bindings=%s concurrency=%d sync_concurrency=%d", worker.name,
+             ",".join(worker.bindings), worker.concurrency, worker.sync_concurrency,
+             extra={"event": "worker_started", "worker": worker.name, "bindings": worker.bindings,
+                    "concurrency": worker.concurrency, "sync_concurrency": worker.sync_concurrency,
+                    "pid": os.getpid()})
     try:
         await app.store()
         running = asyncio.create_task(worker.run())
@@ -84,18 +88,12 @@ async def serve_process(app: App, *, concurrency: int, bindings: list[str] | Non
             log.warning("the store did not close cleanly (%s: %s)", type(exc).__name__, exc)
 
 
-def configure_logging(level: str, log_format: str = "text") -> None:
-    """Log lines on stderr: text (key=value messages) or JSON objects (see :mod:`jobloom.observe.logs`)."""
-    from jobloom.observe.logs import configure_logging as configure
-
-    configure(level, log_format)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of a worker process."""
     parser = argparse.ArgumentParser(prog="python -m jobloom.process")
     parser.add_argument("app")
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--sync-concurrency", type=int, default=None)
     parser.add_argument("--bindings", default="")
     parser.add_argument("--grace", type=float, default=25.0)
     parser.add_argument("--log-level", default="info")
@@ -119,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 os.close(fd)
 
-    configure_logging(args.log_level, args.log_format)
+    configure_logging(args.log_level, log_format=args.log_format)
     app = load_app(args.app)
     if args.metrics:
         from jobloom.observe.metrics import enable_metrics
@@ -127,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         enable_metrics(app.telemetry)
     bindings = [b for b in args.bindings.split(",") if b] or None
     asyncio.run(serve_process(app, concurrency=args.concurrency, bindings=bindings, grace=args.grace,
-                              on_ready=on_ready))
+                              on_ready=on_ready, sync_concurrency=args.sync_concurrency))
     return 0
 
 

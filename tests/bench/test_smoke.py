@@ -25,6 +25,8 @@ EXPECTED = {
     "limits": ["limits.none", "limits.limited", "limits.ratio"],
     "history": ["history.empty", "history.full", "history.ratio"],
     "flows": ["flows.rate", "flows.map.small", "flows.map.medium", "flows.map.large", "flows.map.ratio"],
+    "defaults": ["defaults.drain", "defaults.p50", "defaults.p99", "defaults.cpu", "defaults.rss", "defaults.enqueue",
+                 "defaults.floor", "defaults.enqueue_ratio"],
 }
 
 
@@ -42,6 +44,8 @@ def test_workload_runs_and_reports(workload: str, store_url: str) -> None:
     json.dumps(report.as_dict())  # the --json form is serializable
     if workload == "drain":
         assert all(m.details["processes"] in (1, 2) for m in report.measurements)
+    if workload == "defaults":  # `jobloom worker APP` with no flags: one process
+        assert report.measurements[0].details["processes_seen"] == 1
 
 
 async def test_latency_runs_to_the_moment_perform_begins(store_url: str) -> None:

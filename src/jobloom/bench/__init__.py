@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from jobloom.bench.defaults import defaults as defaults_workload
 from jobloom.bench.model import TARGETS, Measurement, Report, environment, now_iso, with_target
 from jobloom.bench.processes import BenchError
 from jobloom.bench.progress import Reporter, RichReporter
@@ -21,6 +22,7 @@ from jobloom.bench.sandbox import Target, dialect_of, redact
 from jobloom.bench.workloads import WORKLOADS, Context, Params
 
 ALL = "all"
+WORKLOADS["defaults"] = defaults_workload  # it builds on workloads' pieces, so it is added here
 
 
 async def run_async(workload: str, url: str, params: Params | None = None,

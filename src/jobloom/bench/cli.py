@@ -30,6 +30,7 @@ class WorkloadName(enum.StrEnum):
     limits = "limits"
     history = "history"
     flows = "flows"
+    defaults = "defaults"
     all = ALL
 
 

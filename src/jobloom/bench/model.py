@@ -27,6 +27,12 @@ TARGETS: dict[str, dict[str, float]] = {
     "latency.p99": {"sqlite": 5, "postgres": 5},
     "limits.ratio": {"sqlite": 0.9, "postgres": 0.9},
     "history.ratio": {"sqlite": 0.9, "postgres": 0.9},
+    # ``jobloom worker APP`` with no flags (the defaults workload)
+    "defaults.drain": {"sqlite": 30_000, "postgres": 15_000},
+    "defaults.p50": {"sqlite": 0.5, "postgres": 1.5},
+    "defaults.p99": {"sqlite": 2, "postgres": 4},
+    "defaults.rss": {"sqlite": 60, "postgres": 60},
+    "defaults.enqueue_ratio": {"postgres": 1.2},
 }
 
 

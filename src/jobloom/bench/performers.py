@@ -24,6 +24,7 @@ OPTIONS_ENV = "JOBLOOM_BENCH_OPTIONS"
 APP_REF = "jobloom.bench.performers:worker_app"
 FLOW_APP_REF = "jobloom.bench.performers:flow_app"
 LATENCY_APP_REF = "jobloom.bench.performers:latency_app"
+NOOP_APP_REF = "jobloom.bench.performers:noop_app"
 # High enough never to bind at any worker concurrency a benchmark uses: they measure the checks only.
 NEVER_BINDS = 1_000_000
 KEYS = 100
@@ -132,3 +133,12 @@ def flow_app() -> App:
 def latency_app() -> App:
     """:func:`worker_app` with :class:`Stamped` alone, for the latency benchmark."""
     return _from_env(latency=True)
+
+
+def noop_app() -> App:
+    """An app with :class:`Noop` alone, on the store named by the environment (the ``defaults`` drain:
+    ``jobloom worker`` with no ``--bindings``, as a user runs it)."""
+    url = os.environ.get(URL_ENV)
+    if not url:
+        raise RuntimeError(f"{URL_ENV} is not set: bench worker processes are started by `jobloom bench`")
+    return App(url, performers=[Noop], auto_migrate=False, **json.loads(os.environ.get(OPTIONS_ENV) or "{}"))

@@ -43,9 +43,9 @@ class _Proc:
         return self.proc.pid
 
     def output(self, limit: int = 4000) -> str:
-        self.log.seek(0)
-        text = self.log.read().decode(errors="replace")
-        return text[-limit:]
+        size = self.log.seek(0, 2)  # the end only: a worker at the info level writes a line per job
+        self.log.seek(max(0, size - limit))
+        return self.log.read().decode(errors="replace")
 
     def check(self) -> None:
         code = self.proc.poll()
@@ -78,26 +78,39 @@ class WorkerGroup:
     ``bindings`` restricts the worker to the performers being measured: the bench app also holds
     performers for other workloads, and a worker dispatches every binding it serves in each cycle.
 
-    The peak RSS is that of the worker processes (the supervisor's children), sampled every
-    50 ms: the largest any one of them reached. The supervisor itself is not counted.
+    The peak RSS is that of the worker processes (the supervisor's children, or with one process
+    the process ``jobloom worker`` became), sampled every 50 ms: the largest any one of them reached.
+    The supervisor itself is not counted there;
+    :attr:`peak_total_rss_mb` is the largest sum of every process of the group (supervisor included)
+    at one sample. With ``flags=False`` the command is ``jobloom worker APP`` alone: every default.
     """
 
-    def __init__(self, box: Sandbox, *, processes: int, concurrency: int, app_ref: str = APP_REF,
-                 bindings: list[str] | None = None) -> None:
+    def __init__(self, box: Sandbox, *, processes: int | None, concurrency: int | None, app_ref: str = APP_REF,
+                 bindings: list[str] | None = None, flags: bool = True) -> None:
         self.box = box
         self.app_ref = app_ref
         self.bindings = bindings
         self.processes = processes
         self.concurrency = concurrency
+        self.flags = flags
         self._proc: _Proc | None = None
         self._peaks: dict[int, int] = {}
+        self._total_peak = 0
+        self._cpu: list[tuple[float, float]] = []  # (epoch seconds, CPU seconds of every process so far)
+        self._totals: list[tuple[float, int, int]] = []  # (epoch seconds, RSS of every process, processes)
         self._sampling = threading.Event()
         self._sampler: threading.Thread | None = None
 
     def command(self) -> list[str]:
         """The command line (as a user would type it, with this interpreter)."""
-        cmd = [sys.executable, "-m", "jobloom.cli", "worker", self.app_ref, "--processes", str(self.processes),
-               "--concurrency", str(self.concurrency), "--grace", "5", "--log-level", "warning"]
+        cmd = [sys.executable, "-m", "jobloom.cli", "worker", self.app_ref]
+        if not self.flags:
+            return cmd
+        if self.processes is not None:
+            cmd += ["--processes", str(self.processes)]
+        if self.concurrency is not None:
+            cmd += ["--concurrency", str(self.concurrency)]
+        cmd += ["--grace", "5", "--log-level", "warning"]
         return cmd + (["--bindings", ",".join(self.bindings)] if self.bindings else [])
 
     def start(self) -> None:
@@ -113,17 +126,61 @@ class WorkerGroup:
             root = psutil.Process(self._proc.pid)
         except psutil.Error:
             return
+        root_works = False  # the root is a worker process once `jobloom worker` has exec'd it (one process)
         while self._sampling.is_set():
             try:
                 children = root.children(recursive=True)
+                if not root_works:
+                    root_works = "jobloom.process" in root.cmdline()
             except psutil.Error:
                 return
-            for child in children:
+            total, cpu = 0, 0.0
+            for proc in (root, *children):
                 with contextlib.suppress(psutil.Error):
-                    rss = child.memory_info().rss
-                    if rss > self._peaks.get(child.pid, 0):
-                        self._peaks[child.pid] = rss
+                    with proc.oneshot():
+                        rss = proc.memory_info().rss
+                        times = proc.cpu_times()
+                    total += rss
+                    cpu += times.user + times.system
+                    if (proc is not root or root_works) and rss > self._peaks.get(proc.pid, 0):
+                        self._peaks[proc.pid] = rss
+            self._total_peak = max(self._total_peak, total)
+            now = time.time()
+            self._cpu.append((now, cpu))
+            self._totals.append((now, total, 1 + len(children)))
             time.sleep(RSS_INTERVAL)
+
+    @property
+    def peak_total_rss_mb(self) -> float | None:
+        """The largest RSS of all the group's processes added up (supervisor included), in MiB."""
+        return self._total_peak / 2**20 if self._total_peak else None
+
+    def peak_total_between(self, start: float, end: float) -> float | None:
+        """The largest RSS of all the group's processes added up, in MiB, sampled from ``start`` to ``end``
+        (epoch seconds): while it works, not while ``jobloom worker`` checks the app before it execs."""
+        peak = max((rss for _, rss, _ in self._around(start, end)), default=0)
+        return peak / 2**20 if peak else None
+
+    def processes_between(self, start: float, end: float) -> int:
+        """The most processes the group had at one sample from ``start`` to ``end`` (epoch seconds)."""
+        return max((n for _, _, n in self._around(start, end)), default=0)
+
+    def _around(self, start: float, end: float) -> list[tuple[float, int, int]]:
+        """The samples from ``start`` to ``end``, widened by one sample interval on each side (a short
+        window may fall between two samples)."""
+        return [s for s in list(self._totals) if start - RSS_INTERVAL * 1.5 <= s[0] <= end + RSS_INTERVAL * 1.5]
+
+    def cpu_between(self, start: float, end: float) -> float | None:
+        """CPU seconds all the group's processes used from ``start`` to ``end`` (epoch seconds),
+        interpolated between the samples around each moment (``None`` without samples around both)."""
+        def at(moment: float) -> float | None:
+            for (t0, c0), (t1, c1) in zip(self._cpu, self._cpu[1:], strict=False):
+                if t0 <= moment <= t1:
+                    return c0 + (c1 - c0) * ((moment - t0) / (t1 - t0) if t1 > t0 else 0.0)
+            return None
+
+        first, last = at(start), at(end)
+        return None if first is None or last is None else last - first
 
     def worker_pids(self) -> list[int]:
         """The worker processes seen so far."""

@@ -16,6 +16,7 @@ import enum
 import importlib
 import json
 import logging
+import os
 import sys
 from typing import Annotated, Any
 
@@ -56,6 +57,7 @@ from jobloom.cli.tokens import tokens_cli
 from jobloom.cli.usage import plain_flags, usage_message
 from jobloom.core.errors import JobloomError, StoreUnreachable
 from jobloom.core.text import load_json_text
+from jobloom.engine.worker import DEFAULT_CONCURRENCY, DEFAULT_SYNC_CONCURRENCY
 
 cli = typer.Typer(
     name="jobloom",
@@ -87,10 +89,23 @@ class LogLevel(enum.StrEnum):
 @cli.command()
 def worker(
     app_ref: Annotated[str, typer.Argument(metavar="MODULE:ATTR", help="The app, e.g. myapp.jobs:app.")],
-    processes: Annotated[
-        int, typer.Option(min=1, help="Worker processes to run (and restart if they crash).")
-    ] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="Jobs at once in each process.")] = 16,
+    processes: Annotated[int, typer.Option(
+        min=1, help="Worker processes. One runs in this process (your process manager restarts it); more "
+                    "are started, and restarted if they crash, by a supervisor that does not load the app.",
+    )] = 1,
+    supervise: Annotated[bool, typer.Option(
+        "--supervise", help="Run the supervisor for one process too (it restarts the process if it dies).",
+    )] = False,
+    concurrency: Annotated[int | None, typer.Option(
+        min=1, show_default=False,
+        help=f"Jobs at once in each process [default: {DEFAULT_CONCURRENCY}, of which at most "
+             f"{DEFAULT_SYNC_CONCURRENCY} of sync performers]. Given, it applies to sync performers too.",
+    )] = None,
+    sync_concurrency: Annotated[int | None, typer.Option(
+        min=1, show_default=False,
+        help="Of those, jobs of sync performers at once (a thread or a child process each) "
+             f"[default: {DEFAULT_SYNC_CONCURRENCY}, or --concurrency when given].",
+    )] = None,
     bindings: Annotated[
         str | None, typer.Option(help="Only these bindings, comma-separated (default: all the app's).")
     ] = None,
@@ -107,8 +122,8 @@ def worker(
     wait: WaitOption = WAIT,
 ) -> None:
     """Run worker processes until SIGTERM or SIGINT, then drain gracefully."""
-    from jobloom.engine.supervisor import serve
-    from jobloom.process import configure_logging
+    from jobloom.engine.supervisor import child_env, command_line, serve
+    from jobloom.observe.logs import configure_logging
 
     app = load_app(app_ref)
     check_sqlite_file(app.url, must_exist=False)
@@ -119,11 +134,18 @@ def worker(
         raise UsageProblem(f"{app_ref} has no performers: nothing to work on")
     # connect once here, so a bad store is reported before any process starts
     run(for_command(app, wait, must_exist=False), lambda a: a.store())
-    configure_logging(log_level.value, log_format.value)
     if metrics_port is None:
-        status = serve(app_ref, processes=processes, concurrency=concurrency, bindings=names, grace=grace,
-                       log_level=log_level.value, log_format=log_format.value)
-        raise typer.Exit(status)
+        # This process has loaded the app and the CLI: the worker process (or the supervisor, which loads
+        # no app) takes its place, with the same pid for whoever signals it, and none of the CLI's memory.
+        cmd = command_line(app_ref, processes=processes, concurrency=concurrency, sync_concurrency=sync_concurrency,
+                           bindings=names, grace=grace, log_level=log_level.value, supervise=supervise,
+                           log_format=log_format.value)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(cmd[0], cmd, child_env())
+    # With metrics, this process stays: it supervises the worker processes (one or more) and serves the
+    # endpoint that sums their metrics, with the store's gauges (which is why it keeps the app).
+    configure_logging(log_level.value, log_format.value)
     from jobloom.observe.exposition import WorkerMetricsServer
 
     server = WorkerMetricsServer(app.store, app.close, metrics_host, metrics_port, bindings=sorted(app.specs))
@@ -132,9 +154,9 @@ def worker(
         "metrics_serving url=http://%s:%d/metrics", metrics_host, port,
         extra={"event": "metrics_serving", "host": metrics_host, "port": port})
     try:
-        status = serve(app_ref, processes=processes, concurrency=concurrency, bindings=names, grace=grace,
-                       log_level=log_level.value, log_format=log_format.value, env=server.child_env(),
-                       on_exit=server.process_exited)
+        status = serve(app_ref, processes=processes, concurrency=concurrency, sync_concurrency=sync_concurrency,
+                       bindings=names, grace=grace, log_level=log_level.value, log_format=log_format.value,
+                       env=server.child_env(), on_exit=server.process_exited)
     finally:
         server.close()
     raise typer.Exit(status)

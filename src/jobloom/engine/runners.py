@@ -17,7 +17,6 @@ import contextlib
 import contextvars
 import inspect
 import logging
-import multiprocessing
 import os
 import pickle
 import queue
@@ -313,6 +312,8 @@ class SyncRunner:
 
     def _context(self) -> Any:
         if self._mp is None:
+            import multiprocessing  # process isolation only
+
             method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
             self._mp = multiprocessing.get_context(method)
             if method == "forkserver":  # the fork server imports these once; each child is a fork of it

@@ -6,6 +6,11 @@ that dies after it became ready is restarted promptly and its slot's failure cou
 consecutive deaths before ready back off exponentially. After ``give_up_after`` of those in a row the
 supervisor stops the other processes gracefully and returns 1, with one log line saying why.
 
+``jobloom worker --processes N`` (N > 1, or ``--supervise``) checks the app, then replaces itself
+(``exec``) with ``python -m jobloom.engine.supervisor``: the supervisor never imports the app, or
+anything of jobloom beyond this module, and costs a bare interpreter's memory (about 13 MB), whatever
+the app loads. With one process and no ``--supervise`` it execs the worker process itself instead.
+
 Signal handlers only set a flag (and wake the loop through :func:`signal.set_wakeup_fd`); the loop
 itself signals the children. A child started while a SIGTERM is being handled is therefore always
 signalled too: the loop sees the flag after ``Popen`` returns, and then signals every child it has.
@@ -13,6 +18,7 @@ signalled too: the loop sees the flag after ``Popen`` returns, and then signals 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import selectors
@@ -26,6 +32,7 @@ from types import FrameType
 from typing import Any
 
 from jobloom.core.retrying import Delays
+from jobloom.engine.logs import LOG_FORMATS, configure_logging
 
 log = logging.getLogger("jobloom.supervisor")
 _IDLE_WAKE = 0.5  # seconds: the loop's longest sleep (a child's exit also wakes it, through SIGCHLD)
@@ -41,16 +48,68 @@ class _Child:
     restart_at: float = 0.0
 
 
-def child_command(app_ref: str, concurrency: int, bindings: list[str] | None, grace: float,
-                  log_level: str, log_format: str = "text", metrics: bool = False) -> list[str]:
-    """The command line of one worker process (without its ``--ready-fd``)."""
-    cmd = [sys.executable, "-m", "jobloom.process", app_ref, "--concurrency", str(concurrency),
-           "--grace", str(grace), "--log-level", log_level, "--log-format", log_format]
+def child_command(app_ref: str, concurrency: int | None, bindings: list[str] | None, grace: float,
+                  log_level: str, sync_concurrency: int | None = None, log_format: str = "text",
+                  metrics: bool = False) -> list[str]:
+    """The command line of one worker process (without its ``--ready-fd``); a ``None`` concurrency
+    leaves the worker's default."""
+    cmd = [sys.executable, "-m", "jobloom.process", app_ref, "--grace", str(grace), "--log-level", log_level,
+           "--log-format", log_format]
+    if concurrency is not None:
+        cmd += ["--concurrency", str(concurrency)]
+    if sync_concurrency is not None:
+        cmd += ["--sync-concurrency", str(sync_concurrency)]
     if bindings:
         cmd += ["--bindings", ",".join(bindings)]
     if metrics:
         cmd.append("--metrics")
     return cmd
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a worker process: this one's, with the current folder on ``PYTHONPATH`` (the
+    app's modules are found from where ``jobloom worker`` was started, in the worker and its children)."""
+    env = dict(os.environ)
+    env.setdefault("PYTHONPATH", os.getcwd())
+    if os.getcwd() not in env["PYTHONPATH"].split(os.pathsep):
+        env["PYTHONPATH"] = os.getcwd() + os.pathsep + env["PYTHONPATH"]
+    return env
+
+
+def command_line(app_ref: str, *, processes: int, concurrency: int | None, sync_concurrency: int | None,
+                 bindings: list[str] | None, grace: float, log_level: str, supervise: bool = False,
+                 log_format: str = "text") -> list[str]:
+    """What ``jobloom worker`` execs once it checked the app: ``python -m jobloom.engine.supervisor ...``,
+    or for one process without ``supervise``, the worker process itself (``python -m jobloom.process``)."""
+    if processes == 1 and not supervise:
+        return child_command(app_ref, concurrency, bindings, grace, log_level, sync_concurrency, log_format)
+    cmd = [sys.executable, "-m", "jobloom.engine.supervisor", app_ref, "--processes", str(processes),
+           "--grace", str(grace), "--log-level", log_level, "--log-format", log_format]
+    if concurrency is not None:
+        cmd += ["--concurrency", str(concurrency)]
+    if sync_concurrency is not None:
+        cmd += ["--sync-concurrency", str(sync_concurrency)]
+    if bindings:
+        cmd += ["--bindings", ",".join(bindings)]
+    return cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m jobloom.engine.supervisor APP [options]``: run :func:`serve` (the app is not imported here)."""
+    parser = argparse.ArgumentParser(prog="python -m jobloom.engine.supervisor")
+    parser.add_argument("app")
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--sync-concurrency", type=int, default=None)
+    parser.add_argument("--bindings", default="")
+    parser.add_argument("--grace", type=float, default=25.0)
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level, log_format=args.log_format, buffered=False)  # a few lines: each at once
+    return serve(args.app, processes=args.processes, concurrency=args.concurrency,
+                 sync_concurrency=args.sync_concurrency, bindings=[b for b in args.bindings.split(",") if b] or None,
+                 grace=args.grace, log_level=args.log_level, log_format=args.log_format)
 
 
 def describe_exit(code: int | None) -> str:
@@ -69,7 +128,8 @@ def serve(
     app_ref: str,
     *,
     processes: int = 1,
-    concurrency: int = 16,
+    concurrency: int | None = None,
+    sync_concurrency: int | None = None,
     bindings: list[str] | None = None,
     grace: float = 25.0,
     log_level: str = "info",
@@ -87,15 +147,16 @@ def serve(
     A process that exits after it became ready is restarted after ``restart_delay`` seconds; one that
     exits before, after ``backoff_first`` doubling with each consecutive such exit up to ``backoff_max``.
     After ``give_up_after`` consecutive exits before ready in one slot, every process is stopped and the
-    status is 1. On stop, each process gets SIGTERM, then SIGKILL if it still runs ``grace + kill_margin``
+    status is 1. ``concurrency`` and ``sync_concurrency`` (``None``: the worker's defaults) are passed on.
+    On stop, each process gets SIGTERM, then SIGKILL if it still runs ``grace + kill_margin``
     seconds later. Must run in the main thread (it installs signal handlers, restored on return).
 
     ``env``: added to the processes' environment; with ``PROMETHEUS_MULTIPROC_DIR`` in it, they keep
     metrics (``--metrics``). ``on_exit(pid)`` is called when a process has ended, whatever ended it.
     """
     metrics = bool(env and env.get("PROMETHEUS_MULTIPROC_DIR"))
-    return supervise(child_command(app_ref, concurrency, bindings, grace, log_level, log_format, metrics),
-                     processes=processes, stop_timeout=grace + kill_margin, restart_delay=restart_delay,
+    command = child_command(app_ref, concurrency, bindings, grace, log_level, sync_concurrency, log_format, metrics)
+    return supervise(command, processes=processes, stop_timeout=grace + kill_margin, restart_delay=restart_delay,
                      backoff_first=backoff_first, backoff_max=backoff_max, give_up_after=give_up_after, env=env,
                      on_exit=on_exit)
 
@@ -137,10 +198,7 @@ class _Supervisor:
         self.status = 0
         self.sel = selectors.DefaultSelector()
         self.on_exit: Callable[[int], None] | None = None
-        self.env = dict(os.environ)
-        self.env.setdefault("PYTHONPATH", os.getcwd())
-        if os.getcwd() not in self.env["PYTHONPATH"].split(os.pathsep):
-            self.env["PYTHONPATH"] = os.getcwd() + os.pathsep + self.env["PYTHONPATH"]
+        self.env = child_env()
 
     def _on_stop_signal(self, _signum: int, _frame: FrameType | None) -> None:
         self.stopping = True  # only the flag: the loop signals the children (no race with Popen)
@@ -296,3 +354,7 @@ class _Supervisor:
                 self.on_exit(pid)
             except Exception as exc:  # telling others must never stop supervising
                 log.warning("on_exit(%d) failed (%s: %s)", pid, type(exc).__name__, exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

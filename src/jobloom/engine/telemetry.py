@@ -59,6 +59,9 @@ class Telemetry:
         """A worker cycle succeeded after ``failures`` failed ones."""
 
 
+OUTCOME_LINE = "job_outcome job_id=%d binding=%s attempt=%d outcome=%s duration_ms=%.1f%s"
+
+
 def _ignore(*_: Any) -> None:
     """Nothing wants this call."""
 
@@ -157,8 +160,10 @@ class OutcomeLog(Telemetry):
             fields["run_id"], fields["node"] = c.run_id, c.node
         if error:
             fields["error"] = error
-        log.info("job_outcome job_id=%d binding=%s attempt=%d outcome=%s duration_ms=%.1f%s", c.id, c.binding,
-                 c.attempt, outcome.kind, duration * 1000, f" error={error!r}" if error else "", extra=fields)
+        # made as log.info would, without its look-up of the caller's frame (a line per job)
+        log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, OUTCOME_LINE,
+                                  (c.id, c.binding, c.attempt, outcome.kind, duration * 1000,
+                                   f" error={error!r}" if error else ""), None, "attempt_ended", fields))
 
     def store_failed(self, worker: str, exc: BaseException, first: bool) -> None:
         """``store_lost`` at WARNING, once per outage."""

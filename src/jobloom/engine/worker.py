@@ -27,11 +27,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from jobloom.core import lifecycle
-from jobloom.core.errors import StoreError
+from jobloom.core.errors import InvalidOption, StoreError
 from jobloom.core.retrying import Delays
 from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
-from jobloom.engine import batches, coordinator, reporting, runners
+from jobloom.engine import batches, coordinator, logs, reporting, runners
 from jobloom.engine.control import Control
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
@@ -49,6 +49,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobloom.worker")
 IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was told
+DEFAULT_CONCURRENCY = 100
+"""Jobs at once per worker process by default. An async job waiting for I/O costs a task (a few KB)
+and no thread, and each cycle claims up to the free slots: 100 lets one cycle claim a full batch."""
+DEFAULT_SYNC_CONCURRENCY = 16
+"""Of those, jobs of sync performers at once by default: each holds a thread (or a child process)."""
 TIMER_LEAD = 0.001
 """Seconds before a due moment that the timer fires: the event loop's timers wake up to a
 millisecond late (the poll's resolution), and a rate token lost to lateness is not made up."""
@@ -60,24 +65,40 @@ token under the binding's lock (``token_wait`` of :func:`~jobloom.engine.dispatc
 
 
 class Worker(LeaseKeeping, Shutdown):
-    """Runs an app's performers in this process, at most ``concurrency`` jobs at once."""
+    """Runs an app's performers in this process, at most ``concurrency`` jobs at once, of which at
+    most ``sync_concurrency`` of sync performers (a plain ``def perform``: a thread or a child process each).
+
+    Defaults: 100 jobs at once, at most 16 of them sync (:data:`DEFAULT_CONCURRENCY`,
+    :data:`DEFAULT_SYNC_CONCURRENCY`); a ``concurrency`` given without ``sync_concurrency`` applies to
+    sync performers too.
+    """
 
     def __init__(
         self,
         app: Host,
         *,
-        concurrency: int = 16,
+        concurrency: int | None = None,
         bindings: Iterable[str] | None = None,
         name: str | None = None,
         grace: float = 25.0,
+        sync_concurrency: int | None = None,
     ) -> None:
         self.app = app
-        self.concurrency = concurrency
+        for option, value in (("concurrency", concurrency), ("sync_concurrency", sync_concurrency)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InvalidOption(option, value, "a whole number of at least 1 (jobs at once per worker process)")
+        self.concurrency = DEFAULT_CONCURRENCY if concurrency is None else concurrency
+        if sync_concurrency is None:
+            sync_concurrency = DEFAULT_SYNC_CONCURRENCY if concurrency is None else concurrency
+        self.sync_concurrency = min(sync_concurrency, self.concurrency)
         self.bindings = list(bindings) if bindings else [
             *(b for b, s in app.specs.items() if s.remote is None), *app.hooks.internal_bindings]
         for b in self.bindings:
             if b not in app.hooks.internal_bindings:
                 check_local(app.spec(b), app.signing_secret)
+        # bindings whose jobs take a thread or a child process: they share the sync_concurrency slots
+        self._sync_bindings = frozenset(
+            b for b in self.bindings if (spec := app.specs.get(b)) is not None and not spec.is_async)
         self.name = name or worker_name()
         self.grace = grace
         self.lease = app.lease
@@ -115,9 +136,12 @@ class Worker(LeaseKeeping, Shutdown):
         await self.app.register_bindings(self.bindings)
         await store.transact(self._beat)
         wake = await store.wakeups()
-        helpers = [asyncio.create_task(self._listen(wake)), asyncio.create_task(self._heartbeats()),
+        direct = wake.on_signal(self._woken)  # the listener wakes the loop itself: no task in between
+        helpers = [asyncio.create_task(self._heartbeats()),
                    asyncio.create_task(self._lease_watch()), asyncio.create_task(self._housekeeping_loop()),
                    asyncio.create_task(self.progress.run(self.app.store, self.name))]
+        if not direct:
+            helpers.append(asyncio.create_task(self._listen(wake)))
         try:
             try:
                 while not self._stopping:
@@ -148,6 +172,7 @@ class Worker(LeaseKeeping, Shutdown):
                 await asyncio.wait_for(wake.close(), 1.0)
             self._sync.close()
             await self._close_push()
+            logs.flush()
 
     async def drain(self) -> int:
         """Run every due job in-process until nothing is runnable or running, and the housekeepers due on
@@ -221,17 +246,27 @@ class Worker(LeaseKeeping, Shutdown):
     def _free(self) -> int:
         return self.concurrency - len(self.running) + self._batched  # a batch takes one slot
 
+    def _sync_free(self) -> int:
+        """Free slots for sync performers' jobs (only computed for a worker that serves some)."""
+        busy = sum(1 for r in self.running.values() if r.claimed.binding in self._sync_bindings)
+        return self.sync_concurrency - busy
+
+    def _woken(self) -> None:
+        """Another process signalled (a job enqueued, a limit raised, a pause lifted): look now."""
+        self._kick.set()
+        self._house_kick.set()
+
     async def _listen(self, wake: Wakeups) -> None:
         while True:
             if await wake.wait(None):
-                self._kick.set()
-                self._house_kick.set()
+                self._woken()
 
     async def _sleep_until(self, due: float | None) -> bool:
         """Sleep until ``due`` or a wake-up; True when the sleep lasted until ``due``."""
         timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self._now()))
         timed_out = False
         if timeout > 0:
+            logs.flush()  # nothing to do for now: the buffered log lines go out
             try:
                 async with asyncio.timeout(timeout):
                     await self._kick.wait()
@@ -289,6 +324,7 @@ class Worker(LeaseKeeping, Shutdown):
         store = await self.app.store()
         outcomes = list(self.outcomes)
         free = self._free() if claim and not self._stopping else 0
+        sync_free = self._sync_free() if free > 0 and self._sync_bindings else 0
         order = self.bindings[self._rotation:] + self.bindings[: self._rotation]
         self._rotation = (self._rotation + 1) % max(1, len(self.bindings))
         watching = bool(self.running)
@@ -312,16 +348,22 @@ class Worker(LeaseKeeping, Shutdown):
             promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
             res.notify = bool(reaped or promoted or (outcomes and free <= 0))
             res.cancels = reads.cancels
-            room = free
+            room, sync_room = free, sync_free
             token_at: float | None = None
             for binding in order:
                 if room <= 0:
                     break
+                sync = binding in self._sync_bindings
+                capacity = min(room, sync_room) if sync else room
+                if capacity <= 0:
+                    continue
                 got = await coordinator.dispatch(
-                    tx, binding, capacity=room, worker=self.name, now=now, lease=self.lease,
+                    tx, binding, capacity=capacity, worker=self.name, now=now, lease=self.lease,
                     binding_rows=reads.bindings[binding], clock=self._now, token_wait=token_wait,
                 )
                 res.claimed.extend(got.claimed)
+                if sync:
+                    sync_room -= len(got.claimed)
                 if got.batch and got.claimed:  # one batch: one slot of this worker
                     res.batches.append(got.claimed)
                     room -= 1

@@ -21,8 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter  # type: ignore[import-untyped]
-
 from jobloom.core.errors import InvalidOption, JobloomError
 from jobloom.core.text import check_meta, check_tags, name_problem
 from jobloom.engine.enqueue import EnqueueOptions
@@ -83,6 +81,8 @@ def _check_cron(name: str, expr: object, zone: ZoneInfo) -> tuple[str, bool]:
         problem = _field_problem(field_name, field_text)
         if problem is not None:
             raise InvalidSchedule(name, "cron", expr, problem)
+    from croniter import croniter  # type: ignore[import-untyped]  # cron schedules only: 6 MB
+
     try:
         it = croniter(text, datetime(2000, 1, 1, tzinfo=zone), second_at_beginning=seconds)
         it.get_next(datetime)
@@ -284,6 +284,8 @@ class Schedule:
     def _cron_iter(self, start: float) -> Any:
         # whole seconds: croniter steps from the start's second, and must not skip a tick for a fraction
         base = datetime.fromtimestamp(start, self._zone).replace(microsecond=0)
+        from croniter import croniter  # cron schedules only: 6 MB
+
         return croniter(self._expr, base, second_at_beginning=self._seconds_field)
 
     def _repeated_wall_time(self, t: datetime) -> bool:

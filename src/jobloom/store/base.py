@@ -134,6 +134,11 @@ class Wakeups(abc.ABC):
     async def wait(self, timeout: float | None) -> bool:
         """Wait for a signal (True) or the timeout (False); signals received meanwhile are merged."""
 
+    def on_signal(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback()`` on the event loop the moment a signal arrives, besides waking :meth:`wait`
+        (a worker's loop is then woken without a task in between). False: not supported, use :meth:`wait`."""
+        return False
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop listening."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
@@ -31,6 +32,7 @@ class Listener:
         self.conninfo = conninfo
         self.channel = channel
         self.subscribers: set[asyncio.Event] = set()
+        self.callbacks: dict[asyncio.Event, list[Callable[[], None]]] = {}  # a subscriber's, by its event
         self.conn: psycopg.AsyncConnection[TupleRow] | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -52,6 +54,9 @@ class Listener:
     def _signal(self) -> None:
         for event in self.subscribers:
             event.set()
+        for callbacks in list(self.callbacks.values()):
+            for callback in callbacks:
+                callback()
 
     async def _listen(self) -> psycopg.AsyncConnection[TupleRow]:
         conn = await psycopg.AsyncConnection.connect(
@@ -118,6 +123,12 @@ class Subscription(Wakeups):
         """Wait for a notification (True) or the timeout (False); notifications meanwhile are merged."""
         return await wait_event(self._event, timeout)
 
+    def on_signal(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback()`` from the listening task, the moment a notification arrives."""
+        self.listener.callbacks.setdefault(self._event, []).append(callback)
+        return True
+
     async def close(self) -> None:
         """Stop receiving wake-ups (the store's connection stays for its other subscribers)."""
         self.listener.subscribers.discard(self._event)
+        self.listener.callbacks.pop(self._event, None)

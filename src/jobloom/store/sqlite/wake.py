@@ -22,6 +22,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 
 from jobloom.store.base import Wakeups, wait_event
 
@@ -94,9 +95,10 @@ class SocketWakeups(Wakeups):
         _generation += 1
         self._sock.setblocking(False)
         self._event = asyncio.Event()
+        self._callbacks: list[Callable[[], None]] = []
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._sock.fileno(), self._readable)
-        self._catch_up = self._loop.call_later(REFRESH + _MARGIN, self._event.set)
+        self._catch_up = self._loop.call_later(REFRESH + _MARGIN, self._readable)
 
     def _readable(self) -> None:
         try:
@@ -107,10 +109,17 @@ class SocketWakeups(Wakeups):
         except OSError:
             return
         self._event.set()
+        for callback in self._callbacks:
+            callback()
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait for a wake-up or the timeout."""
         return await wait_event(self._event, timeout)
+
+    def on_signal(self, callback: Callable[[], None]) -> bool:
+        """Call ``callback()`` from the socket's reader, the moment a wake-up arrives."""
+        self._callbacks.append(callback)
+        return True
 
     async def close(self) -> None:
         """Stop listening and remove the socket file."""
