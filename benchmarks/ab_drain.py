@@ -127,8 +127,9 @@ def run_once(src: str, store: str, jobs: int, concurrency: int, defaults: bool =
         subprocess.run([sys.executable, "-c", PREPARE, str(jobs)], env=env, check=True)
         flags = [] if defaults else ["--processes", "1", "--concurrency", str(concurrency), "--log-level", "warning"]
         said = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
-        worker = subprocess.Popen([sys.executable, "-m", "jobloom.cli", "worker", "ab.noopapp:app", *flags, *(extra or [])],
-                                  env=env, stdout=said, stderr=subprocess.STDOUT)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "jobloom.cli", "worker", "ab.noopapp:app", *flags, *(extra or [])],
+            env=env, stdout=said, stderr=subprocess.STDOUT)
         sampler = Sampler(worker.pid)
         try:
             deadline = time.monotonic() + 300
