@@ -113,9 +113,7 @@ class BufferedLines(logging.StreamHandler):  # type: ignore[type-arg]
     def flush(self, force: bool = False) -> None:
         """Write out what is buffered (``logging`` calls this without ``force`` after every line: no-op
         then, unless lines have waited :data:`FLUSH_EVERY` seconds)."""
-        if self._pending_since is None:
-            return
-        if not force and time.monotonic() - self._pending_since < FLUSH_EVERY:
+        if not force and (self._pending_since is None or time.monotonic() - self._pending_since < FLUSH_EVERY):
             return
         self.acquire()
         try:
