@@ -12,6 +12,7 @@ batches, and its key and rate limits apply per job.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -102,6 +103,7 @@ async def dispatch(
     room = capacity
     waits = 2 if token_wait > 0 and policy.rate is not None else 0
     decided_at: float | None = None
+    waited = 0.0
     for _ in range(8 + waits):
         want = min(room, rules.concurrency - running if rules.concurrency is not None else room)
         if want <= 0:
@@ -143,7 +145,9 @@ async def dispatch(
             if (waits and clock is not None and not selected and next_token_at is not None
                     and next_token_at - now <= token_wait):
                 waits -= 1  # the next token is due in a moment: wait for it holding the lock, then decide again
+                began = time.monotonic()
                 now = dispatch_time(await _until(next_token_at + TOKEN_SLACK, clock), bucket)
+                waited += time.monotonic() - began
                 continue
             break
         selected.extend(decision.selected)
@@ -164,7 +168,7 @@ async def dispatch(
         )
     batched = policy.batch_size is not None
     if not selected:
-        return Dispatched([], next_token_at, batch=batched, decided_at=decided_at)
+        return Dispatched([], next_token_at, batch=batched, decided_at=decided_at, waited=waited)
     params = {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
     if batched:  # the jobs claimed together are one batch, named by its lowest job id
         rows = await tx.fetch(Q.claim_batch, params | {"batch": min(selected)})
@@ -175,7 +179,7 @@ async def dispatch(
         Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node,
                 r.run_at, r.meta)
         for r in rows
-    ], next_token_at, batch=batched, decided_at=decided_at)
+    ], next_token_at, batch=batched, decided_at=decided_at, waited=waited)
 
 
 async def _until(moment: float, clock: Callable[[], float]) -> float:

@@ -103,6 +103,7 @@ class Dispatched:
     next_token_at: float | None = None
     batch: bool = False  # a batch performer's binding: the claimed jobs are one batch
     decided_at: float | None = None  # a rate-limited binding: the clock when it first decided (before any wait)
+    waited: float = 0.0  # seconds it waited for a rate token, holding the binding's lock
 
 
 @dataclass(slots=True)

@@ -44,6 +44,7 @@ class CycleResult:
     next_due: float | None = None
     token_at: float | None = None  # when a rate token that jobs wait for is next due (also in next_due)
     decided_at: float | None = None  # the earliest clock at which a rate-limited binding's dispatch decided
+    waited: float = 0.0  # seconds its dispatches waited for rate tokens
     notify: bool = False
     reaped: list[str] = field(default_factory=list)  # the bindings of the attempts reaped as lost
 

@@ -119,6 +119,7 @@ class Worker(LeaseKeeping, Shutdown):
         self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
         self.next_due: float | None = None
         self._token_lead = TIMER_LEAD  # how early to wake for a rate token (see _aim)
+        self._cycle_time = 0.0  # how long its cycles take, smoothed (a token due sooner is waited for)
         self._aimed: float | None = None  # the token moment the current cycle woke for
         self.progress = ProgressBuffer()
         self.telemetry = app.telemetry
@@ -373,6 +374,7 @@ class Worker(LeaseKeeping, Shutdown):
                     token_at = got.next_token_at if token_at is None else min(token_at, got.next_token_at)
                 if got.decided_at is not None:
                     res.decided_at = got.decided_at if res.decided_at is None else min(res.decided_at, got.decided_at)
+                res.waited += got.waited
             if not res.claimed:
                 due = await coordinator.next_due(tx)
                 moments = [m for m in (due, token_at) if m is not None]
@@ -380,11 +382,15 @@ class Worker(LeaseKeeping, Shutdown):
                 res.token_at = token_at
             return res
 
-        token_wait = self._token_lead + TOKEN_EARLY
+        # a token due before this worker's next cycle could come back to it is waited for now: skipped,
+        # it would be taken a cycle late (with round trips of a millisecond, a cycle takes several)
+        token_wait = min(TOKEN_LEAD_CAP, max(self._token_lead, self._cycle_time) + TOKEN_EARLY)
         aimed, self._aimed = self._aimed, None
         result = await store.transact(work)
         if aimed is not None and result.decided_at is not None:
             self._aim(aimed, result.decided_at)
+        took = time.monotonic() - began - result.waited  # the cycle's own time, without its waits for tokens
+        self._cycle_time += (min(took, TOKEN_LEAD_CAP) - self._cycle_time) * 0.2
         self.telemetry.cycle(result.claimed, outcomes, result.reaped)
         applied = {id(o) for o in outcomes}
         self.outcomes[:] = [o for o in self.outcomes if id(o) not in applied]
