@@ -9,6 +9,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from tests.http.conftest import Api, httpx
 
 
@@ -107,6 +109,7 @@ async def _long_polls(api: Api, headers: dict[str, str], n: int) -> tuple[int, f
         return more, read, first, got
 
 
+@pytest.mark.serial  # a time bound: a read within 1 s behind 60 long polls
 def test_long_polls_hold_no_thread_and_wake_on_a_new_job(api: Api) -> None:
     h = auth(api, "admin")
     n = 60  # more than the server's thread pool (40): a claim holding a thread would starve the read
