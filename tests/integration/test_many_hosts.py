@@ -177,11 +177,5 @@ async def test_limits_hold_across_four_hosts(network: Network, tmp_path: Path) -
             while starts[j] < t - width:
                 j += 1
             assert i - j + 1 <= 1 + RATE * width, f"{i - j + 1} starts within {width:g} s ending at {t}"
-    assert rate <= RATE * 1.05, f"Paced ran at {rate:.2f}/s, above {RATE:g}/s by more than 5 %"
+    assert RATE * 0.95 <= rate <= RATE * 1.05, f"Paced ran at {rate:.2f}/s, not within 5 % of {RATE:g}/s"
     assert took < PACED_JOBS / RATE * 5 + 20
-    if rate < RATE * 0.95:
-        # Known trade-off (benchmarks/RESULTS.md, "Rate limits under CPU contention"): with burst 1 a
-        # token not taken the moment it is due is lost (jobloom.core.decide.refill), and a worker's
-        # wake-up and cycle come late on a loaded machine; the limit then delivers less than its rate.
-        # Recorded, not hidden: this turns into a pass wherever the rate is delivered.
-        pytest.xfail(f"Paced ran at {rate:.2f}/s: the limit held, but delivered less than {RATE:g}/s - 5 %")

@@ -27,7 +27,9 @@ from jobloom.store.base import Tx
 
 TIMER_GRAIN = 0.002
 """How late an event loop's timer may fire: a wait for a token sleeps until this long before it."""
-TOKEN_SLACK = 0.0002
+HOLD_CAP = 0.025
+"""The longest a dispatch holding a rate-limited binding's lock waits for its next token."""
+TOKEN_SLACK = 0.00002
 """Seconds past a token's due moment that a waiting dispatch reads the clock again: the clock then
 shows the token accrued, not a hair short of it."""
 
@@ -35,7 +37,7 @@ shows the token accrued, not a hair short of it."""
 async def dispatch(
     tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
     binding_rows: list[PolicyRow] | None = None, clock: Callable[[], float] | None = None,
-    token_wait: float = 0.0,
+    token_wait: float = 0.0, wait_for_lock: bool = True,
 ) -> Dispatched:
     """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
 
@@ -50,7 +52,12 @@ async def dispatch(
     many seconds, wait for it here, under the lock, and start the first of them when it is due. A
     worker that wakes a little before the token (its timer aims early by its cycles' usual latency)
     then starts the job on time instead of a cycle late: with a burst of 1, lateness is a share of
-    the rate lost for good. Needs ``clock``."""
+    the rate lost for good. Needs ``clock``.
+
+    ``wait_for_lock``: False when the transaction already holds another binding's lock. A lock is then
+    only taken if free (``SKIP LOCKED``): waiting for one while holding another could deadlock with a
+    transaction that took them in the other order, and keeps the held binding from every other worker
+    meanwhile. A binding skipped so comes back ``contended``, to be dispatched first next time."""
     if capacity <= 0:
         return Dispatched([])
     if binding_rows is None:  # the hold first: the binding is read after any pause that commits
@@ -74,12 +81,15 @@ async def dispatch(
     count = Q.count_running if policy.batch_size is None else Q.count_running_batches
     if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
         counted = policy.concurrency is not None
+        skip = paced or not wait_for_lock
         lock_rows, *count_rows = await tx.fetch_batch(
-            [(Q.try_lock_binding if paced else Q.lock_binding, key), *([(count, key)] if counted else [])])
+            [(Q.try_lock_binding if skip else Q.lock_binding, key), *([(count, key)] if counted else [])])
         if paced and not lock_rows:
             # another worker is dispatching the binding now and takes the token due: wait for the next
             assert policy.rate is not None
             return Dispatched([], max(now, due or now) + 1 / policy.rate.rate)
+        if skip and not lock_rows:
+            return Dispatched([], contended=True)
         policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
         locked = True
         if held(policy) is not None:
@@ -102,8 +112,12 @@ async def dispatch(
     next_token_at: float | None = None
     room = capacity
     waits = 2 if token_wait > 0 and policy.rate is not None else 0
+    # holding the lock, a dispatch waits for a token due within one token's time (up to HOLD_CAP): the
+    # workers that found the lock held meanwhile count on this one to take that token
+    hold_wait = max(token_wait, min(HOLD_CAP, 1 / policy.rate.rate)) if waits and policy.rate else 0.0
     decided_at: float | None = None
     waited = 0.0
+    contended = False
     for _ in range(8 + waits):
         want = min(room, rules.concurrency - running if rules.concurrency is not None else room)
         if want <= 0:
@@ -116,7 +130,7 @@ async def dispatch(
             # the limits changed since they were read (set_limits committed in between; the candidates
             # may include jobs enqueued after it): decide again by the limits in force, under the lock
             return await dispatch(tx, binding, capacity=capacity, worker=worker, now=now, lease=lease,
-                                  binding_rows=fresh, clock=clock)
+                                  binding_rows=fresh, clock=clock, token_wait=token_wait, wait_for_lock=wait_for_lock)
         if not cands:
             break
         if policy.batch_size is not None and not selected:
@@ -125,7 +139,11 @@ async def dispatch(
                 return Dispatched([], fill_by, batch=True)
         if by_key is None and any(c.key is not None for c in cands):
             if not locked:
-                await tx.fetchone(Q.lock_binding, {"binding": binding})
+                if wait_for_lock:
+                    await tx.fetchone(Q.lock_binding, key)
+                elif await tx.fetchone(Q.try_lock_binding, key) is None:
+                    contended = True  # keyed jobs wait for the lock: the ones already picked start
+                    break
                 locked = True
             if key_rows is None:
                 key_rows = await tx.fetch(Q.running_by_key, {"binding": binding})
@@ -143,7 +161,7 @@ async def dispatch(
         next_token_at = decision.next_token_at
         if not decision.selected:
             if (waits and clock is not None and not selected and next_token_at is not None
-                    and next_token_at - now <= token_wait):
+                    and next_token_at - now <= hold_wait):
                 waits -= 1  # the next token is due in a moment: wait for it holding the lock, then decide again
                 began = time.monotonic()
                 now = dispatch_time(await _until(next_token_at + TOKEN_SLACK, clock), bucket)
@@ -168,7 +186,7 @@ async def dispatch(
         )
     batched = policy.batch_size is not None
     if not selected:
-        return Dispatched([], next_token_at, batch=batched, decided_at=decided_at, waited=waited)
+        return Dispatched([], next_token_at, batched, decided_at, waited, locked, contended)
     params = {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
     if batched:  # the jobs claimed together are one batch, named by its lowest job id
         rows = await tx.fetch(Q.claim_batch, params | {"batch": min(selected)})
@@ -179,7 +197,16 @@ async def dispatch(
         Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node,
                 r.run_at, r.meta)
         for r in rows
-    ], next_token_at, batch=batched, decided_at=decided_at, waited=waited)
+    ], next_token_at, batched, decided_at, waited, locked, contended)
+
+
+def paced(binding_rows: list[PolicyRow]) -> bool:
+    """Whether a binding (its ``get_binding`` rows) is rate-limited and not batched: its dispatch takes
+    the binding's lock only if free, and holds it to take a token on time. A cycle dispatches such
+    bindings after the others, so that it holds their locks for the least time: while it does, every
+    other worker skips them."""
+    policy = policy_from_row(binding_rows[0] if binding_rows else None)[0]
+    return policy.rate is not None and policy.batch_size is None
 
 
 async def _until(moment: float, clock: Callable[[], float]) -> float:

@@ -104,6 +104,8 @@ class Dispatched:
     batch: bool = False  # a batch performer's binding: the claimed jobs are one batch
     decided_at: float | None = None  # a rate-limited binding: the clock when it first decided (before any wait)
     waited: float = 0.0  # seconds it waited for a rate token, holding the binding's lock
+    locked: bool = False  # it took the binding's row lock (held until the transaction ends)
+    contended: bool = False  # it could not wait for the binding's lock, which another transaction held
 
 
 @dataclass(slots=True)

@@ -47,6 +47,7 @@ class CycleResult:
     waited: float = 0.0  # seconds its dispatches waited for rate tokens
     notify: bool = False
     reaped: list[str] = field(default_factory=list)  # the bindings of the attempts reaped as lost
+    contended: list[str] = field(default_factory=list)  # bindings skipped: another transaction held their lock
 
 
 def worker_name() -> str:

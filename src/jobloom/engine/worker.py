@@ -33,9 +33,11 @@ from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
 from jobloom.engine import batches, coordinator, logs, reporting, runners
 from jobloom.engine.control import Control
+from jobloom.engine.dispatch import paced
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.leases import LeaseKeeping
+from jobloom.engine.pacing import Pacing, Rotation
 from jobloom.engine.performer import check_local
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.push import PushClient
@@ -54,14 +56,6 @@ DEFAULT_CONCURRENCY = 100
 and no thread, and each cycle claims up to the free slots: 100 lets one cycle claim a full batch."""
 DEFAULT_SYNC_CONCURRENCY = 16
 """Of those, jobs of sync performers at once by default: each holds a thread (or a child process)."""
-TIMER_LEAD = 0.001
-"""Seconds before a due moment that the timer fires: the event loop's timers wake up to a
-millisecond late (the poll's resolution), and a rate token lost to lateness is not made up."""
-TOKEN_LEAD_CAP = 0.025
-"""At most this many seconds early does a worker wake for a rate token (see :meth:`Worker._aim`)."""
-TOKEN_EARLY = 0.001
-"""How early before a rate token is due a worker aims its dispatch's decision: it then waits for the
-token under the binding's lock (``token_wait`` of :func:`~jobloom.engine.dispatch.dispatch`)."""
 
 
 class Worker(LeaseKeeping, Shutdown):
@@ -111,16 +105,14 @@ class Worker(LeaseKeeping, Shutdown):
         self._stop_deadline: float | None = None
         self._abandoned = False
         self._main: asyncio.Task[None] | None = None
-        self._rotation = 0
+        self._rotation = Rotation(self.bindings)
         self._sync = runners.SyncRunner(app.specs)
         self._unsure = False
         self._batched = 0  # jobs running in batches beyond the first of each: they take no slot
         self._store: Store | None = None  # the store of the loop it runs on, once it runs
         self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
         self.next_due: float | None = None
-        self._token_lead = TIMER_LEAD  # how early to wake for a rate token (see _aim)
-        self._cycle_time = 0.0  # how long its cycles take, smoothed (a token due sooner is waited for)
-        self._aimed: float | None = None  # the token moment the current cycle woke for
+        self._pacing = Pacing()
         self.progress = ProgressBuffer()
         self.telemetry = app.telemetry
         self._failures = 0  # cycles failed in a row (the store lost), told to telemetry when it is back
@@ -153,11 +145,13 @@ class Worker(LeaseKeeping, Shutdown):
                         await asyncio.sleep(0)  # let just-started jobs run before the next cycle
                         if self.outcomes or (result.claimed and self._free() > 0):
                             continue
-                    when = self._wake_at(result)
+                    if result.contended:  # a binding whose lock another worker held: at once, it first
+                        continue
+                    when = self._pacing.wake_at(result.next_due, result.token_at)
                     if when is not None and when <= self._now():
                         continue
-                    if await self._sleep_until(when) and result.token_at is not None:
-                        self._aimed = result.token_at if when == result.token_at - self._token_lead else None
+                    if await self._sleep_until(when):
+                        self._pacing.slept(when, result.token_at)
             finally:
                 await self._shutdown()
         except asyncio.CancelledError:
@@ -192,7 +186,7 @@ class Worker(LeaseKeeping, Shutdown):
                 self._kick.clear()
                 await asyncio.sleep(0)
                 continue
-            if not result.claimed and not self.outcomes and not made:
+            if not result.claimed and not self.outcomes and not made and not result.contended:
                 break
         self._sync.close()
         await self._close_push()
@@ -228,21 +222,6 @@ class Worker(LeaseKeeping, Shutdown):
         """The store's clock (every time this worker stores or compares with stored times)."""
         store = self._store or self.app.store_if_open()
         return time.time() if store is None else store.now()
-
-    def _wake_at(self, result: CycleResult) -> float | None:
-        """When to run the next cycle: a little before the next due moment, earlier for a rate token."""
-        moments = [m - TIMER_LEAD for m in (result.next_due,) if m is not None]
-        if result.token_at is not None:
-            moments.append(result.token_at - self._token_lead)
-        return min(moments) if moments else None
-
-    def _aim(self, aimed: float, decided_at: float) -> None:
-        """Learn how early to wake for a rate token. With a burst of 1 a token taken late is lost for
-        good, and a cycle needs time (its reads, round trips to the store, a loaded machine) to reach
-        its dispatch: a cycle woken for a token at ``aimed`` decided at ``decided_at``; move the lead
-        so that decisions come :data:`TOKEN_EARLY` before their token, then wait for it in the lock."""
-        error = decided_at - aimed + TOKEN_EARLY
-        self._token_lead = min(TOKEN_LEAD_CAP, max(TIMER_LEAD, self._token_lead + error * 0.5))
 
     def _free(self) -> int:
         return self.concurrency - len(self.running) + self._batched  # a batch takes one slot
@@ -326,8 +305,7 @@ class Worker(LeaseKeeping, Shutdown):
         outcomes = list(self.outcomes)
         free = self._free() if claim and not self._stopping else 0
         sync_free = self._sync_free() if free > 0 and self._sync_bindings else 0
-        order = self.bindings[self._rotation:] + self.bindings[: self._rotation]
-        self._rotation = (self._rotation + 1) % max(1, len(self.bindings))
+        order = self._rotation.next()
         watching = bool(self.running)
         began = time.monotonic()  # the leases of jobs claimed now expire no earlier than began + lease
         progress = self.progress.take((o.job_id, o.attempt) for o in outcomes) if outcomes else []
@@ -351,6 +329,11 @@ class Worker(LeaseKeeping, Shutdown):
             res.cancels = reads.cancels
             room, sync_room = free, sync_free
             token_at: float | None = None
+            # a cycle waits for no binding's lock once it holds one (any other is then only taken if free),
+            # nor when it woke for a rate token: queueing for another binding's lock would make it late
+            wait = aimed is None
+            if free > 0 and len(order) > 1:
+                order.sort(key=lambda b: paced(reads.bindings[b]))
             for binding in order:
                 if room <= 0:
                     break
@@ -361,7 +344,11 @@ class Worker(LeaseKeeping, Shutdown):
                 got = await coordinator.dispatch(
                     tx, binding, capacity=capacity, worker=self.name, now=now, lease=self.lease,
                     binding_rows=reads.bindings[binding], clock=self._now, token_wait=token_wait,
+                    wait_for_lock=wait,
                 )
+                wait = wait and not got.locked
+                if got.contended:
+                    res.contended.append(binding)
                 res.claimed.extend(got.claimed)
                 if sync:
                     sync_room -= len(got.claimed)
@@ -375,22 +362,18 @@ class Worker(LeaseKeeping, Shutdown):
                 if got.decided_at is not None:
                     res.decided_at = got.decided_at if res.decided_at is None else min(res.decided_at, got.decided_at)
                 res.waited += got.waited
+            res.token_at = res.next_due = token_at  # a worker that claimed other jobs still wakes for it
             if not res.claimed:
                 due = await coordinator.next_due(tx)
                 moments = [m for m in (due, token_at) if m is not None]
                 res.next_due = min(moments) if moments else None
-                res.token_at = token_at
             return res
 
-        # a token due before this worker's next cycle could come back to it is waited for now: skipped,
-        # it would be taken a cycle late (with round trips of a millisecond, a cycle takes several)
-        token_wait = min(TOKEN_LEAD_CAP, max(self._token_lead, self._cycle_time) + TOKEN_EARLY)
-        aimed, self._aimed = self._aimed, None
+        token_wait = self._pacing.token_wait()
+        aimed = self._pacing.take_aim()
         result = await store.transact(work)
-        if aimed is not None and result.decided_at is not None:
-            self._aim(aimed, result.decided_at)
-        took = time.monotonic() - began - result.waited  # the cycle's own time, without its waits for tokens
-        self._cycle_time += (min(took, TOKEN_LEAD_CAP) - self._cycle_time) * 0.2
+        self._pacing.cycle_done(aimed, result.decided_at, time.monotonic() - began - result.waited)
+        self._rotation.contended(result.contended)
         self.telemetry.cycle(result.claimed, outcomes, result.reaped)
         applied = {id(o) for o in outcomes}
         self.outcomes[:] = [o for o in self.outcomes if id(o) not in applied]

@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from jobloom.core.errors import CommitUnknown, StoreError, StoreUnreachable
+from jobloom.core.errors import CommitUnknown, StoreError
 from jobloom.core.retrying import Delays
 from jobloom.store.base import Store, Tx, Wakeups, retried, run_without_loop
-from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, _server_unavailable, is_transient
+from jobloom.store.postgres.connect import ServerClock, connect_when_up
+from jobloom.store.postgres.faults import _connection_lost, _has_unread, is_transient
 from jobloom.store.postgres.listen import Listener
 from jobloom.store.postgres.tx import AsyncConn, PostgresTx, SyncPostgresTx, to_psycopg
 from jobloom.store.sql import load_migrations
@@ -37,20 +37,7 @@ RECONNECT_GIVE_UP = 8.0
 log = logging.getLogger("jobloom.store.postgres")
 
 _RETRY_DEADLINE = 60.0
-CLOCK_RESYNC = 30.0
-_CONNECT_TIMEOUT = 10.0
-_QUIET_WAIT = 5.0  # seconds of refused connections before open() logs a warning
 _MIGRATE_LOCK = "jobloom.migrate"
-
-
-def _server_address(url: str) -> str:
-    """``host:port`` that ``url`` connects to (libpq's defaults filled in), for messages."""
-    try:
-        info = conninfo_to_dict(url)
-    except psycopg.Error:
-        return "?"
-    host = str(info.get("host") or "localhost")
-    return f"{host}:{info.get('port') or 5432}"
 
 
 def _channel(schema: str) -> str:
@@ -101,9 +88,7 @@ class PostgresStore(Store):
         self._notifier: asyncio.Task[None] | None = None
         self._notify_wanted = False
         self._notify_failing = False
-        self.clock_offset = 0.0
-        self.clock_error = 0.0
-        self._clock_synced = 0.0
+        self._clock = ServerClock()
         self._clock_task: asyncio.Task[None] | None = None
 
     # -- connections --------------------------------------------------------------------------------
@@ -137,69 +122,26 @@ class PostgresStore(Store):
             self._pool = pool
 
     async def _check_server(self) -> None:
-        started = time.monotonic()
-        deadline = started + self.connect_wait
-        delays = Delays(0.05, 5.0)
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self.url, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT)
-                )
-            except psycopg.Error as exc:
-                reason = " ".join(str(exc).split())
-                now = time.monotonic()
-                where = f"PostgreSQL at {_server_address(self.url)} ({_safe_url(self.url)})"
-                if not _server_unavailable(exc):
-                    raise StoreError(f"cannot connect to {where}: {reason}") from exc
-                if now >= deadline:
-                    raise StoreUnreachable(
-                        f"cannot connect to {where}: {reason} (gave up after {now - started:.1f} s)",
-                        _server_address(self.url), now - started,
-                    ) from exc
-                wait = min(delays.next(), deadline - now)  # the last try comes at the deadline
-                # a short outage (a restart) is routine; say so once it lasts
-                level = logging.WARNING if now - started >= _QUIET_WAIT else logging.DEBUG
-                log.log(level, "PostgreSQL is not reachable (%s); trying again in %.2f s", reason, wait)
-                await asyncio.sleep(wait)
-                continue
-            try:
-                await self._measure_clock(conn)
-            finally:
-                await conn.close()
-            return
-
-    async def _measure_clock(self, conn: AsyncConn) -> None:
-        """Read the server's clock a few times and keep the offset of the fastest round trip: the
-        server's time is within half that round trip of the midpoint of our two readings."""
-        best: tuple[float, float] | None = None
-        for _ in range(3):
-            t0 = time.time()
-            cur = await conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
-            row = await cur.fetchone()
-            t1 = time.time()
-            if row is None:
-                continue
-            sample = (t1 - t0, float(row[0]) - (t0 + t1) / 2)
-            if best is None or sample[0] < best[0]:
-                best = sample
-        if best is not None:
-            self.clock_offset = best[1]
-            self.clock_error = best[0] / 2
-        self._clock_synced = time.monotonic()
+        conn = await connect_when_up(self.url, self.connect_wait)
+        try:
+            self.clock_offset = await self._clock.measure(conn)
+        finally:
+            await conn.close()
 
     async def sync_clock(self) -> None:
         """Measure the offset between this host's clock and the server's again (on a pooled connection)."""
         pool = await self._ready()
         async with pool.connection(timeout=5.0) as conn:
-            await self._measure_clock(conn)
+            self.clock_offset = await self._clock.measure(conn)
 
     def now(self) -> float:
         """The server's clock, as estimated from this host's: every time that decides (leases, delays,
         deadlines, schedules, retention) is read from it, so hosts whose clocks disagree still agree on
-        the order of things. The offset is measured at open and again every ``CLOCK_RESYNC`` seconds."""
+        the order of things. The offset is measured at open and again every ``CLOCK_RESYNC`` seconds
+        (:class:`~jobloom.store.postgres.connect.ServerClock`)."""
         if self.clock is not None:
             return self.clock()
-        if time.monotonic() - self._clock_synced > CLOCK_RESYNC and self._pool is not None and (
+        if self._clock.stale() and self._pool is not None and (
             self._clock_task is None or self._clock_task.done()
         ):
             with contextlib.suppress(RuntimeError):  # no running loop: measured at the next use
@@ -210,7 +152,7 @@ class PostgresStore(Store):
         try:
             await self.sync_clock()
         except Exception as exc:  # keep the last offset; try again at the next resync
-            self._clock_synced = time.monotonic()
+            self._clock.synced = time.monotonic()
             log.warning("could not read the PostgreSQL server's clock (%s: %s)", type(exc).__name__, exc)
 
     async def close(self) -> None:
