@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import random
 
+_SHARED = random.Random()  # seeding a generator per series costs more than the series' own work
+
 
 class Delays:
     """Waits that double from ``first`` up to ``cap``; :meth:`reset` after a success starts again.
@@ -26,7 +28,7 @@ class Delays:
         self.jitter = jitter
         self.current = first
         """The next wait, before jitter (for a deadline check or a log line)."""
-        self._rng = rng or random.Random()
+        self._rng = rng or _SHARED
 
     def next(self) -> float:
         """The wait to take now; the one after it is twice as long (up to ``cap``)."""
