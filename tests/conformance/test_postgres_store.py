@@ -28,6 +28,7 @@ pytestmark = pytest.mark.postgres
 private_server = private_server_fixture  # a server of the test's own, for the restart tests
 
 psycopg = require_module("psycopg", INSTALL_POSTGRES)
+from jobloom.store.postgres.faults import _has_unread  # noqa: E402
 from jobloom.store.postgres.store import PostgresStore  # noqa: E402
 
 
@@ -304,6 +305,32 @@ async def test_transact_survives_a_terminated_connection(store: PostgresStore) -
         return await tx.fetch("count_by_state")
 
     assert await store.transact(count, exclusive=False) == [("SendMail", "queued", 1)]
+    assert job_id > 0
+
+
+async def test_single_statements_keep_one_connection_and_replace_it_once_terminated(store: PostgresStore) -> None:
+    async def insert(tx: Tx) -> tuple[int, int]:
+        (job_id,) = await tx.insert_many("insert_job", [new_job().params()])
+        return job_id, tx.conn.info.backend_pid  # type: ignore[attr-defined]
+
+    _, first = await store.autocommit(insert)
+    _, again = await store.autocommit(insert)
+    assert again == first  # the held connection, not a fresh checkout each time
+    # two at once: the second does not wait for the held one, it takes a pooled connection
+    both = await asyncio.gather(store.autocommit(insert), store.autocommit(insert))
+    assert len({pid for _, pid in both}) == 2
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [first])
+    deadline = time.monotonic() + 5  # the server's goodbye reaches the idle connection's socket
+    while not _has_unread(store._held) and time.monotonic() < deadline:  # type: ignore[arg-type]
+        await asyncio.sleep(0.01)
+    job_id, replaced = await store.autocommit(insert)  # noticed before sending: no CommitUnknown
+    assert replaced != first
+
+    async def count(tx: Tx) -> Any:
+        return await tx.fetch("count_by_state")
+
+    assert await store.transact(count, exclusive=False) == [("SendMail", "queued", 5)]
     assert job_id > 0
 
 

@@ -34,6 +34,9 @@ from jobloom.store.sql import load_migrations
 
 T = TypeVar("T")
 RECONNECT_GIVE_UP = 8.0
+HELD_LIFETIME = 600.0
+"""Seconds a connection stays held for single statements before it goes back to the pool (whose
+``max_lifetime`` then recycles it in time)."""
 log = logging.getLogger("jobloom.store.postgres")
 
 _RETRY_DEADLINE = 60.0
@@ -89,6 +92,11 @@ class PostgresStore(Store):
         self._notify_wanted = False
         self._notify_failing = False
         self._clock = ServerClock()
+        # one pooled connection kept out of the pool for single statements (an enqueue): checking a
+        # connection out and back in costs more client time than the statement's own sending
+        self._held: AsyncConn | None = None
+        self._held_until = 0.0
+        self._held_busy = False
         self._clock_task: asyncio.Task[None] | None = None
 
     # -- connections --------------------------------------------------------------------------------
@@ -164,7 +172,11 @@ class PostgresStore(Store):
         if listener is not None:
             await listener.stop()
         pool, self._pool = self._pool, None
+        held, self._held = self._held, None
         if pool is not None:
+            if held is not None and not self._held_busy:
+                with contextlib.suppress(Exception):
+                    await pool.putconn(held)
             await pool.close()
 
     async def _ready(self) -> AsyncConnectionPool[AsyncConn]:
@@ -216,12 +228,15 @@ class PostgresStore(Store):
                 raise StoreError("a single-statement transaction left writes unsent")
             return result
 
-        return await self._retrying(once, "a statement")
+        return await self._retrying(once, "a statement", held=True)
 
-    async def _retrying(self, once: Callable[[AsyncConn, _Phase], Awaitable[T]], unsure_step: str) -> T:
+    async def _retrying(
+        self, once: Callable[[AsyncConn, _Phase], Awaitable[T]], unsure_step: str, *, held: bool = False
+    ) -> T:
         """Run ``once`` on a pooled connection until it succeeds, a failure is not transient, or
         ``retry_deadline`` passes (exponential backoff). A connection lost after ``once`` marked its
-        phase unsure raises :class:`CommitUnknown`: running it again could apply it twice."""
+        phase unsure raises :class:`CommitUnknown`: running it again could apply it twice.
+        ``held``: on the connection held for single statements when it is free (:meth:`_on_held`)."""
         pool = await self._ready()
         deadline = time.monotonic() + self.retry_deadline
         delays = Delays(0.002, 2.0, jitter=True)  # a lock conflict clears in milliseconds; a lost server: 2 s
@@ -229,6 +244,9 @@ class PostgresStore(Store):
             phase = _Phase()
             done = False
             try:
+                if held and not self._held_busy:
+                    result = await self._on_held(pool, once, phase, max(0.05, deadline - time.monotonic()))
+                    return result
                 async with pool.connection(timeout=max(0.05, deadline - time.monotonic())) as conn:
                     result = await once(conn, phase)
                     done = True
@@ -248,6 +266,35 @@ class PostgresStore(Store):
                         "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
                 retried("postgresql", type(exc).__name__)
                 await asyncio.sleep(delays.next())
+
+    async def _on_held(self, pool: AsyncConnectionPool[AsyncConn], once: Callable[[AsyncConn, _Phase], Awaitable[T]],
+                       phase: _Phase, timeout: float) -> T:
+        """Run ``once`` on the connection held for single statements (taken from the pool at first use,
+        and again after :data:`HELD_LIFETIME`). A failure hands it back to the pool, which checks it
+        and replaces a broken one; the next statement takes another."""
+        conn, self._held, self._held_busy = self._held, None, True
+        try:
+            if conn is not None and (conn.closed or time.monotonic() > self._held_until):
+                with contextlib.suppress(Exception):
+                    await pool.putconn(conn)
+                conn = None
+            if conn is None:
+                conn = await pool.getconn(timeout=timeout)
+                self._held_until = time.monotonic() + HELD_LIFETIME
+            try:
+                result = await once(conn, phase)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await pool.putconn(conn)
+                raise
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and self._pool is pool:
+                self._held = conn
+            else:  # not idle (it should be), or the store closed meanwhile: the pool decides
+                with contextlib.suppress(Exception):
+                    await pool.putconn(conn)
+            return result
+        finally:
+            self._held_busy = False
 
     async def transact_on(self, conn: Any, fn: Callable[[Tx], Awaitable[T]]) -> T:
         """Run ``fn`` inside the caller's open transaction on ``conn``; the caller commits (or not).
