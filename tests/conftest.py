@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -88,13 +89,13 @@ def require_chromium() -> str:
     return found
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A PostgreSQL URL with a private schema for this test, dropped afterwards."""
+@contextlib.contextmanager
+def private_schema(prefix: str = "jl_test") -> Iterator[str]:
+    """A PostgreSQL URL whose ``search_path`` is a fresh schema, dropped afterwards."""
     require_postgres()
     import psycopg
 
-    schema = f"jl_test_{uuid.uuid4().hex[:12]}"
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     sep = "&" if "?" in POSTGRES_URL else "?"
@@ -103,6 +104,13 @@ def postgres_url() -> Iterator[str]:
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL with a private schema for this test, dropped afterwards."""
+    with private_schema() as url:
+        yield url
 
 
 @pytest.fixture

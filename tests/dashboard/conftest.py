@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import POSTGRES_URL, STORES, require_chromium, require_module, require_postgres
+from tests.conftest import STORES, private_schema, require_chromium, require_module
 
 sync_api = require_module("playwright.sync_api", 'pip install -e ".[dev]" to run the dashboard\'s browser tests')
 httpx = require_module("httpx", 'pip install -e ".[dev]" to run the dashboard\'s browser tests')
@@ -82,18 +81,8 @@ def private_store(store: str, folder: Path) -> Iterator[str]:
     if store == "sqlite":
         yield f"sqlite:///{folder}/dash.db"
         return
-    require_postgres()
-    import psycopg
-
-    schema = f"jl_dash_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in POSTGRES_URL else "?"
-    try:
-        yield f"{POSTGRES_URL}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with private_schema("jl_dash") as url:
+        yield url
 
 
 async def _prepare(app: jobloom.App) -> dict[str, str]:
