@@ -35,9 +35,9 @@ import time
 from typing import Any
 
 from jobloom.bench.performers import LATENCY_APP_REF, Noop, Stamped
-from jobloom.bench.processes import Producer, WorkerGroup
+from jobloom.bench.processes import WorkerGroup
 from jobloom.bench.sandbox import Sandbox, Target
-from jobloom.bench.workloads import Context, Params, drain_once, percentile, wait_finished
+from jobloom.bench.workloads import Context, Params, drain_once, percentile, start_delays
 from jobloom.housekeeping.retention import prune
 
 TWO_DAYS = 2 * 86_400.0
@@ -60,24 +60,9 @@ async def latency(ctx: Context, box: Sandbox, n: int, rate: float) -> tuple[floa
     """p50 and p99 (ms), enqueue to the start of ``perform``, of ``n`` jobs enqueued at ``rate``."""
     group = WorkerGroup(box, processes=1, concurrency=ctx.params.concurrency, app_ref=LATENCY_APP_REF,
                         bindings=[Stamped.__name__])
-    producer: Producer | None = None
     try:
-        group.start()
-        warm = box.last_id()
-        app = box.app(latency=True)
-        try:
-            await app.enqueue(Stamped, {"i": -1})
-        finally:
-            await app.close()
-        await wait_finished(ctx, box, warm, 1, "latency: warm-up", group.check)
-        await asyncio.sleep(0.5)
-        after = box.last_id()
-        producer = Producer(box, rate=rate, count=n)
-        await wait_finished(ctx, box, after, n, "latency", group.check)
-        delays = [d * 1000 for d in box.start_delays(after)]
+        delays = await start_delays(ctx, box, group, n, rate, "latency")
     finally:
-        if producer is not None:
-            producer.stop()
         group.stop()
     return percentile(delays, 50), percentile(delays, 99)
 

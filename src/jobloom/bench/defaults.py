@@ -17,7 +17,6 @@ The protocol compares jobloom with other job queues the way a user meets them:
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import statistics
@@ -25,10 +24,10 @@ import time
 from typing import Any
 
 from jobloom.bench.model import Measurement
-from jobloom.bench.performers import LATENCY_APP_REF, NOOP_APP_REF, Noop, Stamped
-from jobloom.bench.processes import BenchError, Producer, WorkerGroup
+from jobloom.bench.performers import LATENCY_APP_REF, NOOP_APP_REF, Noop
+from jobloom.bench.processes import BenchError, WorkerGroup
 from jobloom.bench.sandbox import Sandbox
-from jobloom.bench.workloads import Context, fill, percentile, wait_finished
+from jobloom.bench.workloads import Context, fill, percentile, start_delays, wait_finished
 from jobloom.store.sqlite.store import sqlite_path
 
 DRAIN_JOBS = 20_000
@@ -97,30 +96,9 @@ async def _drain(ctx: Context, n: int) -> tuple[float, float | None, int, float 
 async def _latency(ctx: Context, jobs: int) -> list[float]:
     box = await ctx.sandbox()
     group = WorkerGroup(box, processes=None, concurrency=None, app_ref=LATENCY_APP_REF, flags=False)
-    producer: Producer | None = None
     try:
-        group.start()
-        warm = box.last_id()
-        app = box.app(latency=True)
-        try:
-            await app.enqueue(Stamped, {"i": -1})
-        finally:
-            await app.close()
-        await wait_finished(ctx, box, warm, 1, "defaults: latency warm-up job", group.check, group.output)
-        await asyncio.sleep(0.5)  # an idle worker: what is measured is waking it
-        after = box.last_id()
-        producer = Producer(box, rate=ctx.params.rate, count=jobs)
-
-        def alive() -> None:
-            group.check()
-            assert producer is not None
-            producer.done()
-
-        await wait_finished(ctx, box, after, jobs, f"defaults: latency, {jobs} jobs", alive, group.output)
-        return [d * 1000 for d in box.start_delays(after)]
+        return await start_delays(ctx, box, group, jobs, ctx.params.rate, "defaults: latency")
     finally:
-        if producer is not None:
-            producer.stop()
         group.stop()
         box.close()
 

@@ -258,6 +258,32 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+async def start_delays(ctx: Context, box: Sandbox, group: WorkerGroup, n: int, rate: float, what: str) -> list[float]:
+    """Start ``group``, let its worker run a warm-up job and go idle, then enqueue ``n`` :class:`Stamped`
+    jobs at ``rate`` from another process: each job's time (ms) from enqueue to the start of ``perform``.
+    The caller stops ``group``."""
+    group.start()
+    warm = box.last_id()
+    app = box.app(latency=True)
+    try:
+        await app.enqueue(Stamped, {"i": -1})
+    finally:
+        await app.close()
+    await wait_finished(ctx, box, warm, 1, f"{what}: warm-up job", group.check, group.output)
+    await asyncio.sleep(0.5)  # let the worker go idle: what is measured is waking it
+    after = box.last_id()
+    producer = Producer(box, rate=rate, count=n)
+    try:
+        def alive() -> None:
+            group.check()
+            producer.done()  # raises if it failed
+
+        await wait_finished(ctx, box, after, n, f"{what}: {n} jobs at {rate:g}/s", alive, group.output)
+        return [d * 1000 for d in box.start_delays(after)]
+    finally:
+        producer.stop()
+
+
 async def latency(ctx: Context) -> list[Measurement]:
     """An idle worker; jobs enqueued at a steady rate from another process; enqueue-to-start times.
 
@@ -266,30 +292,10 @@ async def latency(ctx: Context) -> list[Measurement]:
     n, rate, c = ctx.params.n(DEFAULT_LATENCY_JOBS), ctx.params.rate, ctx.params.concurrency
     box = await ctx.sandbox()
     group = WorkerGroup(box, processes=1, concurrency=c, app_ref=LATENCY_APP_REF, bindings=[Stamped.__name__])
-    producer: Producer | None = None
     try:
-        group.start()
         ctx.progress.begin("latency: worker warming up", None)
-        warm = box.last_id()
-        app = box.app(latency=True)
-        try:
-            await app.enqueue(Stamped, {"i": -1})
-        finally:
-            await app.close()
-        await wait_finished(ctx, box, warm, 1, "latency: warm-up job", group.check)
-        await asyncio.sleep(0.5)  # let the worker go idle: what is measured is waking it
-        after = box.last_id()
-        producer = Producer(box, rate=rate, count=n)
-
-        def alive() -> None:
-            group.check()
-            producer.done()  # raises if it failed
-
-        await wait_finished(ctx, box, after, n, f"latency: {n} jobs at {rate:g}/s", alive)
-        delays = [d * 1000 for d in box.start_delays(after)]
+        delays = await start_delays(ctx, box, group, n, rate, "latency")
     finally:
-        if producer is not None:
-            producer.stop()
         group.stop()
         box.close()
     details = {"jobs": len(delays), "rate": rate, "processes": 1, "concurrency": c,
