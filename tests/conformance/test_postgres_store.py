@@ -209,6 +209,28 @@ async def test_a_notify_from_another_connection_wakes_a_listener(postgres_url: s
         await sender.close()
 
 
+async def test_a_quiet_listener_is_probed_and_still_wakes(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between notifications the listener waits on its socket; a connection quiet for HEALTH_CHECK seconds
+    is probed with a query, and the notifications sent around the probes still wake the subscribers."""
+    from jobloom.store.postgres import listen
+
+    monkeypatch.setattr(listen, "HEALTH_CHECK", 0.02)
+    channel = f"wake_{uuid.uuid4().hex[:12]}"
+    listener, sender = PostgresStore(postgres_url, schema=channel), PostgresStore(postgres_url, schema=channel)
+    wake = await listener.wakeups()
+    try:
+        conn = wake.listener.conn  # type: ignore[attr-defined]
+        for _ in range(20):  # each wait spans a probe or more; every notification is seen
+            assert not await wake.wait(0.03)
+            await sender.notify()
+            assert await wake.wait(5)
+        assert wake.listener.conn is conn  # type: ignore[attr-defined]  # probed, never reconnected
+    finally:
+        await wake.close()
+        await listener.close()
+        await sender.close()
+
+
 async def test_subscribers_share_one_listening_connection(postgres_url: str) -> None:
     store = PostgresStore(postgres_url)
     wakes = [await store.wakeups() for _ in range(20)]

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
@@ -19,6 +20,9 @@ from psycopg.rows import TupleRow
 
 from jobloom.core.retrying import Delays
 from jobloom.store.base import Wakeups, wait_event
+
+if TYPE_CHECKING:
+    from psycopg.pq.abc import PGconn
 
 log = logging.getLogger("jobloom.store.postgres")
 HEALTH_CHECK = 30.0  # a connection quiet for this long is probed: it may be silently dead
@@ -84,9 +88,7 @@ class Listener:
                 self._signal()  # notifications may have been missed while disconnected
             conn = self.conn
             try:
-                async for _ in conn.notifies(timeout=HEALTH_CHECK):
-                    self._signal()
-                await conn.execute("SELECT 1")
+                await self._serve(conn)
             except Exception as exc:  # whatever broke, listen again: a dead listener would go unnoticed
                 if self._closed:
                     return
@@ -97,6 +99,43 @@ class Listener:
                 self._signal()  # what was missed meanwhile is looked at now
                 if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | OSError):
                     await asyncio.sleep(1.0)  # not a lost connection: do not spin if it happens again
+
+    async def _serve(self, conn: psycopg.AsyncConnection[TupleRow]) -> None:
+        """Signal the subscribers on every notification ``conn`` receives, until it fails.
+
+        The loop waits for the socket to become readable and then takes what arrived from libpq, so an
+        idle listener costs nothing between notifications (psycopg's ``notifies()`` wakes ten times a
+        second to look for interrupts). A connection quiet for ``HEALTH_CHECK`` seconds is probed with
+        a query; notifications that arrive while psycopg runs it reach the connection's notify handler."""
+        loop = asyncio.get_running_loop()
+        readable = asyncio.Event()
+        conn.add_notify_handler(lambda _n: self._signal())
+        pgconn = conn.pgconn
+        while not self._closed:
+            readable.clear()
+            loop.add_reader(pgconn.socket, readable.set)
+            try:
+                self._take(pgconn)  # anything libpq read before the reader was in place
+                try:
+                    async with asyncio.timeout(HEALTH_CHECK):
+                        await readable.wait()
+                except TimeoutError:
+                    pass
+            finally:
+                loop.remove_reader(pgconn.socket)
+            if readable.is_set():
+                pgconn.consume_input()  # a closed or broken connection raises OperationalError here
+                self._take(pgconn)
+            else:
+                await conn.execute("SELECT 1")  # quiet for long: it may be silently dead
+
+    def _take(self, pgconn: PGconn) -> None:
+        """Signal once if libpq holds notifications (each is taken off its queue)."""
+        got = False
+        while pgconn.notifies() is not None:
+            got = True
+        if got:
+            self._signal()
 
     async def stop(self) -> None:
         """Stop listening and close the connection; subscribers are woken one last time."""
