@@ -67,12 +67,13 @@ class CrashyOnce(jobloom.Performer[dict[str, Any], str]):
 
 
 class Rated(jobloom.Performer[dict[str, Any], None]):
-    """``20/s burst 5``; appends ``job_id time pid`` to ``rated`` as it starts."""
+    """``20/s burst 5``; appends ``job_id time pid`` to ``rated`` as it starts, then runs ``hold`` seconds."""
 
     rate_limit = "20/s burst 5"
 
     async def perform(self, payload: dict[str, Any]) -> None:
         append("rated", f"{self.ctx.job_id} {time.time()!r} {os.getpid()}")
+        await asyncio.sleep(float(payload.get("hold", 0)))
 
 
 class CpuBound(jobloom.Performer[dict[str, Any], int]):

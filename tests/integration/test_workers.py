@@ -16,6 +16,7 @@ from tests.rate_windows import DATETIME_RESOLUTION, window_violations
 from .conftest import Processes
 
 pytestmark = pytest.mark.slow
+HOLD = 0.2  # seconds a Rated job runs
 
 
 async def _count(app: jobloom.App, binding: str, state: str) -> int:
@@ -65,17 +66,20 @@ async def test_kill_9_mid_job(app: jobloom.App, procs: Processes) -> None:
 async def test_rate_limit_holds_in_every_window_across_four_processes(
     app: jobloom.App, procs: Processes
 ) -> None:
-    # "20/s burst 5": a burst after an idle period, the rate, an idle gap, then a burst again
-    await app.enqueue_many([("Rated", {}) for _ in range(60)])
+    # "20/s burst 5": a burst after an idle period, the rate, an idle gap, then a burst again. Each job
+    # holds one of its worker's 2 slots for 0.2 s, so one process starts at most 10 a second: the rate
+    # takes more than one of the 4 (whichever process is quickest to take each token otherwise may
+    # take them all, and then the limit would not be shared)
+    await app.enqueue_many([("Rated", {"hold": HOLD}) for _ in range(60)])
     for _ in range(4):
-        procs.worker()
+        procs.worker(concurrency=2)
     await eventually(lambda: len(procs.read("rated")) >= 60, timeout=20, what="the first 60 rated starts")
     await asyncio.sleep(0.5)  # idle: the bucket fills up to its burst again
-    await app.enqueue_many([("Rated", {}) for _ in range(40)])
+    await app.enqueue_many([("Rated", {"hold": HOLD}) for _ in range(40)])
     await eventually(lambda: _all_succeeded(app, "Rated", 100), timeout=20, what="all rated jobs done")
     performed = [line.split() for line in procs.read("rated")]
     assert len({job for job, _, _ in performed}) == len(performed) == 100  # each started once
-    assert len({pid for _, _, pid in performed}) >= 2, "the starts came from more than one process"
+    assert len({pid for _, _, pid in performed}) >= 2, "the starts did not come from more than one process"
     jobs = await app.list_jobs(binding="Rated", limit=1000)
     dispatched = {j.id: j.started_at.timestamp() for j in jobs if j.started_at is not None}
     starts = sorted(dispatched.values())
