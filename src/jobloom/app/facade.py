@@ -350,6 +350,11 @@ class App:
         """Claim up to ``max`` jobs of remote ``bindings`` for ``worker``, waiting up to ``wait`` s for one."""
         return await self._remote.claim(worker, bindings, max, wait)
 
+    @property
+    def remote_claims_waiting(self) -> int:
+        """How many long-poll claims (``remote_claim`` with ``wait``) of this app are waiting now for a job."""
+        return self._remote.waiting
+
     async def remote_heartbeat(self, worker: str, jobs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Renew the leases of ``worker``'s (job id, attempt)s; return those it still holds and should run."""
         return await self._remote.heartbeat(worker, jobs)

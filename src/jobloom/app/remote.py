@@ -67,6 +67,8 @@ class RemoteOps:
     def __init__(self, app: RemoteHost) -> None:
         self.app = app
         self._registered: weakref.WeakSet[Store] = weakref.WeakSet()
+        self.waiting = 0
+        """Long polls of this app waiting now for a job (each has looked at least once)."""
 
     def _remote_spec(self, name: object) -> PerformerSpec:
         spec = self.app.specs.get(check_name("bindings", name, MAX_NAME_BYTES))
@@ -107,21 +109,24 @@ class RemoteOps:
                                       hooks=self.app.hooks, clock=store.now)
 
         try:
+            if deadline is not None:  # subscribed before the first look: a wake-up sent after it is not lost
+                wake = await store.wakeups()
             while True:
                 got = await store.transact(work)
                 if got.notify:
                     await store.notify()
-                if got.claimed or deadline is None:
+                if got.claimed or wake is None:
                     return [remote.remote_job(c, lease) for c in got.claimed]
-                left = deadline - time.monotonic()
+                left = deadline - time.monotonic() if deadline is not None else 0.0
                 if left <= 0:
                     return []
-                if wake is None:  # subscribe, then look again: a wake-up sent in between is not lost
-                    wake = await store.wakeups()
-                    continue
                 if got.next_due is not None:
                     left = min(left, builtins.max(0.0, got.next_due - store.now()))
-                await wake.wait(left)
+                self.waiting += 1
+                try:
+                    await wake.wait(left)
+                finally:
+                    self.waiting -= 1
         finally:
             if wake is not None:
                 await wake.close()
