@@ -192,7 +192,8 @@ async def test_postgres_restart_under_four_workers(
     try:
         await eventually(settled, timeout=180, interval=0.5, what="every job finished")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; counts: {await pg_app.counts(finished=True)}") from None
+        raise AssertionError(f"{exc}; counts: {await pg_app.counts(finished=True)}\n"
+                             f"{_unfinished(private_server.url, pg_procs, workers)}") from None
     least = await _jobs(pg_app, "LoggedAtLeastOnce")
     most = await _jobs(pg_app, "LoggedAtMostOnce")
     missing = expected - set(least) - set(most)
@@ -209,6 +210,30 @@ async def test_postgres_restart_under_four_workers(
         w.send_signal(signal.SIGTERM)
     for w in workers:
         assert w.wait(timeout=30) == 0, pg_procs.tail(w)
+
+
+def _unfinished(url: str, procs: LoggedProcesses, workers: list[subprocess.Popen[bytes]]) -> str:
+    """What a failure message needs to tell why jobs did not finish: the unfinished jobs' rows and
+    attempts, the server's clock, its sessions, and each worker's last log lines."""
+    import psycopg
+
+    out = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        now = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        out.append(f"server clock: {now[0] if now else None}")
+        for row in conn.execute(
+                "SELECT id, binding, state, attempt, lease_owner, lease_expires, run_at FROM jobloom_jobs "
+                "WHERE state NOT IN ('succeeded', 'stalled') ORDER BY id LIMIT 20").fetchall():
+            out.append(f"job {row}")
+            for a in conn.execute("SELECT attempt, worker, started_at, finished_at, outcome FROM jobloom_attempts "
+                                  "WHERE job_id = %s ORDER BY attempt", [row[0]]).fetchall():
+                out.append(f"  attempt {a}")
+        for row in conn.execute("SELECT pid, state, xact_start, wait_event_type, wait_event, left(query, 120) "
+                                "FROM pg_stat_activity WHERE datname = current_database()").fetchall():
+            out.append(f"session {row}")
+    for w in workers:
+        out.append(f"-- worker {w.pid} (exit {w.poll()}):\n{procs.tail(w, 25)}")
+    return "\n".join(out)
 
 
 def _refused(procs: LoggedProcesses, proc: subprocess.Popen[bytes], since: int = 0) -> int:
