@@ -90,3 +90,67 @@ async def test_an_attempt_whose_lease_could_not_be_renewed_is_stopped_before_any
     finally:
         await app.close()
         await other.close()
+
+
+class Quick(jobloom.Performer[dict[str, Any], int]):
+    async def perform(self, payload: dict[str, Any]) -> int:
+        await asyncio.sleep(float(payload.get("hold", 0.05)))
+        return self.ctx.attempt
+
+
+async def test_a_cycle_the_store_ran_again_counts_its_leases_from_the_run_that_claimed(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store runs a transaction again after a lost connection (PostgreSQL, until its retry deadline):
+    the jobs the later run claims hold leases from then, not from when the cycle began. Counted from the
+    cycle's beginning, they were already expired when the jobs started, and the worker stopped them."""
+    app = jobloom.App(store_url, performers=[Quick], auto_migrate=True, lease=1.0)
+    try:
+        store = await app.store()
+        job = await app.enqueue(Quick, {"hold": 0.6})  # longer than the lease watch's look (a third of the lease)
+        original = store.transact
+        delayed: list[bool] = []
+
+        async def transact(fn: Callable[[Tx], Awaitable[Any]], *, exclusive: bool = True) -> Any:
+            if not delayed and fn.__qualname__.endswith("_cycle.<locals>.work"):
+                delayed.append(True)
+                await asyncio.sleep(1.5)  # longer than the lease: the store waited for a connection
+            return await original(fn, exclusive=exclusive)
+
+        monkeypatch.setattr(store, "transact", transact)
+        worker = jobloom.Worker(app, concurrency=4, grace=2.0)
+        task = asyncio.create_task(worker.run())
+        try:
+            done = await app.wait(job.id, timeout=20)
+        finally:
+            worker.stop()
+            await task
+        assert delayed
+        assert done.state == "succeeded" and done.result == 1, (done.state, done.result, done.error)
+        assert [a.outcome for a in await app.attempts(job.id)] == ["succeeded"]
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("reason, state", [("cancel", "cancelled"), ("lease_lost", "queued")])
+async def test_an_attempt_stopped_before_its_task_began_is_reported_and_let_go(
+    store_url: str, reason: str, state: str
+) -> None:
+    """A task cancelled before its first step never runs its body: the attempt is still reported (as the
+    stop ends it) and the worker lets go of it, instead of heartbeating it, and its job, for ever."""
+    app = jobloom.App(store_url, performers=[Quick], auto_migrate=True, lease=1.0)
+    try:
+        job = await app.enqueue(Quick, {}, max_attempts=3)
+        worker = jobloom.Worker(app, concurrency=1, grace=1.0)
+        result = await worker._cycle(claim=True)
+        assert [c.id for c in result.claimed] == [job.id]
+        (key,) = list(worker.running)
+        worker._stop_job(key, reason)  # the task was created, and has not run a step yet
+        await eventually(lambda: key not in worker.running, timeout=5, what="the attempt let go")
+        assert [o.kind for o in worker.outcomes] == ["cancelled" if reason == "cancel" else "lost"]
+        await worker._cycle(claim=False)  # reports it
+        got = await app.get_job(job.id)
+        assert got.state in (state, "scheduled"), got.state
+        assert [a.outcome for a in await app.attempts(job.id)] == ["cancelled" if reason == "cancel" else "lost"]
+    finally:
+        await app.close()

@@ -48,6 +48,7 @@ class CycleResult:
     notify: bool = False
     reaped: list[str] = field(default_factory=list)  # the bindings of the attempts reaped as lost
     contended: list[str] = field(default_factory=list)  # bindings skipped: another transaction held their lock
+    began: float = 0.0  # monotonic, read just before the clock the claims' leases count from
 
 
 def worker_name() -> str:

@@ -311,8 +311,10 @@ class Worker(LeaseKeeping, Shutdown):
         progress = self.progress.take((o.job_id, o.attempt) for o in outcomes) if outcomes else []
 
         async def work(tx: Tx) -> CycleResult:
+            # read in every try of the transaction: a store that retries it after a lost connection runs
+            # this again, and the leases of the jobs claimed then count from then
+            res = CycleResult(began=time.monotonic())
             now = self._now()
-            res = CycleResult()
             reads = await coordinator.read_cycle(
                 tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
                 bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
@@ -381,16 +383,17 @@ class Worker(LeaseKeeping, Shutdown):
             await store.notify()
         for key in result.cancels:
             self._stop_job(key, "cancel")
+        lease_until = result.began + self.lease
         if result.batches:
             in_batches = {c.id for batch in result.batches for c in batch}
             for batch in result.batches:
-                self._start_batch(batch, began + self.lease)
+                self._start_batch(batch, lease_until)
             for claimed in result.claimed:
                 if claimed.id not in in_batches:
-                    self._start(claimed, began + self.lease)
+                    self._start(claimed, lease_until)
             return result
         for claimed in result.claimed:
-            self._start(claimed, began + self.lease)
+            self._start(claimed, lease_until)
         return result
 
     # -- jobs -------------------------------------------------------------------------------------
@@ -400,6 +403,7 @@ class Worker(LeaseKeeping, Shutdown):
         self.running[rec.key] = rec
         loop = asyncio.get_running_loop()
         rec.task = loop.create_task(self._execute(rec))
+        rec.task.add_done_callback(lambda _t: self._ended_unstarted([rec]))
         spec = self.app.specs.get(claimed.binding)
         if claimed.timeout is not None and (spec is None or spec.is_async):  # a sync job's clock starts with it
             rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, rec.key, "timeout")
@@ -412,6 +416,7 @@ class Worker(LeaseKeeping, Shutdown):
             rec.task = task
             self.running[rec.key] = rec
         self._batched += len(recs) - 1
+        task.add_done_callback(lambda _t: self._ended_unstarted(recs))
         if claims[0].timeout is not None:  # the timeout is the whole call's
             recs[0].timer = task.get_loop().call_later(claims[0].timeout, self._stop_job, recs[0].key, "timeout")
 
@@ -451,6 +456,28 @@ class Worker(LeaseKeeping, Shutdown):
             if self.running.get(rec.key) is rec:
                 del self.running[rec.key]
         self._batched -= len(recs) - 1
+        self._kick.set()
+
+    def _ended_unstarted(self, recs: list[Running]) -> None:
+        """A task ended without its attempts' ending: stopped before it began (a task cancelled before its
+        first step never runs its body), or failed in jobloom's own code around the call. Report each
+        attempt still held as the stop made it end (cancelled, timed out, lost) and let go of it: held,
+        it would be heartbeated, and its job left running, for ever."""
+        left = [r for r in recs if self.running.get(r.key) is r]
+        if not left:
+            return
+        finished = self._now()
+        for rec in left:
+            c = rec.claimed
+            kind, error, *_ = reporting.ending_of(asyncio.CancelledError(), rec.stop_reason, c.timeout)
+            log.warning("job %d attempt %d ended before it began (%s)", c.id, c.attempt, error)
+            if rec.timer is not None:
+                rec.timer.cancel()
+            self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, error=error,
+                                         run_id=c.run_id))
+            del self.running[rec.key]
+        if left[0].batch and not left[0].started:
+            self._batched -= len(recs) - 1
         self._kick.set()
 
     def _arm(self, rec: Running) -> None:
