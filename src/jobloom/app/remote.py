@@ -115,9 +115,9 @@ class RemoteOps:
                 got = await store.transact(work)
                 if got.notify:
                     await store.notify()
-                if got.claimed or wake is None:
+                if got.claimed or wake is None or deadline is None:
                     return [remote.remote_job(c, lease) for c in got.claimed]
-                left = deadline - time.monotonic() if deadline is not None else 0.0
+                left = deadline - time.monotonic()
                 if left <= 0:
                     return []
                 if got.next_due is not None:

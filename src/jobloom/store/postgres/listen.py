@@ -112,18 +112,13 @@ class Listener:
         conn.add_notify_handler(lambda _n: self._signal())
         pgconn = conn.pgconn
         while not self._closed:
-            readable.clear()
             loop.add_reader(pgconn.socket, readable.set)
             try:
                 self._take(pgconn)  # anything libpq read before the reader was in place
-                try:
-                    async with asyncio.timeout(HEALTH_CHECK):
-                        await readable.wait()
-                except TimeoutError:
-                    pass
+                woken = await wait_event(readable, HEALTH_CHECK)
             finally:
                 loop.remove_reader(pgconn.socket)
-            if readable.is_set():
+            if woken:
                 pgconn.consume_input()  # a closed or broken connection raises OperationalError here
                 self._take(pgconn)
             else:
