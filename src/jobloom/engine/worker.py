@@ -20,22 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from jobloom.core import lifecycle
 from jobloom.core.errors import InvalidOption, StoreError
 from jobloom.core.retrying import Delays
-from jobloom.core.signals import Permanent
-from jobloom.core.types import JobContext
-from jobloom.engine import batches, coordinator, logs, reporting, runners
-from jobloom.engine.control import Control
+from jobloom.engine import coordinator, logs, reporting, runners
 from jobloom.engine.dispatch import paced
+from jobloom.engine.execution import Execution
 from jobloom.engine.housekeeper import run_due
-from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.engine.jobs import Outcome
 from jobloom.engine.leases import LeaseKeeping
 from jobloom.engine.pacing import Pacing, Rotation
 from jobloom.engine.performer import check_local
@@ -43,7 +39,6 @@ from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.push import PushClient
 from jobloom.engine.running import CycleResult, Key, Running, worker_name
 from jobloom.engine.shutdown import ABANDON_MARGIN, Shutdown
-from jobloom.engine.steps import StepContext
 from jobloom.store.base import Store, Tx, Wakeups
 
 if TYPE_CHECKING:
@@ -58,7 +53,7 @@ DEFAULT_SYNC_CONCURRENCY = 16
 """Of those, jobs of sync performers at once by default: each holds a thread (or a child process)."""
 
 
-class Worker(LeaseKeeping, Shutdown):
+class Worker(Execution, LeaseKeeping, Shutdown):
     """Runs an app's performers in this process, at most ``concurrency`` jobs at once, of which at
     most ``sync_concurrency`` of sync performers (a plain ``def perform``: a thread or a child process each).
 
@@ -395,163 +390,3 @@ class Worker(LeaseKeeping, Shutdown):
         for claimed in result.claimed:
             self._start(claimed, lease_until)
         return result
-
-    # -- jobs -------------------------------------------------------------------------------------
-
-    def _start(self, claimed: Claimed, lease_until: float) -> None:
-        rec = Running(claimed, lease_until)
-        self.running[rec.key] = rec
-        loop = asyncio.get_running_loop()
-        rec.task = loop.create_task(self._execute(rec))
-        rec.task.add_done_callback(lambda _t: self._ended_unstarted([rec]))
-        spec = self.app.specs.get(claimed.binding)
-        if claimed.timeout is not None and (spec is None or spec.is_async):  # a sync job's clock starts with it
-            rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, rec.key, "timeout")
-
-    def _start_batch(self, claims: list[Claimed], lease_until: float) -> None:
-        """Start a batch performer's batch: one task for all its jobs, each job its own attempt."""
-        recs = [Running(c, lease_until, batch=len(claims)) for c in claims]
-        task = asyncio.get_running_loop().create_task(self._execute_batch(recs))
-        for rec in recs:
-            rec.task = task
-            self.running[rec.key] = rec
-        self._batched += len(recs) - 1
-        task.add_done_callback(lambda _t: self._ended_unstarted(recs))
-        if claims[0].timeout is not None:  # the timeout is the whole call's
-            recs[0].timer = task.get_loop().call_later(claims[0].timeout, self._stop_job, recs[0].key, "timeout")
-
-    async def _execute_batch(self, recs: list[Running]) -> None:
-        spec = self.app.specs[recs[0].claimed.binding]
-        by_id = {r.claimed.id: r for r in recs}
-        for rec in recs:
-            rec.started = True
-        self.attempts_run += len(recs)
-        tel = self.telemetry
-        tokens, ended = None, tel.attempt_ended
-        if tel.per_attempt:
-            tokens = [tel.attempt_started(r.claimed, self.name) for r in recs]
-        deadline = None if recs[0].claimed.timeout is None else time.time() + recs[0].claimed.timeout
-
-        def context(c: Claimed) -> JobContext:
-            return JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts, c.run_id, c.node,
-                              self.app.spawn_child if c.run_id is None else self.app.hooks.spawner(c))
-
-        try:
-            outcomes = await batches.run_batch(
-                spec, [r.claimed for r in recs], worker=self.name, env=self.app.env, context=context,
-                node_payload=self.app.hooks.node_payload, stopped=lambda c: by_id[c.id].stop_reason, now=self._now)
-        except BaseException as exc:  # jobloom's own failure around the call: every job fails this attempt
-            kind, error, tb, *_ = reporting.ending_of(exc, None, None)
-            outcomes = [Outcome(r.claimed.id, r.claimed.attempt, kind, self.name, r.claimed.started_at, self._now(),
-                                error=error, traceback=tb, run_id=r.claimed.run_id) for r in recs]
-        if recs[0].timer is not None:
-            recs[0].timer.cancel()
-        if tokens is not None:
-            by_job = {o.job_id: o for o in outcomes}
-            for rec, token in zip(reversed(recs), reversed(tokens), strict=True):  # tracing contexts unwind in order
-                if (o := by_job.get(rec.claimed.id)) is not None:
-                    ended(rec.claimed, o, token)
-        self.outcomes.extend(outcomes)
-        for rec in recs:
-            if self.running.get(rec.key) is rec:
-                del self.running[rec.key]
-        self._batched -= len(recs) - 1
-        self._kick.set()
-
-    def _ended_unstarted(self, recs: list[Running]) -> None:
-        """A task ended without its attempts' ending: stopped before it began (a task cancelled before its
-        first step never runs its body), or failed in jobloom's own code around the call. Report each
-        attempt still held as the stop made it end (cancelled, timed out, lost) and let go of it: held,
-        it would be heartbeated, and its job left running, for ever."""
-        left = [r for r in recs if self.running.get(r.key) is r]
-        if not left:
-            return
-        finished = self._now()
-        for rec in left:
-            c = rec.claimed
-            kind, error, *_ = reporting.ending_of(asyncio.CancelledError(), rec.stop_reason, c.timeout)
-            log.warning("job %d attempt %d ended before it began (%s)", c.id, c.attempt, error)
-            if rec.timer is not None:
-                rec.timer.cancel()
-            self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, error=error,
-                                         run_id=c.run_id))
-            del self.running[rec.key]
-        if left[0].batch and not left[0].started:
-            self._batched -= len(recs) - 1
-        self._kick.set()
-
-    def _arm(self, rec: Running) -> None:
-        """(Re)start a sync job's timeout clock: its thread, or its child process, has started."""
-        if rec.timer is not None:
-            rec.timer.cancel()
-        if rec.claimed.timeout is not None:
-            rec.timer = asyncio.get_running_loop().call_later(rec.claimed.timeout, self._stop_job, rec.key,
-                                                              "timeout")
-
-    def _stop_job(self, key: Key, reason: str) -> None:
-        rec = self.running.get(key)
-        if rec is not None and rec.task is not None and rec.stop_reason is None:
-            rec.stop_reason = reason
-            if rec.batch and reason in ("cancel", "lease_lost"):
-                return  # one job of a batch: it ends so when the batch call returns; the others go on
-            if rec.sync is not None:
-                rec.sync.stop()  # kills a child process; a thread runs on, and its slot stays taken until it ends
-            else:
-                rec.task.cancel()
-
-    async def _execute(self, rec: Running) -> None:
-        c = rec.claimed
-        kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
-        payload_json: str | None = None
-        deadline = None if c.timeout is None else self._now() + c.timeout
-        tel = self.telemetry
-        token, ended = None, None
-        if tel.per_attempt:  # what ends the attempt is what was there when it started
-            token, ended = tel.attempt_started(c, self.name), tel.attempt_ended
-        try:
-            rec.started = True
-            self.attempts_run += 1
-            if c.binding in self.app.hooks.internal_bindings:
-                value = await self.app.hooks.run_node(c)
-                result = None if value is None else json.dumps(value)
-            else:
-                spec = self.app.specs.get(c.binding)
-                if spec is None:
-                    raise Permanent(f"this worker has no performer for binding {c.binding!r}")
-                if c.node is not None and c.payload == "":
-                    payload_json = await self.app.hooks.node_payload(c)
-                payload = spec.load_payload(payload_json or c.payload)
-                performer = spec.cls()
-                performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
-                                           c.run_id, c.node, self.app.spawn_child if c.run_id is None
-                                           else self.app.hooks.spawner(c),
-                                           Control(rec, self.progress, self._now, sync=not spec.is_async))
-                performer.env = self.app.env
-                store = self._store if self._store is not None else await self.app.store()
-                performer._steps = StepContext(store, c.id, c.attempt)
-                if spec.push:
-                    if self._push is None:
-                        self._push = PushClient(self.app.signing_secret or b"", self.app.specs)
-                    performer._push = self._push  # type: ignore[attr-defined]
-                if spec.is_async:
-                    value = await performer.perform(payload)
-                else:
-                    rec.sync = self._sync.start(spec, performer, payload, payload_json or c.payload,
-                                                lambda: self._arm(rec))
-                    value = await rec.sync.result()
-                result = spec.dump_result(value)
-        except BaseException as exc:  # how it ended; a SystemExit from a job fails the job, not the worker
-            kind, error, tb, retry_after, wait = reporting.ending_of(exc, rec.stop_reason, c.timeout)
-        if rec.timer is not None:
-            rec.timer.cancel()
-        finished = self._now()
-        outcome = Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb, retry_after,
-                          payload_json, wait, c.run_id)
-        if kind == lifecycle.SNOOZED and (spec := self.app.specs.get(c.binding)) is not None:
-            outcome.max_snoozes = spec.max_snoozes
-        self.outcomes.append(outcome)
-        if self.running.get(rec.key) is rec:
-            del self.running[rec.key]
-        self._kick.set()
-        if ended is not None:
-            ended(c, outcome, token)
