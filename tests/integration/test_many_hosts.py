@@ -171,21 +171,24 @@ async def test_limits_hold_across_four_hosts(network: Network, tmp_path: Path) -
 
     # the rate limit, from every start in the attempts history (one attempt per job): no window of W
     # seconds (W >= 1) holds more than burst (1) + 50 W starts, and the rate over the whole run is not
-    # above 50/s by more than 5 %. Delivered: the starts came one token's time apart (the median gap
-    # within 5 % of 20 ms), and over the whole run at no less than 85 % of the rate: with a burst of 1 a
-    # token taken late is lost (README, "Rate limits"), and on 2 cores running 8 workers, the server and
-    # the Capped jobs, a few handoffs in ten come some milliseconds late (46.5 to 49 per second measured)
+    # above 50/s by more than 5 %. Delivered: with a burst of 1 a token taken late is lost (README, "Rate
+    # limits"), and on 2 cores running 8 workers, the server and the Capped jobs, some handoffs between
+    # workers come milliseconds late (46.5 to 49 per second measured here, a median gap of 20.0 ms; a
+    # busier machine, 21.7 ms): the bounds below leave room for that and still fail a handoff that waits
+    # for a poll or a second token (the bug this guards against delivered 22 to 26 per second)
     assert len(starts) == PACED_JOBS
-    rate = (len(starts) - 1) / (starts[-1] - starts[0])
-    gaps = sorted(b - a for a, b in itertools.pairwise(starts))
-    median = gaps[len(gaps) // 2]
-    assert abs(median - 1 / RATE) <= 0.05 / RATE, f"the median gap between starts was {median * 1000:.2f} ms"
     for width in (1.0, 2.0, 4.0):
         j = 0
         for i, t in enumerate(starts):
             while starts[j] < t - width:
                 j += 1
             assert i - j + 1 <= 1 + RATE * width, f"{i - j + 1} starts within {width:g} s ending at {t}"
-    assert rate <= RATE * 1.05, f"Paced ran at {rate:.2f}/s, above {RATE:g}/s"
-    assert rate >= RATE * 0.85, f"Paced ran at {rate:.2f}/s, below 85 % of {RATE:g}/s"
+    rate = (len(starts) - 1) / (starts[-1] - starts[0])
+    gaps = sorted(b - a for a, b in itertools.pairwise(starts))
+    median = gaps[len(gaps) // 2]
+    late = sum(g > 1.05 / RATE for g in gaps) / len(gaps)
+    delivered = f"{rate:.2f}/s, a median gap of {median * 1000:.2f} ms, {late:.0%} of gaps over 21 ms"
+    assert rate <= RATE * 1.05, f"Paced ran above {RATE:g}/s: {delivered}"
+    assert 0.95 / RATE <= median <= 1.25 / RATE, f"starts were not a token's time apart: {delivered}"
+    assert rate >= RATE * 0.7, f"Paced ran below 70 % of {RATE:g}/s: {delivered}"
     assert took < PACED_JOBS / RATE * 5 + 20

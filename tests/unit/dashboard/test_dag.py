@@ -4,7 +4,6 @@ hostile labels escaped, crossings reduced, a run's nodes summarised, and a 200-n
 from __future__ import annotations
 
 import random
-import time
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
@@ -132,15 +131,13 @@ def test_a_cycle_and_an_empty_graph_still_draw() -> None:
     assert _parse(render_dag_svg([], [])).tag == f"{SVG}svg"
 
 
-@pytest.mark.serial
-def test_a_200_node_graph_renders_fast() -> None:
+def test_a_200_node_graph_draws_every_node_and_edge() -> None:
+    # its time is measured in benchmarks/dag_render.py (RESULTS.md), not here
     nodes, edges = _random_dag(random.Random(3), 200, 0.25)
-    render_dag_svg(nodes, edges)  # warm
-    started = time.perf_counter()
-    svg = render_dag_svg(nodes, edges)
-    took = time.perf_counter() - started
-    assert len(_boxes(_parse(svg))) == 200
-    assert took < 0.25, f"{took * 1000:.0f} ms"
+    root = _parse(render_dag_svg(nodes, edges))
+    assert len(_boxes(root)) == 200
+    paths = {(p.get("data-from"), p.get("data-to")) for p in root.iter(f"{SVG}path") if p.get("data-from")}
+    assert paths == set(edges)
 
 
 def _run(nodes: dict[str, tuple[int, str]], graph: dict[str, list[str]]) -> Run:
