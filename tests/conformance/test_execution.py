@@ -247,8 +247,15 @@ async def test_rate_limit_with_burst_one_delivers_its_rate(app: jobloom.App) -> 
         starts = sorted(j.started_at.timestamp()  # type: ignore[union-attr]
                         for j in (await app.list_jobs(binding="Throttled", limit=100)).jobs)
         assert window_violations(starts, 50.0, 1.0, resolution=DATETIME_RESOLUTION) == []
+        # delivered: the starts come one token's time apart (a worker that polled for tokens, or missed
+        # the one due while it held the lock, would show gaps of two tokens or more); over the whole
+        # run, at least 85 %: a pause of the machine (this test shares it) loses the tokens it spans
+        gaps = sorted(b - a for a, b in itertools.pairwise(starts))
         delivered = (len(starts) - 1) / (starts[-1] - starts[0])
-        assert delivered >= 0.95 * 50, (delivered, [round(b - a, 4) for a, b in itertools.pairwise(starts)])
+        shown = (f"{delivered:.1f}/s, median gap {gaps[len(gaps) // 2] * 1000:.2f} ms, gaps "
+                 f"{[round(b - a, 4) for a, b in itertools.pairwise(starts)]}")
+        assert abs(gaps[len(gaps) // 2] - 0.02) <= 0.001, shown
+        assert delivered >= 0.85 * 50, shown
     finally:
         await stop(worker, task)
 

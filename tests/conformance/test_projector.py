@@ -145,6 +145,49 @@ async def test_projecting_twice_counts_once_and_consumed_events_are_pruned(app: 
     assert stats.total.max == pytest.approx(1.0)
 
 
+def _awkward_events(rng: random.Random, n: int, now: float) -> list[dict[str, Any]]:
+    """Events as a store may hold them: every kind (and kinds the read model does not count), run
+    times missing, negative, zero, on and beside the histogram's bucket bounds, tiny and huge,
+    bindings with quotes and non-ASCII text, moments on and beside minute bounds."""
+    kinds = [*projector._COUNTER_OF, "progress", "it's odd", ""]
+    bounds = [projector.HIST_BASE * projector.HIST_RATIO**k for k in range(0, 300, 7)]
+    durations: list[float | None] = [None, -1.0, -1e-12, 0.0, 1e-12, projector.HIST_BASE, 1e6, *bounds,
+                                     *(b * (1 + 1e-12) for b in bounds), *(b * (1 - 1e-12) for b in bounds)]
+    bindings = ["Ok", "O'Brien", "日本語", "a\nb", "x" * 200]
+    minute = (now // 60) * 60
+    out = []
+    for i in range(n):
+        at = rng.choice([minute, minute - 1e-6, minute + 59.999999, now - rng.random() * 7200, now])
+        duration = rng.choice(durations) if rng.random() < 0.5 else rng.lognormvariate(-4, 2)
+        out.append(event(at, i + 1, rng.choice(bindings), rng.choice(kinds), 1, duration))
+    return out
+
+
+async def test_the_stores_counting_matches_folding_each_event(app: jobloom.App) -> None:
+    """The store counts each batch per binding, minute, kind and run-time bucket in SQL; the read model
+    it leaves is the one folding every event in Python (``stats.fold``) gives."""
+    store = await app.store()
+    events = _awkward_events(random.Random(11), 3000, time.time())
+    await add_events(store, events)
+
+    async def read(tx: Tx) -> list[Any]:
+        return await tx.fetch(projector.Q.project_events, {"limit": len(events)})
+
+    want = projector.fold(await store.transact(read, exclusive=False))
+    assert await project_all(store, limit=333) == len(events)
+
+    async def stats_rows(tx: Tx) -> list[Any]:
+        return await tx.fetch(projector.Q.stats_since, {"minute": 0, "binding": None})
+
+    got = {(r.binding, int(r.minute)): Tally.from_row(r) for r in await store.transact(stats_rows, exclusive=False)}
+    assert got.keys() == want.keys()
+    for key, tally in want.items():
+        other = got[key]
+        assert other.counts == tally.counts, key
+        assert (other.runs, other.histogram, other.run_max) == (tally.runs, tally.histogram, tally.run_max), key
+        assert other.run_time == pytest.approx(tally.run_time, rel=1e-9, abs=1e-12), key
+
+
 async def test_events_after_every_event_was_pruned_are_counted_once(app: jobloom.App) -> None:
     """On SQLite the outbox's seqs are rowids: once every event is folded and deleted they start again
     below the cursor. Nothing may be skipped or counted twice."""

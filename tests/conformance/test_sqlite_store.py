@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from typing import Any
 
@@ -9,7 +10,14 @@ import pytest
 
 from jobloom.engine.jobs import event
 from jobloom.store.base import Tx
-from jobloom.store.sqlite.store import _POSITIONAL, _QUERIES, SQLiteStore, positional
+from jobloom.store.sqlite.store import (
+    _POSITIONAL,
+    _QUERIES,
+    SQLiteStore,
+    add_math_functions,
+    ensure_math_functions,
+    positional,
+)
 
 
 def test_named_parameters_are_numbered_outside_strings_and_comments() -> None:
@@ -50,3 +58,16 @@ async def test_list_values_become_json_arrays_and_a_missing_parameter_is_named(s
         assert [r[0] for r in left] == [5]
     finally:
         await store.close()
+
+
+def test_math_functions_stand_in_where_the_library_lacks_them() -> None:
+    """The projector's SQL uses ln, floor and ceil; a SQLite built without them gets Python's."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        add_math_functions(conn)  # replaces the library's own, where it has them
+        row = conn.execute("SELECT ln(2.0), floor(-1.5), ceil(1.2), ln(NULL), CAST(floor(7.9) AS INTEGER)").fetchone()
+        assert row == (math.log(2.0), -2, 2, None, 7)
+        ensure_math_functions(conn)
+        assert conn.execute("SELECT ceil(ln(100.0))").fetchone() == (5,)
+    finally:
+        conn.close()

@@ -21,6 +21,7 @@ from jobloom.core.rows import (
     CountRow,
     CursorRow,
     EventRow,
+    FoldedEventsRow,
     HeartbeatRow,
     HeldRow,
     JobIdRow,
@@ -161,6 +162,7 @@ class Q:
     prune_pick_others = Query("prune_pick_others", PruneRow)
     job_events = Query("job_events", EventRow)
     project_events = Query("project_events", ProjectedEventRow)
+    fold_events = Query("fold_events", FoldedEventsRow)
     get_projector = Query("get_projector", ProjectorRow)
     lock_projector = Query("lock_projector", CursorRow)
     stats_rows_for = Query("stats_rows_for", StatsRow)

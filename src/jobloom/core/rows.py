@@ -395,6 +395,19 @@ class ProjectedEventRow(NamedTuple):
     duration: float | None
 
 
+class FoldedEventsRow(NamedTuple):
+    """Outbox events counted together: one binding, minute, kind and run-time bucket (``None``: no run time)."""
+
+    binding: str
+    minute: int
+    kind: str
+    bucket: int | None
+    n: int
+    total: float | None
+    top: float | None
+    last_seq: int
+
+
 class ProjectorRow(NamedTuple):
     """The projector's cursor."""
 

@@ -5,10 +5,11 @@ failed, retried, cancelled and stalled, and a histogram of attempt run times (lo
 about 5 % wide, so percentiles are estimates within that). It never decides anything: the
 projector failing or lagging changes no job, and ``App.stats`` reports how many events wait.
 
-Exactly once: one transaction locks the projector's cursor row, reads the oldest events in the
-outbox (by seq), adds them to the read model, deletes them from the outbox and records the last seq
-folded in the cursor. Every event left in the outbox is therefore one not counted yet, and a crash
-anywhere rolls all of that back, so the next pass (in any worker) finds the same events. On
+Exactly once: one transaction locks the projector's cursor row, has the store count the oldest
+events in the outbox (by seq) per binding, minute, kind and run-time bucket, adds those counts to
+the read model, deletes the events from the outbox and records the last seq folded in the cursor.
+Every event left in the outbox is therefore one not counted yet, and a crash anywhere rolls all of
+that back, so the next pass (in any worker) finds the same events. On
 PostgreSQL transactions may commit out of seq order: an event committed late is simply found on a
 later pass, and nothing is skipped or counted twice. Two workers never project at once: SQLite's
 write lock serializes them; on PostgreSQL the cursor row is taken with ``SKIP LOCKED`` and the other
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidOption
 from jobloom.core.queries import Q
-from jobloom.core.rows import ProjectedEventRow, StatsRow
+from jobloom.core.rows import FoldedEventsRow, ProjectedEventRow, StatsRow
 
 if TYPE_CHECKING:
     from jobloom.store.base import Store, Tx
@@ -162,7 +163,8 @@ class Stats:
 
 
 def fold(events: Iterable[ProjectedEventRow]) -> dict[tuple[str, int], Tally]:
-    """Tally ``project_events`` records per (binding, minute)."""
+    """Tally outbox events (``project_events`` records) per (binding, minute), one at a time: the
+    reference the store's own counting (``fold_events``) is tested against."""
     out: dict[tuple[str, int], Tally] = {}
     for e in events:
         key = (e.binding, int(e.at // 60))
@@ -173,18 +175,47 @@ def fold(events: Iterable[ProjectedEventRow]) -> dict[tuple[str, int], Tally]:
     return out
 
 
+def tally_groups(groups: Iterable[FoldedEventsRow]) -> dict[tuple[str, int], Tally]:
+    """Tally ``fold_events`` records (events the store counted per binding, minute, kind and run-time
+    bucket) per (binding, minute)."""
+    out: dict[tuple[str, int], Tally] = {}
+    for g in groups:
+        key = (g.binding, int(g.minute))
+        tally = out.get(key)
+        if tally is None:
+            tally = out[key] = Tally()
+        n = int(g.n)
+        counter = _COUNTER_OF.get(g.kind)
+        if counter is not None:
+            tally.counts[counter] += n
+        if g.bucket is not None and g.total is not None and g.top is not None:
+            tally.runs += n
+            tally.run_time += float(g.total)
+            top = float(g.top)
+            tally.run_max = top if tally.run_max is None else max(tally.run_max, top)
+            b = int(g.bucket)
+            tally.histogram[b] = tally.histogram.get(b, 0) + n
+    return out
+
+
 async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) -> int:
-    """Fold the oldest ``limit`` events of the outbox, and delete them, in one transaction; return how many."""
+    """Fold the oldest ``limit`` events of the outbox, and delete them, in one transaction; return how many.
+
+    The store counts the events per binding, minute, kind and run-time bucket (``fold_events``), so a
+    batch of 1,000 events comes back as a few dozen records.
+    """
 
     async def work(tx: Tx) -> int:
         await tx.execute("init_projector", {"name": name, "now": store.now()})
         cursor = await tx.fetchone(Q.lock_projector, {"name": name})
         if cursor is None:  # another worker is projecting (PostgreSQL): it will fold these events
             return 0
-        events = await tx.fetch(Q.project_events, {"limit": limit})
-        if not events:
+        groups = await tx.fetch(Q.fold_events, {"limit": limit})
+        if not groups:
             return 0
-        tallies = fold(events)
+        last_seq = max(int(g.last_seq) for g in groups)
+        await tx.execute("prune_folded_events", {"last_seq": last_seq})
+        tallies = tally_groups(groups)
         minutes = [m for _, m in tallies]
         bindings = sorted({b for b, _ in tallies})
         for row in await tx.fetch(Q.stats_rows_for, {"bindings": bindings, "lo": min(minutes), "hi": max(minutes)}):
@@ -192,9 +223,8 @@ async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) 
             if key in tallies:
                 tallies[key].merge(Tally.from_row(row))
         await tx.executemany("upsert_stats", [t.params(b, m) for (b, m), t in tallies.items()])
-        await tx.execute("prune_projected_events", {"seqs": [int(e.seq) for e in events]})
-        await tx.execute("save_projector", {"name": name, "last_seq": int(events[-1].seq), "now": store.now()})
-        return len(events)
+        await tx.execute("save_projector", {"name": name, "last_seq": last_seq, "now": store.now()})
+        return sum(int(g.n) for g in groups)
 
     return await store.transact(work)
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import math
 import operator
 import os
 import re
@@ -187,6 +188,28 @@ class SQLiteTx(Tx):
         return list(range(first, last + 1))
 
 
+def ensure_math_functions(conn: sqlite3.Connection) -> None:
+    """Give ``conn`` the math functions the named queries use (``ln``, ``floor``, ``ceil``) where the
+    SQLite library was built without them (SQLite 3.35 and later include them by default)."""
+    try:
+        conn.execute("SELECT ln(2.0), floor(1.5), ceil(1.5)").fetchone()
+    except sqlite3.OperationalError:
+        add_math_functions(conn)
+
+
+def add_math_functions(conn: sqlite3.Connection) -> None:
+    """Define ``ln``, ``floor`` and ``ceil`` on ``conn`` in Python (NULL in, NULL out)."""
+    for name, fn in (("ln", math.log), ("floor", math.floor), ("ceil", math.ceil)):
+        conn.create_function(name, 1, _null_safe(fn), deterministic=True)
+
+
+def _null_safe(fn: Callable[[float], float]) -> Callable[[float | None], float | None]:
+    def call(x: float | None) -> float | None:
+        return None if x is None else fn(x)
+
+    return call
+
+
 class SQLiteStore(Store):
     """SQLite driver. Busy locks are waited on asynchronously, so the event loop never blocks on them."""
 
@@ -221,6 +244,7 @@ class SQLiteStore(Store):
                 await asyncio.sleep(0.01)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        ensure_math_functions(conn)
         self._conn = conn
         self._lock = asyncio.Lock()
 
