@@ -75,11 +75,16 @@ class SecondFormatter(logging.Formatter):
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         """``YYYY-MM-DD HH:MM:SS,mmm`` as the standard formatter writes it."""
-        second = int(record.created)
+        return self.stamp(record.created)
+
+    def stamp(self, created: float) -> str:
+        """The time ``created`` (epoch seconds) as :meth:`formatTime` writes a record made then."""
+        second = int(created)
         if second != self._second:
             self._second = second
-            self._text = time.strftime(self.default_time_format, self.converter(record.created))
-        return f"{self._text},{int(record.msecs):03d}"  # the standard default_msec_format, "%s,%03d"
+            self._text = time.strftime(self.default_time_format, self.converter(created))
+        # the record's msecs as logging computes them, in the standard default_msec_format ("%s,%03d")
+        return f"{self._text},{int((created - second) * 1000):03d}"
 
 
 class BufferedLines(logging.StreamHandler):  # type: ignore[type-arg]
@@ -94,21 +99,40 @@ class BufferedLines(logging.StreamHandler):  # type: ignore[type-arg]
     def emit(self, record: logging.LogRecord) -> None:
         """Format and buffer the line; flush when it is due."""
         try:
-            self.stream.write(self.format(record) + "\n")
-            if record.levelno >= logging.WARNING:
-                self.flush(force=True)
-                return
-            if self._pending_since is None:
-                loop = _loop_here()
-                if loop is None:  # no event loop in this thread to flush later: now
-                    self.flush(force=True)
-                    return
-                self._pending_since = time.monotonic()
-                loop.call_later(FLUSH_EVERY, self.flush, True)
+            self._write(self.format(record), record.levelno)
         except RecursionError:
             raise
         except Exception:
             self.handleError(record)
+
+    def write_line(self, created: float, level: int, name: str, message: str) -> None:
+        """Buffer the line a record of logger ``name`` at ``level`` with ``message`` (no arguments, no
+        exception) made at ``created`` would give, without making the record: for a handler that
+        :func:`direct_handler` returned."""
+        formatter = self.formatter
+        assert isinstance(formatter, SecondFormatter)
+        self.acquire()
+        try:
+            self._write(f"{formatter.stamp(created)} {logging.getLevelName(level)} {name} {message}", level)
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(logging.makeLogRecord({"name": name, "levelno": level, "msg": message}))
+        finally:
+            self.release()
+
+    def _write(self, line: str, level: int) -> None:
+        self.stream.write(line + "\n")
+        if level >= logging.WARNING:
+            self.flush(force=True)
+            return
+        if self._pending_since is None:
+            loop = _loop_here()
+            if loop is None:  # no event loop in this thread to flush later: now
+                self.flush(force=True)
+                return
+            self._pending_since = time.monotonic()
+            loop.call_later(FLUSH_EVERY, self.flush, True)
 
     def flush(self, force: bool = False) -> None:
         """Write out what is buffered (``logging`` calls this without ``force`` after every line: no-op
@@ -127,6 +151,30 @@ class BufferedLines(logging.StreamHandler):  # type: ignore[type-arg]
         """Flush everything, then close as a stream handler does (the stream itself stays open)."""
         self.flush(force=True)
         super().close()
+
+
+def direct_handler(logger: logging.Logger, level: int) -> BufferedLines | None:
+    """The one handler a record of ``logger`` at ``level`` would reach, when writing the line to it
+    directly (:meth:`BufferedLines.write_line`) gives exactly what the record would: a
+    :class:`BufferedLines` with the text format (:data:`FORMAT`), and no filter, other handler or
+    disabled logger on the way. ``None`` otherwise (JSON lines, an app's own handlers or filters):
+    make the record then."""
+    found: BufferedLines | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        if current.filters or current.disabled:
+            return None
+        for handler in current.handlers:
+            if found is not None or type(handler) is not BufferedLines or handler.filters or level < handler.level:
+                return None
+            formatter = handler.formatter
+            if type(formatter) is not SecondFormatter or formatter._fmt != FORMAT:
+                return None
+            found = handler
+        if not current.propagate:
+            break
+        current = current.parent
+    return found
 
 
 def _loop_here() -> asyncio.AbstractEventLoop | None:

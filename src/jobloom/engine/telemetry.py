@@ -12,8 +12,11 @@ the ones an app enabled (``App.telemetry``), and asks each child only for what i
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from jobloom.engine.logs import direct_handler
 
 if TYPE_CHECKING:
     from jobloom.engine.jobs import Claimed, NewJob, Outcome
@@ -154,16 +157,22 @@ class OutcomeLog(Telemetry):
             return
         c, error = claimed, outcome.error
         duration = outcome.finished_at - c.started_at
+        args = (c.id, c.binding, c.attempt, outcome.kind, duration * 1000, f" error={error!r}" if error else "")
+        # a line per job: where the worker's own text lines are all that would handle the record, the
+        # line is written without making one (its fields are for structured handlers only)
+        direct = direct_handler(log, logging.INFO)
+        if direct is not None:
+            direct.write_line(time.time(), logging.INFO, log.name, OUTCOME_LINE % args)
+            return
         fields: dict[str, Any] = {"event": "job_outcome", "job_id": c.id, "binding": c.binding, "attempt": c.attempt,
                                   "outcome": outcome.kind, "duration": round(duration, 6), "worker": outcome.worker}
         if c.run_id is not None:
             fields["run_id"], fields["node"] = c.run_id, c.node
         if error:
             fields["error"] = error
-        # made as log.info would, without its look-up of the caller's frame (a line per job)
-        log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, OUTCOME_LINE,
-                                  (c.id, c.binding, c.attempt, outcome.kind, duration * 1000,
-                                   f" error={error!r}" if error else ""), None, "attempt_ended", fields))
+        # made as log.info would, without its look-up of the caller's frame
+        log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, OUTCOME_LINE, args, None, "attempt_ended",
+                                  fields))
 
     def store_failed(self, worker: str, exc: BaseException, first: bool) -> None:
         """``store_lost`` at WARNING, once per outage."""
