@@ -57,7 +57,6 @@ class Execution:
         self.running[rec.key] = rec
         loop = asyncio.get_running_loop()
         rec.task = loop.create_task(self._execute(rec))
-        rec.task.add_done_callback(lambda _t: self._ended_unstarted([rec]))
         spec = self.app.specs.get(claimed.binding)
         if claimed.timeout is not None and (spec is None or spec.is_async):  # a sync job's clock starts with it
             rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, rec.key, "timeout")
@@ -112,11 +111,23 @@ class Execution:
         self._batched -= len(recs) - 1
         self._kick.set()
 
+    def _cancel(self, rec: Running) -> None:
+        """Cancel ``rec``'s task. A task cancelled before its first step never runs its body, so nothing
+        in it would end the attempt: one not begun yet gets a done callback that does (a batch's task
+        has one from the start). Attempts that begin end in their own body, so the common path pays
+        for no callback."""
+        task = rec.task
+        if task is None:
+            return
+        if not rec.started and not rec.batch:
+            task.add_done_callback(lambda _t: self._ended_unstarted([rec]))
+        task.cancel()
+
     def _ended_unstarted(self, recs: list[Running]) -> None:
         """A task ended without its attempts' ending: stopped before it began (a task cancelled before its
-        first step never runs its body), or failed in jobloom's own code around the call. Report each
-        attempt still held as the stop made it end (cancelled, timed out, lost) and let go of it: held,
-        it would be heartbeated, and its job left running, for ever."""
+        first step never runs its body: see :meth:`_cancel`), or, for a batch, failed in jobloom's own
+        code around the call. Report each attempt still held as the stop made it end (cancelled, timed
+        out, lost) and let go of it: held, it would be heartbeated, and its job left running, for ever."""
         left = [r for r in recs if self.running.get(r.key) is r]
         if not left:
             return
@@ -151,7 +162,7 @@ class Execution:
             if rec.sync is not None:
                 rec.sync.stop()  # kills a child process; a thread runs on, and its slot stays taken until it ends
             else:
-                rec.task.cancel()
+                self._cancel(rec)
 
     async def _execute(self, rec: Running) -> None:
         c = rec.claimed
@@ -160,10 +171,10 @@ class Execution:
         deadline = None if c.timeout is None else self._now() + c.timeout
         tel = self.telemetry
         token, ended = None, None
-        if tel.per_attempt:  # what ends the attempt is what was there when it started
-            token, ended = tel.attempt_started(c, self.name), tel.attempt_ended
-        try:
+        try:  # from its first step on, the body ends the attempt, whatever fails in it
             rec.started = True
+            if tel.per_attempt:  # what ends the attempt is what was there when it started
+                token, ended = tel.attempt_started(c, self.name), tel.attempt_ended
             self.attempts_run += 1
             if c.binding in self.app.hooks.internal_bindings:
                 value = await self.app.hooks.run_node(c)

@@ -45,6 +45,9 @@ class Shutdown:
     def _stop_job(self, key: Key, reason: str) -> None:  # pragma: no cover - the worker's
         raise NotImplementedError
 
+    def _cancel(self, rec: Running) -> None:  # pragma: no cover - the worker's
+        raise NotImplementedError
+
     async def _cycle_with_retry(self, *, claim: bool) -> CycleResult | None:  # pragma: no cover - the worker's
         raise NotImplementedError
 
@@ -103,8 +106,8 @@ class Shutdown:
         for key, rec in list(self.running.items()):
             if rec.started:
                 self._stop_job(key, "shutdown")
-            elif rec.task is not None:
-                rec.task.cancel()
+            else:
+                self._cancel(rec)
         # a sync thread cannot be stopped: its job is not reported while it runs; when this process
         # exits its lease expires and the reaper handles the job (retried, or stalled if at most once)
         hung = [r.claimed.id for r in self.running.values() if r.sync is not None and not r.sync.stoppable

@@ -155,9 +155,9 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         finally:
             for task in helpers:
                 task.cancel()
-            for rec in self.running.values():
-                if rec.task is not None and rec.sync is None:
-                    rec.task.cancel()
+            for rec in list(self.running.values()):
+                if rec.sync is None:
+                    self._cancel(rec)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(wake.close(), 1.0)
             self._sync.close()
