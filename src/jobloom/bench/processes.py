@@ -127,7 +127,10 @@ class WorkerGroup:
         except psutil.Error:
             return
         root_works = False  # the root is a worker process once `jobloom worker` has exec'd it (one process)
-        while self._sampling.is_set():
+        while True:
+            # once stopping, one last sample while the processes still run (stop() ends them after this
+            # thread): a drain shorter than the interval still has a sample after its end
+            last = not self._sampling.is_set()
             try:
                 children = root.children(recursive=True)
                 if not root_works:
@@ -148,6 +151,8 @@ class WorkerGroup:
             now = time.time()
             self._cpu.append((now, cpu))
             self._totals.append((now, total, 1 + len(children)))
+            if last:
+                return
             time.sleep(RSS_INTERVAL)
 
     @property
