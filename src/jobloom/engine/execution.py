@@ -51,7 +51,6 @@ class Execution:
     def _now(self) -> float:  # pragma: no cover - the worker's
         raise NotImplementedError
 
-
     def _start(self, claimed: Claimed, lease_until: float) -> None:
         rec = Running(claimed, lease_until)
         self.running[rec.key] = rec

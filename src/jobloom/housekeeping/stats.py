@@ -83,15 +83,22 @@ class Tally:
 
     def add_event(self, kind: str, duration: float | None) -> None:
         """Count one outbox event."""
+        if kind in _TIMED and duration is not None and duration >= 0:
+            self.add(kind, 1, bucket_of(duration), duration, duration)
+        else:
+            self.add(kind, 1)
+
+    def add(self, kind: str, n: int, bucket: int | None = None, total: float = 0.0, top: float = 0.0) -> None:
+        """Count ``n`` events of ``kind``; with a ``bucket``, ``n`` attempt run times in it, adding up to
+        ``total`` seconds, the longest ``top``."""
         counter = _COUNTER_OF.get(kind)
         if counter is not None:
-            self.counts[counter] += 1
-        if kind in _TIMED and duration is not None and duration >= 0:
-            self.runs += 1
-            self.run_time += duration
-            self.run_max = duration if self.run_max is None else max(self.run_max, duration)
-            b = bucket_of(duration)
-            self.histogram[b] = self.histogram.get(b, 0) + 1
+            self.counts[counter] += n
+        if bucket is not None:
+            self.runs += n
+            self.run_time += total
+            self.run_max = top if self.run_max is None else max(self.run_max, top)
+            self.histogram[bucket] = self.histogram.get(bucket, 0) + n
 
     def merge(self, other: Tally) -> None:
         """Add another tally to this one."""
@@ -184,17 +191,10 @@ def tally_groups(groups: Iterable[FoldedEventsRow]) -> dict[tuple[str, int], Tal
         tally = out.get(key)
         if tally is None:
             tally = out[key] = Tally()
-        n = int(g.n)
-        counter = _COUNTER_OF.get(g.kind)
-        if counter is not None:
-            tally.counts[counter] += n
         if g.bucket is not None and g.total is not None and g.top is not None:
-            tally.runs += n
-            tally.run_time += float(g.total)
-            top = float(g.top)
-            tally.run_max = top if tally.run_max is None else max(tally.run_max, top)
-            b = int(g.bucket)
-            tally.histogram[b] = tally.histogram.get(b, 0) + n
+            tally.add(g.kind, int(g.n), int(g.bucket), float(g.total), float(g.top))
+        else:
+            tally.add(g.kind, int(g.n))
     return out
 
 
