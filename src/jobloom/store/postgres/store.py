@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
-from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from jobloom.core.errors import CommitUnknown, StoreError
 from jobloom.core.retrying import Delays
-from jobloom.store.base import Store, Tx, Wakeups, retried, run_without_loop
+from jobloom.store.base import Store, Tx, Wakeups, retried
+from jobloom.store.postgres.caller import in_callers_transaction, in_callers_transaction_sync
 from jobloom.store.postgres.connect import ServerClock, connect_when_up
 from jobloom.store.postgres.faults import _connection_lost, _has_unread, is_transient
 from jobloom.store.postgres.listen import Listener
@@ -303,24 +303,7 @@ class PostgresStore(Store):
         are notified at commit (``NOTIFY`` is transactional). ``fn`` runs under a savepoint: if it
         fails, its writes are undone and the caller's transaction stays usable.
         """
-        if not isinstance(conn, psycopg.AsyncConnection):
-            raise StoreError(
-                f"connection= on a PostgreSQL store takes a psycopg.AsyncConnection here, not {type(conn).__name__}"
-            )
-        if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            raise StoreError("transactional enqueue needs a connection inside a transaction")
-        cur = await conn.execute(self._enter_sql())
-        old_path = await _old_search_path(cur)
-        try:
-            tx = PostgresTx(conn, channel=self.channel)
-            result = await fn(tx)
-            await tx.connection()  # its deferred writes go out before the savepoint is released
-        except BaseException:
-            with contextlib.suppress(psycopg.Error):  # the connection is gone: the caller's rollback
-                await conn.execute(self._exit_sql(old_path, ok=False))
-            raise
-        await conn.execute(self._exit_sql(old_path, ok=True))
-        return result
+        return await in_callers_transaction(conn, fn, channel=self.channel, schema=self.schema)
 
     def transact_on_sync(self, conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         """:meth:`transact_on` for a synchronous ``psycopg.Connection``.
@@ -328,46 +311,7 @@ class PostgresStore(Store):
         ``fn`` is the same kind of coroutine function as for :meth:`transact`, but it must await only
         the Tx it is given: it runs to completion in the calling thread, without an event loop.
         """
-        if not isinstance(conn, psycopg.Connection):
-            raise StoreError(
-                f"connection= on a PostgreSQL store takes a psycopg.Connection here, not {type(conn).__name__}"
-            )
-        if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            raise StoreError("transactional enqueue needs a connection inside a transaction")
-        cur = conn.execute(self._enter_sql())
-        old_path = None
-        if self.schema is not None:
-            cur.nextset()
-            row = cur.fetchone()
-            old_path = None if row is None else row[0]
-        try:
-            result = run_without_loop(fn(SyncPostgresTx(conn)))
-        except BaseException:
-            with contextlib.suppress(psycopg.Error):  # the connection is gone: the caller's rollback
-                conn.execute(self._exit_sql(old_path, ok=False))
-            raise
-        conn.execute(self._exit_sql(old_path, ok=True))
-        return result
-
-    def _enter_sql(self) -> sql.Composed:
-        # One round trip: a savepoint, and (with a schema) this store's search_path for the
-        # transaction, reading the caller's first so that it can be put back.
-        parts: list[sql.Composable] = [sql.SQL("SAVEPOINT jobloom_enqueue")]
-        if self.schema is not None:
-            parts.append(sql.SQL("SELECT current_setting('search_path'), set_config('search_path', {}, true)")
-                         .format(sql.Literal(sql.Identifier(self.schema).as_string(None))))
-        return sql.SQL("; ").join(parts)
-
-    def _exit_sql(self, old_path: str | None, *, ok: bool) -> sql.Composed:
-        parts: list[sql.Composable] = []
-        if ok:
-            parts.append(sql.SQL("SELECT pg_notify({}, '')").format(sql.Literal(self.channel)))
-        else:
-            parts.append(sql.SQL("ROLLBACK TO SAVEPOINT jobloom_enqueue"))
-        if old_path is not None:
-            parts.append(sql.SQL("SELECT set_config('search_path', {}, true)").format(sql.Literal(old_path)))
-        parts.append(sql.SQL("RELEASE SAVEPOINT jobloom_enqueue"))
-        return sql.SQL("; ").join(parts)
+        return in_callers_transaction_sync(conn, fn, channel=self.channel, schema=self.schema)
 
     # -- wake-ups -----------------------------------------------------------------------------------
 
@@ -489,13 +433,6 @@ class _Phase:
 
     def __init__(self) -> None:
         self.unsure = False
-
-
-async def _old_search_path(cur: psycopg.AsyncCursor[TupleRow]) -> str | None:
-    if not cur.nextset():
-        return None
-    row = await cur.fetchone()
-    return None if row is None else str(row[0])
 
 
 __all__ = ["PostgresStore", "PostgresTx", "SyncPostgresTx", "is_transient", "to_psycopg"]
