@@ -96,6 +96,10 @@ def _with_event(job: NewJob) -> dict[str, Any]:
     return row
 
 
+_SUCCEEDED = lifecycle.Transition("succeeded")
+_FAILED = lifecycle.Transition("failed")
+
+
 async def report(
     tx: Tx, outcomes: Sequence[Outcome], now: float, *, hooks: EngineHooks,
     locked: list[RunningRow] | None = None,
@@ -150,9 +154,9 @@ async def report(
                 continue
             if spawn_error is not None:
                 o.error = spawn_error
-            nxt = lifecycle.Transition("failed" if spawn_error is not None else "succeeded")
+            nxt = _FAILED if spawn_error is not None else _SUCCEEDED
         elif o.kind == lifecycle.SUCCEEDED:
-            nxt = lifecycle.Transition("succeeded")
+            nxt = _SUCCEEDED
         else:
             if binding not in backoffs:
                 backoffs[binding] = policy_from_row(await tx.fetchone(Q.get_binding, {"binding": binding}))[2]

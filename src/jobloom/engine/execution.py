@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jobloom.core import lifecycle
@@ -48,21 +49,21 @@ class Execution:
     _push: PushClient | None
     _sync: runners.SyncRunner
 
-    def _now(self) -> float:  # pragma: no cover - the worker's
-        raise NotImplementedError
+    _now: Callable[[], float]
+    """The store's clock (epoch seconds): every time this worker stores or compares with stored times."""
 
     def _start(self, claimed: Claimed, lease_until: float) -> None:
-        rec = Running(claimed, lease_until)
-        self.running[rec.key] = rec
+        key = (claimed.id, claimed.attempt)
+        rec = self.running[key] = Running(claimed, lease_until, key)
         loop = asyncio.get_running_loop()
         rec.task = loop.create_task(self._execute(rec))
-        spec = self.app.specs.get(claimed.binding)
-        if claimed.timeout is not None and (spec is None or spec.is_async):  # a sync job's clock starts with it
-            rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, rec.key, "timeout")
+        if claimed.timeout is not None and ((spec := self.app.specs.get(claimed.binding)) is None or spec.is_async):
+            # a sync job's clock starts with its thread or child process
+            rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, key, "timeout")
 
     def _start_batch(self, claims: list[Claimed], lease_until: float) -> None:
         """Start a batch performer's batch: one task for all its jobs, each job its own attempt."""
-        recs = [Running(c, lease_until, batch=len(claims)) for c in claims]
+        recs = [Running(c, lease_until, (c.id, c.attempt), batch=len(claims)) for c in claims]
         task = asyncio.get_running_loop().create_task(self._execute_batch(recs))
         for rec in recs:
             rec.task = task

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jobloom.engine import coordinator, registry
@@ -31,9 +32,7 @@ class LeaseKeeping:
     running: dict[Key, Running]
     outcomes: list[Outcome]
     progress: ProgressBuffer
-
-    def _now(self) -> float:  # pragma: no cover - the worker's
-        raise NotImplementedError
+    _now: Callable[[], float]  # the store's clock: the worker's
 
     def _stop_job(self, key: Key, reason: str) -> None:  # pragma: no cover - the worker's
         raise NotImplementedError

@@ -22,16 +22,13 @@ class Running:
 
     claimed: Claimed
     lease_until: float  # monotonic: the lease has surely expired by then unless renewed
+    key: Key  # (claimed.id, claimed.attempt)
     task: asyncio.Task[None] | None = None
     started: bool = False
     stop_reason: str | None = None  # "cancel", "timeout", "shutdown" or "lease_lost"
     timer: asyncio.TimerHandle | None = None
     sync: runners.SyncRun | None = None  # a sync perform under way: stopped through it, not by cancelling
     batch: int = 0  # a batch performer's job: the size of its batch (it shares the batch's task)
-    key: Key = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.key = (self.claimed.id, self.claimed.attempt)
 
 
 @dataclass(slots=True)

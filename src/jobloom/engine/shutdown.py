@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jobloom.engine import coordinator, registry
@@ -38,9 +39,7 @@ class Shutdown:
     _stop_deadline: float | None
     _abandoned: bool
     _main: asyncio.Task[None] | None
-
-    def _now(self) -> float:  # pragma: no cover - the worker's
-        raise NotImplementedError
+    _now: Callable[[], float]  # the store's clock: the worker's
 
     def _stop_job(self, key: Key, reason: str) -> None:  # pragma: no cover - the worker's
         raise NotImplementedError

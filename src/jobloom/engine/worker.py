@@ -105,6 +105,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         self._unsure = False
         self._batched = 0  # jobs running in batches beyond the first of each: they take no slot
         self._store: Store | None = None  # the store of the loop it runs on, once it runs
+        self._now = self._clock
         self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
         self.next_due: float | None = None
         self._pacing = Pacing()
@@ -117,7 +118,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish or release running jobs within the grace period."""
         self._main = asyncio.current_task()
-        self._store = await self.app.store()
+        self._use_store(await self.app.store())
         if self._stopping:  # stopped before it started
             asyncio.get_running_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
         store = await self.app.store()
@@ -167,7 +168,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
     async def drain(self) -> int:
         """Run every due job in-process until nothing is runnable or running, and the housekeepers due on
         the way; return the attempts run. :attr:`next_due` is then when a job is next due (or None)."""
-        store = self._store = await self.app.store()
+        store = self._use_store(await self.app.store())
         await self.app.register_bindings(self.bindings)
         made: list[bool] = []
         while True:
@@ -213,10 +214,16 @@ class Worker(Execution, LeaseKeeping, Shutdown):
 
     # -- the cycle --------------------------------------------------------------------------------
 
-    def _now(self) -> float:
-        """The store's clock (every time this worker stores or compares with stored times)."""
+    def _clock(self) -> float:
+        """The store's clock before the worker runs (the store may not be open yet)."""
         store = self._store or self.app.store_if_open()
         return time.time() if store is None else store.now()
+
+    def _use_store(self, store: Store) -> Store:
+        """The store the worker runs on: its clock is now read directly (once per attempt and per cycle)."""
+        self._store = store
+        self._now = store.now
+        return store
 
     def _free(self) -> int:
         return self.concurrency - len(self.running) + self._batched  # a batch takes one slot
