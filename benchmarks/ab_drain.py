@@ -17,6 +17,10 @@ finish, sampled every 20 ms and interpolated), which a busy shared machine moves
 and the peak RSS of all of them added up in that window.
 
     .venv/bin/python benchmarks/ab_drain.py /tmp/before/src src --defaults --pairs 3
+
+``AB_NO_PROJECTOR=1`` in the environment leaves the read model's projector out of both trees' app
+(``ab/noopapp.py``). Engines before ``2236ee7`` ran housekeeping only when a cycle left nothing to
+do, so their projector folded the outbox after the drain window; without it, both trees do the same work.
 """
 
 from __future__ import annotations
