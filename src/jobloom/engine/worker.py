@@ -118,10 +118,9 @@ class Worker(Execution, LeaseKeeping, Shutdown):
     async def run(self) -> None:
         """Work until :meth:`stop`; then finish or release running jobs within the grace period."""
         self._main = asyncio.current_task()
-        self._use_store(await self.app.store())
+        store = self._use_store(await self.app.store())
         if self._stopping:  # stopped before it started
             asyncio.get_running_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
-        store = await self.app.store()
         await self.app.register_bindings(self.bindings)
         await store.transact(self._beat)
         wake = await store.wakeups()
