@@ -81,14 +81,15 @@ async def test_hung_sync_jobs_hold_their_slots_until_their_threads_return(
 ) -> None:
     hung = await app.enqueue_many([("SyncGate", {"hold": True}) for _ in range(3)])
     quick = await app.enqueue_many([("SyncGate", {}) for _ in range(6)])
+    lease = 2.0  # a loaded machine may stall a worker's renewals for a second: past that, a lease is lost
     for _ in range(2):
-        sprocs.worker(concurrency=3)
+        sprocs.worker(concurrency=3, lease=lease)
     starts = await eventually(lambda: len(_lines(sprocs, "start")) >= 3 and _lines(sprocs, "start"), timeout=30,
                               what="the three held jobs started")
     assert set(starts) == {j.id for j in hung}, "the held jobs came first and filled the binding"
     # past their timeout and past a whole lease: they stay running and keep their leases
     last = max(starts.values())
-    await eventually(lambda: time.time() > last + 1.0 + 1.5, timeout=10, what="timeout and a lease passed")
+    await eventually(lambda: time.time() > last + 1.0 + lease + 0.5, timeout=10, what="timeout and a lease passed")
     for job in hung:
         now = await app.get_job(job.id)
         assert now.state == "running" and now.attempt == 1, now
