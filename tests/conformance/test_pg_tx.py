@@ -95,7 +95,7 @@ async def test_a_deferred_write_that_fails_rolls_the_whole_transaction_back(stor
     assert await store.transact(count, exclusive=False) == ([], [])
 
 
-async def test_insert_jobs_returns_ids_in_row_order_with_one_event_each(store: PostgresStore) -> None:
+async def test_insert_jobs_returns_ids_in_row_order_with_their_events_counted(store: PostgresStore) -> None:
     rows = [{**new_job(payload=f'{{"to": "{i}"}}').params(), "event": "enqueued"} for i in range(300)]
     ids = await store.autocommit(lambda tx: tx.insert_jobs(rows, 123.0))
 
@@ -105,7 +105,16 @@ async def test_insert_jobs_returns_ids_in_row_order_with_one_event_each(store: P
 
     jobs, events = await store.transact(read, exclusive=False)
     assert [json_to(j) for j in jobs] == [str(i) for i in range(300)]
-    assert sorted((e[1], e[3]) for e in events) == [(123.0, "enqueued")] * 300
+    # one outbox row counting the 300 enqueues (seq, at, binding, kind, duration, n, top, bucket)
+    assert [(e.at, e.kind, e.n, e.top, e.bucket) for e in events] == [(123.0, "enqueued", 300, None, None)]
+    one = await store.autocommit(lambda tx: tx.insert_jobs(rows[:1], 124.0))
+
+    async def read_one(tx: Tx) -> Any:
+        return await tx.fetch("job_events", {"job_id": one[0]})
+
+    assert [(e.at, e.kind, e.attempt) for e in await store.transact(read_one, exclusive=False)] == [
+        (124.0, "enqueued", 0)
+    ]  # an event alone names its job
 
 
 def json_to(row: Any) -> str:

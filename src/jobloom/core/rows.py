@@ -374,11 +374,11 @@ class PruneRow(NamedTuple):
 
 
 class EventRow(NamedTuple):
-    """An outbox event (``jobloom_events``)."""
+    """An outbox row (``jobloom_events``) of one job's event (a row counting several names no job)."""
 
     seq: int
     at: float
-    job_id: int
+    job_id: int | None
     binding: str
     kind: str
     attempt: int
@@ -386,13 +386,17 @@ class EventRow(NamedTuple):
 
 
 class ProjectedEventRow(NamedTuple):
-    """An outbox event as the projector folds it."""
+    """An outbox row as the projector folds it: ``n`` events (one, or several counted together, whose run
+    times add up to ``duration``, the longest ``top``, all in histogram bucket ``bucket``)."""
 
     seq: int
     at: float
     binding: str
     kind: str
     duration: float | None
+    n: int = 1
+    top: float | None = None
+    bucket: int | None = None
 
 
 class FoldedEventsRow(NamedTuple):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from jobloom.core.outbox import count_events
 from jobloom.core.rows import MovedRow, PolicyRow, RunningRow
 from jobloom.store.base import Tx
 
@@ -128,6 +129,12 @@ def event(
 
 
 async def emit(tx: Tx, events: Sequence[dict[str, Any]]) -> None:
-    """Append events to the outbox, in the transaction that made the state changes."""
-    if events:
-        await tx.executemany("insert_event", events)
+    """Append events to the outbox, in the transaction that made the state changes (many events of one
+    kind and binding as one counted row: :func:`~jobloom.core.outbox.count_events`)."""
+    if not events:
+        return
+    single, counted = count_events(events)
+    if single:
+        await tx.executemany("insert_event", single)
+    if counted:
+        await tx.executemany("insert_counted_event", counted)

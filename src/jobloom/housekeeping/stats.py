@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidOption
+from jobloom.core.histogram import HIST_BASE, HIST_RATIO, bucket_of, bucket_value, timed_bucket
 from jobloom.core.queries import Q
 from jobloom.core.rows import FoldedEventsRow, ProjectedEventRow, StatsRow
 
@@ -39,21 +40,6 @@ COUNTERS = ("enqueued", "started", "succeeded", "failed", "retried", "cancelled"
 _COUNTER_OF = {"enqueued": "enqueued", "scheduled": "enqueued", "waiting": "enqueued", "started": "started",
                "succeeded": "succeeded", "failed": "failed", "retried": "retried", "cancelled": "cancelled",
                "stalled": "stalled"}
-_TIMED = frozenset({"succeeded", "failed", "retried"})  # attempts that ran and ended: their run time counts
-HIST_BASE = 0.00001  # bucket 0 holds run times up to 10 µs
-HIST_RATIO = 1.1  # bucket i holds (HIST_BASE * r**(i-1), HIST_BASE * r**i]
-
-
-def bucket_of(seconds: float) -> int:
-    """The histogram bucket of a run time."""
-    if seconds <= HIST_BASE:
-        return 0
-    return max(1, math.ceil(math.log(seconds / HIST_BASE) / math.log(HIST_RATIO) - 1e-9))
-
-
-def bucket_value(index: int) -> float:
-    """A representative run time of a bucket (the geometric middle of its bounds)."""
-    return HIST_BASE / 2 if index == 0 else HIST_BASE * HIST_RATIO ** (index - 0.5)
 
 
 def percentile(histogram: dict[int, int], q: float, top: float | None = None) -> float | None:
@@ -83,8 +69,9 @@ class Tally:
 
     def add_event(self, kind: str, duration: float | None) -> None:
         """Count one outbox event."""
-        if kind in _TIMED and duration is not None and duration >= 0:
-            self.add(kind, 1, bucket_of(duration), duration, duration)
+        bucket = timed_bucket(kind, duration)
+        if bucket is not None and duration is not None:
+            self.add(kind, 1, bucket, duration, duration)
         else:
             self.add(kind, 1)
 
@@ -170,15 +157,21 @@ class Stats:
 
 
 def fold(events: Iterable[ProjectedEventRow]) -> dict[tuple[str, int], Tally]:
-    """Tally outbox events (``project_events`` records) per (binding, minute), one at a time: the
-    reference the store's own counting (``fold_events``) is tested against."""
+    """Tally outbox events (``project_events`` records, each one event or several counted together) per
+    (binding, minute), one row at a time: the reference the store's own counting (``fold_events``) is
+    tested against."""
     out: dict[tuple[str, int], Tally] = {}
     for e in events:
         key = (e.binding, int(e.at // 60))
         tally = out.get(key)
         if tally is None:
             tally = out[key] = Tally()
-        tally.add_event(e.kind, e.duration)
+        if e.n == 1:
+            tally.add_event(e.kind, e.duration)
+        elif e.bucket is not None and e.duration is not None:
+            tally.add(e.kind, e.n, e.bucket, e.duration, e.duration if e.top is None else e.top)
+        else:
+            tally.add(e.kind, e.n)
     return out
 
 
@@ -307,5 +300,5 @@ async def read_stats(store: Store, *, binding: str | None = None, since: Any = N
     )
 
 
-__all__ = ["BATCH", "COUNTERS", "Figures", "Projector", "Stats", "Tally", "bucket_of", "bucket_value", "fold",
-           "percentile", "project_once", "read_stats"]
+__all__ = ["BATCH", "COUNTERS", "HIST_BASE", "HIST_RATIO", "Figures", "Projector", "Stats", "Tally", "bucket_of",
+           "bucket_value", "fold", "percentile", "project_once", "read_stats"]

@@ -273,6 +273,12 @@ WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled')
 INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
 VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
 
+-- name: insert_counted_event
+-- n events of one kind for one binding at one moment, in one row that names no job: duration is their
+-- run times added up, top the longest, bucket the histogram bucket they share (NULL: no run time).
+INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration, n, top, bucket)
+VALUES (:at, NULL, :binding, :kind, 0, :duration, :n, :top, :bucket)
+
 -- name: running_of_worker
 SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker
 

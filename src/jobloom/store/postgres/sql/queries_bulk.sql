@@ -3,9 +3,10 @@
 -- of row objects in :rows (the same keys as the statement's parameters), so N rows are one statement.
 
 -- name: insert_job__with_events
--- New jobs and their events in one statement, and (with :channel) a wake-up for the workers at commit.
--- Ids come back in the rows' order: the rows are inserted in "i" order and an INSERT returns its
--- rows in the order it inserted them, which also numbers them for their events.
+-- New jobs and their events (one outbox row per binding and kind) in one statement, and (with
+-- :channel) a wake-up for the workers at commit. Ids come back in the rows' order: the rows are
+-- inserted in "i" order and an INSERT returns its rows in the order it inserted them, which also
+-- numbers them for their events.
 WITH r AS (
     SELECT * FROM json_to_recordset(:rows::json) AS r(
         i int, binding text, state text, payload text, priority int, run_at float8, max_attempts int,
@@ -21,8 +22,10 @@ WITH r AS (
 ), n AS (
     SELECT id, row_number() OVER () - 1 AS i FROM j
 ), e AS (
-    INSERT INTO jobloom_events (at, job_id, binding, kind)
-    SELECT :at, n.id, r.binding, r.event FROM n JOIN r USING (i)
+    -- one row per binding and kind: naming its job when it holds one event, counting them otherwise
+    INSERT INTO jobloom_events (at, job_id, binding, kind, n)
+    SELECT :at, CASE WHEN count(*) = 1 THEN min(n.id) END, r.binding, r.event, count(*)
+    FROM n JOIN r USING (i) GROUP BY r.binding, r.event
 )
 SELECT id, (SELECT pg_notify(:channel::text, '') WHERE :channel::text IS NOT NULL) FROM n ORDER BY i
 
@@ -31,6 +34,12 @@ INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
 SELECT at, job_id, binding, kind, attempt, duration
 FROM json_to_recordset(:rows::json)
      AS r(at float8, job_id bigint, binding text, kind text, attempt int, duration float8)
+
+-- name: insert_counted_event__bulk
+INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration, n, top, bucket)
+SELECT at, NULL, binding, kind, 0, duration, n, top, bucket
+FROM json_to_recordset(:rows::json)
+     AS r(at float8, binding text, kind text, duration float8, n int, top float8, bucket int)
 
 -- name: insert_attempt__bulk
 INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)

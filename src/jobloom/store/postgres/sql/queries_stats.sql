@@ -20,23 +20,26 @@ SELECT last_seq, updated_at FROM jobloom_projector WHERE name = :name
 UPDATE jobloom_projector SET last_seq = :last_seq, updated_at = :now WHERE name = :name
 
 -- name: fold_events
--- Deletes the oldest :limit events and returns them counted per binding, minute, kind and run-time
--- bucket: the histogram's bucket_of in SQL (0 up to 10 µs, then ceil(ln(d / 10 µs) / ln(1.1)), at
--- least 1), NULL for an event without a run time. One statement reads and deletes: a range of seqs
--- could also hold an event whose transaction committed after the read (seq order is not commit order
--- here), and it would be deleted without being counted.
+-- Deletes the oldest :limit outbox rows and returns their events counted per binding, minute, kind and
+-- run-time bucket: a row of one event has its bucket computed here, the histogram's bucket_of in SQL
+-- (0 up to 10 µs, then ceil(ln(d / 10 µs) / ln(1.1)), at least 1), NULL for an event without a run
+-- time; a row that counts several events (n > 1) brings its bucket, the sum of their run times and
+-- the longest. One statement reads and deletes: a range of seqs could also hold an event whose
+-- transaction committed after the read (seq order is not commit order here), and it would be
+-- deleted without being counted.
 WITH folded AS (
     DELETE FROM jobloom_events
     WHERE seq = ANY (ARRAY(SELECT seq FROM jobloom_events ORDER BY seq LIMIT :limit))  -- by the index, not a hash join
-    RETURNING seq, at, binding, kind, duration
+    RETURNING seq, at, binding, kind, duration, n, top, bucket
 )
 SELECT binding, floor(at / 60::float8)::bigint AS minute, kind,
-       CASE WHEN kind IN ('succeeded', 'failed', 'retried') AND duration >= 0 THEN
+       CASE WHEN bucket IS NOT NULL THEN bucket
+            WHEN kind IN ('succeeded', 'failed', 'retried') AND duration >= 0 THEN
             CASE WHEN duration <= 0.00001::float8 THEN 0
                  ELSE greatest(1, ceil(ln(duration / 0.00001::float8) / ln(1.1::float8) - 0.000000001::float8))::integer
             END
        END AS bucket,
-       count(*) AS n, sum(duration) AS total, max(duration) AS top, max(seq) AS last_seq
+       sum(n) AS n, sum(duration) AS total, max(coalesce(top, duration)) AS top, max(seq) AS last_seq
 FROM folded
 GROUP BY 1, 2, 3, 4
 
@@ -46,10 +49,11 @@ SELECT 1 WHERE :last_seq::bigint IS NULL
 
 -- name: project_events
 -- Not used by the projector (it reads fold_events): tests and diagnostics read the outbox's oldest events.
-SELECT seq, at, binding, kind, duration FROM jobloom_events ORDER BY seq LIMIT :limit
+SELECT seq, at, binding, kind, duration, n, top, bucket FROM jobloom_events ORDER BY seq LIMIT :limit
 
 -- name: count_unprojected
-SELECT count(*) AS n FROM jobloom_events
+-- Events, not rows: a row may count several.
+SELECT coalesce(sum(n), 0) AS n FROM jobloom_events
 
 -- name: prune_projected_events
 -- Not used by the projector (see fold_events): deletes the outbox's events by seq.

@@ -18,17 +18,20 @@ SELECT last_seq, updated_at FROM jobloom_projector WHERE name = :name
 UPDATE jobloom_projector SET last_seq = :last_seq, updated_at = :now WHERE name = :name
 
 -- name: fold_events
--- The oldest :limit events, counted per binding, minute, kind and run-time bucket: the histogram's
--- bucket_of in SQL (0 up to 10 µs, then ceil(ln(d / 10 µs) / ln(1.1)), at least 1), NULL for an event
--- without a run time. prune_folded_events then deletes them: with one writer at a time, the oldest
--- :limit events are exactly those up to the last seq folded.
+-- The oldest :limit outbox rows, their events counted per binding, minute, kind and run-time bucket:
+-- a row of one event has its bucket computed here, the histogram's bucket_of in SQL (0 up to 10 µs,
+-- then ceil(ln(d / 10 µs) / ln(1.1)), at least 1), NULL for an event without a run time; a row that
+-- counts several events (n > 1) brings its bucket, the sum of their run times and the longest.
+-- prune_folded_events then deletes them: with one writer at a time, the oldest :limit rows are
+-- exactly those up to the last seq folded.
 SELECT binding, CAST(floor(at / 60.0) AS INTEGER) AS minute, kind,
-       CASE WHEN kind IN ('succeeded', 'failed', 'retried') AND duration >= 0 THEN
+       CASE WHEN bucket IS NOT NULL THEN bucket
+            WHEN kind IN ('succeeded', 'failed', 'retried') AND duration >= 0 THEN
             CASE WHEN duration <= 0.00001 THEN 0
                  ELSE max(1, CAST(ceil(ln(duration / 0.00001) / ln(1.1) - 0.000000001) AS INTEGER)) END
        END AS bucket,
-       count(*) AS n, sum(duration) AS total, max(duration) AS top, max(seq) AS last_seq
-FROM (SELECT seq, at, binding, kind, duration FROM jobloom_events ORDER BY seq LIMIT :limit)
+       sum(n) AS n, sum(duration) AS total, max(coalesce(top, duration)) AS top, max(seq) AS last_seq
+FROM (SELECT seq, at, binding, kind, duration, n, top, bucket FROM jobloom_events ORDER BY seq LIMIT :limit)
 GROUP BY 1, 2, 3, 4
 
 -- name: prune_folded_events
@@ -36,10 +39,11 @@ DELETE FROM jobloom_events WHERE seq <= :last_seq
 
 -- name: project_events
 -- Not used by the projector (it reads fold_events): tests and diagnostics read the outbox's oldest events.
-SELECT seq, at, binding, kind, duration FROM jobloom_events ORDER BY seq LIMIT :limit
+SELECT seq, at, binding, kind, duration, n, top, bucket FROM jobloom_events ORDER BY seq LIMIT :limit
 
 -- name: count_unprojected
-SELECT count(*) AS n FROM jobloom_events
+-- Events, not rows: a row may count several.
+SELECT coalesce(sum(n), 0) AS n FROM jobloom_events
 
 -- name: prune_projected_events
 -- Not used by the projector (see prune_folded_events): deletes the outbox's events by seq.

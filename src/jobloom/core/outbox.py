@@ -1,0 +1,59 @@
+"""Outbox rows: the events a transaction appends for the read model, several counted in one row.
+
+Every state change appends its event to the outbox (``jobloom_events``) in the transaction that makes
+it; the projector folds them into the read model. A transaction that records many events of one kind,
+for one binding, at one moment (a worker's cycle claiming or finishing a hundred jobs, a batch
+enqueue) would write a row per job that only the count is ever read from. :func:`count_events`
+writes those as one row instead: their number ``n``, their run times added up in ``duration``, the
+longest in ``top``, and the histogram bucket they share in ``bucket`` (events of one kind whose run
+times fall in different buckets make different rows). Such a row names no job. An event alone in its
+group, and every event of a kind that a job's history shows beside its attempts (a cancel, a retry by
+hand, a release), stays a row of its own, naming its job and attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from jobloom.core.histogram import timed_bucket
+
+COUNTED_KINDS = frozenset({"enqueued", "scheduled", "waiting", "started", "succeeded", "failed", "retried"})
+"""Kinds whose events may be counted together: enqueues, and attempts' starts and ends (a job's
+attempts, in ``jobloom_attempts``, already tell each one)."""
+
+
+def count_events(events: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(rows of one event, counted rows)`` for ``events`` (``insert_event`` parameters): the first for
+    ``insert_event``, the second for ``insert_counted_event``. Together they count every event once."""
+    if len(events) < 2:
+        return list(events), []
+    single: list[dict[str, Any]] = []
+    groups: dict[tuple[float, str, str, int | None], list[dict[str, Any]]] = {}
+    for e in events:
+        kind = e["kind"]
+        if kind not in COUNTED_KINDS:
+            single.append(e)
+            continue
+        key = (e["at"], e["binding"], kind, timed_bucket(kind, e["duration"]))
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [e]
+        else:
+            group.append(e)
+    counted: list[dict[str, Any]] = []
+    for (at, binding, kind, bucket), group in groups.items():
+        if len(group) == 1:
+            single.append(group[0])
+            continue
+        total: float | None = None
+        top: float | None = None
+        if bucket is not None:
+            durations = [float(g["duration"]) for g in group]
+            total, top = sum(durations), max(durations)
+        counted.append({"at": at, "binding": binding, "kind": kind, "duration": total, "n": len(group), "top": top,
+                        "bucket": bucket})
+    return single, counted
+
+
+__all__ = ["COUNTED_KINDS", "count_events"]
