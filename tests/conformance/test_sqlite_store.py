@@ -71,3 +71,43 @@ def test_math_functions_stand_in_where_the_library_lacks_them() -> None:
         assert conn.execute("SELECT ceil(ln(100.0))").fetchone() == (5,)
     finally:
         conn.close()
+
+
+async def test_a_transaction_waits_for_a_write_lock_another_connection_holds(sqlite_url: str) -> None:
+    """``BEGIN IMMEDIATE`` finding the lock taken waits and tries again (each wait told to the retry
+    observers), and runs once the other connection commits."""
+    import asyncio
+
+    from jobloom.store import base
+
+    store = SQLiteStore(sqlite_url)
+    waits: list[str] = []
+    seen = asyncio.Event()
+
+    def observer(dialect: str, reason: str) -> None:
+        waits.append(f"{dialect}:{reason}")
+        seen.set()
+
+    base._retry_observers.append(observer)
+    other = None
+    try:
+        await store.migrate()
+        other = sqlite3.connect(store.path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        ran: list[int] = []
+
+        async def work(tx: Tx) -> int:
+            ran.append(1)
+            return await tx.execute("init_projector", {"name": "lock-test", "now": 0.0})
+
+        task = asyncio.create_task(store.transact(work))
+        await asyncio.wait_for(seen.wait(), 10)
+        assert not ran and not task.done()  # it waited for the lock rather than running or failing
+        other.execute("COMMIT")
+        assert await asyncio.wait_for(task, 10) == 1
+        assert ran == [1] and set(waits) == {"sqlite:busy"}
+    finally:
+        base._retry_observers.remove(observer)
+        if other is not None:
+            other.close()
+        await store.close()

@@ -36,6 +36,9 @@ _rng = random.Random()
 
 async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int, bool]]:
     """Insert jobs; a job whose unique key is taken returns the holder's id instead (``created=False``)."""
+    if len(jobs) == 1 and jobs[0].unique_key is None and not jobs[0].tags:  # a lone enqueue: one statement
+        (new_id,) = await tx.insert_jobs([_with_event(jobs[0])], now)
+        return [(new_id, True)]
     out: list[tuple[int, bool] | None] = [None] * len(jobs)
     plain: list[int] = []
     for i, job in enumerate(jobs):

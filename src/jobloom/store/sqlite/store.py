@@ -266,9 +266,18 @@ class SQLiteStore(Store):
         if not exclusive:
             self.conn.execute("BEGIN")
             return
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")  # the common case: the write lock is free
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
         delays = Delays(0.0002, 0.005)
         deadline = time.monotonic() + _BUSY_DEADLINE
         while True:
+            if _retry_observers:
+                retried("sqlite", "busy")
+            await asyncio.sleep(delays.next())
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 return
@@ -277,9 +286,6 @@ class SQLiteStore(Store):
                     raise
                 if time.monotonic() > deadline:
                     raise StoreError(f"the SQLite write lock stayed busy for {_BUSY_DEADLINE:.0f} s") from exc
-                if _retry_observers:
-                    retried("sqlite", "busy")
-                await asyncio.sleep(delays.next())
 
     async def transact(self, fn: Callable[[Tx], Awaitable[T]], *, exclusive: bool = True) -> T:
         """Run ``fn`` in one transaction (``BEGIN IMMEDIATE`` when it writes)."""
