@@ -13,7 +13,7 @@ hand, a release), stays a row of its own, naming its job and attempt.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobloom.core.histogram import timed_bucket
@@ -56,4 +56,30 @@ def count_events(events: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]]
     return single, counted
 
 
-__all__ = ["COUNTED_KINDS", "count_events"]
+def count_enqueues(at: float, ids: Sequence[int], rows: Sequence[Mapping[str, Any]]) -> tuple[
+    list[dict[str, Any]], list[dict[str, Any]]
+]:
+    """:func:`count_events` for new jobs (``insert_job`` rows with the ``event`` kind they record, and
+    their ids), without an event per job first: one counted row per binding and kind, or the event
+    naming its job where a binding and kind has one job."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for job_id, row in zip(ids, rows, strict=True):
+        key = (row["binding"], row["event"])
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [job_id]
+        else:
+            group.append(job_id)
+    single: list[dict[str, Any]] = []
+    counted: list[dict[str, Any]] = []
+    for (binding, kind), group in groups.items():
+        if len(group) == 1:
+            single.append({"at": at, "job_id": group[0], "binding": binding, "kind": kind, "attempt": 0,
+                           "duration": None})
+        else:
+            counted.append({"at": at, "binding": binding, "kind": kind, "duration": None, "n": len(group),
+                            "top": None, "bucket": None})
+    return single, counted
+
+
+__all__ = ["COUNTED_KINDS", "count_enqueues", "count_events"]

@@ -9,17 +9,17 @@ from typing import Any
 from jobloom.core.errors import InvalidOption
 from jobloom.core.options import Backoff, RateLimit, concurrency, positive_int, seconds
 from jobloom.core.rows import AttemptRow, BindingRow, JobRow, PolicyRow
-from jobloom.core.types import Attempt, Bucket, Job, Policy, to_datetime
+from jobloom.core.types import Attempt, Bucket, Job, Policy, job_of, to_datetime
 
 
 def job_from_row(row: JobRow) -> Job:
     """A job's record (``get_job``, ``list_jobs``) to a :class:`Job`."""
-    return Job(
+    return job_of((
         row.id, row.binding, row.state, row.attempt, row.max_attempts, row.priority, row.unique_key,
         row.concurrency_key, row.delivery, row.error, row.payload, row.result, row.run_at, row.created_at,
         row.started_at, row.finished_at, bool(row.cancel_requested), row.run_id, row.node,
-        tags_json=row.tags, meta_json=row.meta, progress_json=row.progress, retries_from=row.retries_from,
-    )
+        row.tags, row.meta, row.progress, row.retries_from,
+    ))
 
 
 def attempt_from_row(row: AttemptRow) -> Attempt:

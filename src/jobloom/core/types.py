@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Protocol, TypeVar
@@ -141,6 +141,20 @@ class Job:
         extra = f", error={self.error!r}" if self.error else ""
         return (f"Job(id={self.id}, binding={self.binding!r}, state={self.state!r}, attempt={self.attempt}, "
                 f"priority={self.priority}, payload={self.payload_json[:80]}{extra})")
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(Job))
+
+
+def job_of(values: tuple[Any, ...]) -> Job:
+    """A :class:`Job` from all its field values in declaration order: what ``Job(*values)`` makes,
+    without a frozen dataclass's ``__init__`` (which sets each of the 23 fields through
+    ``object.__setattr__``; the store builds one per job it returns)."""
+    if len(values) != len(_JOB_FIELDS):
+        raise TypeError(f"job_of takes {len(_JOB_FIELDS)} values, not {len(values)}")
+    job = object.__new__(Job)
+    job.__dict__.update(zip(_JOB_FIELDS, values, strict=True))
+    return job
 
 
 @dataclass(frozen=True, slots=True)

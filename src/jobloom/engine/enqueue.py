@@ -15,7 +15,7 @@ from jobloom.core.errors import InvalidOption
 from jobloom.core.queries import Q
 from jobloom.core.records import job_from_row
 from jobloom.core.text import MAX_KEY_BYTES, check_meta, check_name, check_tags
-from jobloom.core.types import Job
+from jobloom.core.types import Job, job_of
 from jobloom.engine import coordinator
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.jobs import NewJob
@@ -96,11 +96,11 @@ def build_job(
 
 def job_from_new(job_id: int, new: NewJob) -> Job:
     """The :class:`Job` just inserted, without reading it back."""
-    return Job(
+    return job_of((
         job_id, new.binding, new.state, 0, new.max_attempts, new.priority, new.unique_key, new.concurrency_key,
         new.delivery, None, new.payload, None, new.run_at, new.created_at, None, None, False, new.run_id, new.node,
-        None if new.tags is None else json.dumps(new.tags), new.meta,
-    )
+        None if new.tags is None else json.dumps(new.tags), new.meta, None, 0,
+    ))
 
 
 class Enqueuer:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from typing import Any, TypeVar, overload
 
 from jobloom.core.errors import StoreError
-from jobloom.core.outbox import count_events
+from jobloom.core.outbox import count_enqueues
 from jobloom.core.queries import QUERIES, Query, R
 
 T = TypeVar("T")
@@ -104,14 +104,10 @@ class Tx(abc.ABC):
 
     async def insert_jobs(self, rows: Sequence[Params], at: float) -> list[int]:
         """Insert new jobs (``insert_job`` rows, each with the ``event`` kind to record at ``at``) and
-        their events (counted per binding and kind: :func:`~jobloom.core.outbox.count_events`); return
+        their events (counted per binding and kind: :func:`~jobloom.core.outbox.count_enqueues`); return
         the new ids in row order. A driver may do it all in one statement."""
         ids = await self.insert_many("insert_job", rows)  # the statement ignores the "event" key
-        single, counted = count_events([
-            {"at": at, "job_id": job_id, "binding": row["binding"], "kind": row["event"], "attempt": 0,
-             "duration": None}
-            for job_id, row in zip(ids, rows, strict=True)
-        ])
+        single, counted = count_enqueues(at, ids, rows)
         await self.executemany("insert_event", single)
         await self.executemany("insert_counted_event", counted)
         return ids

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobloom.core.outbox import COUNTED_KINDS, count_events
+from jobloom.core.outbox import COUNTED_KINDS, count_enqueues, count_events
 from jobloom.core.rows import ProjectedEventRow
 from jobloom.housekeeping.stats import fold
 
@@ -58,3 +58,18 @@ def test_a_cycle_of_outcomes_is_a_row_per_kind_and_bucket_and_the_rest_name_thei
     assert counted[0]["duration"] == pytest.approx(0.2)
     assert sorted(int(e["job_id"]) for e in single) == [200, 201, 202]  # type: ignore[call-overload]
     assert count_events(events[:1]) == (events[:1], [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["Ok", "Other"]), st.sampled_from(["enqueued", "scheduled", "waiting"])),
+                max_size=40))
+def test_counting_enqueues_is_counting_their_events(jobs: list[tuple[str, str]]) -> None:
+    ids = list(range(100, 100 + len(jobs)))
+    rows = [{"binding": b, "event": k} for b, k in jobs]
+    events = [{"at": 5.0, "job_id": i, "binding": b, "kind": k, "attempt": 0, "duration": None}
+              for i, (b, k) in zip(ids, jobs, strict=True)]
+    single, counted = count_enqueues(5.0, ids, rows)
+    want_single, want_counted = count_events(events)
+    key = lambda r: sorted(r.items())  # noqa: E731
+    assert sorted(single, key=key) == sorted(want_single, key=key)
+    assert sorted(counted, key=key) == sorted(want_counted, key=key)
