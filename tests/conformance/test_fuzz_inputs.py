@@ -85,7 +85,7 @@ json_values = st.one_of(
     st.builds(Deep, st.sampled_from([63, 64, 65, 300, 10_000])),
 )
 FIELDS = ["payload", "result", "unique_key", "concurrency_key", "error", "event", "flow", "step", "schedule",
-          "numbers"]
+          "binding", "numbers"]
 cases = st.tuples(st.sampled_from(FIELDS), texts, json_values, numbers)
 
 
@@ -142,6 +142,13 @@ async def one_case(app: jobloom.App, field: str, text: str, value: Any, number: 
         schedule = jobloom.Schedule(text, every=3600, performer=Echo, payload={"v": value})
         await app.add_schedule(schedule)
         assert text in {s.name for s in await app.list_schedules()}
+    elif field == "binding":  # a name given at run time: limits, pause, search and stats by binding
+        await app.set_limits(text, concurrency=3)
+        [info] = [b for b in await app.list_bindings() if b.binding == text]
+        assert info.policy.concurrency == 3
+        assert (await app.pause_binding(text)).paused and not (await app.resume_binding(text)).paused
+        assert await app.list_jobs(binding=text) == []
+        assert (await app.stats(binding=text)).total.enqueued == 0
     else:
         option = ("priority", "max_attempts", "delay")[i % 3]
         job = await app.enqueue(Echo, {}, **{option: number})
