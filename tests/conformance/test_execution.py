@@ -248,14 +248,17 @@ async def test_rate_limit_with_burst_one_delivers_its_rate(app: jobloom.App) -> 
                         for j in (await app.list_jobs(binding="Throttled", limit=100)).jobs)
         assert window_violations(starts, 50.0, 1.0, resolution=DATETIME_RESOLUTION) == []
         # delivered: the starts come one token's time apart (a worker that polled for tokens, or missed
-        # the one due while it held the lock, would show gaps of two tokens or more); over the whole
-        # run, at least 85 %: a pause of the machine (this test shares it) loses the tokens it spans
+        # the one due while it held the lock, would show gaps of two tokens or more, most of them); a
+        # pause of the machine (this test shares it) shows as a lone long gap that loses the tokens it
+        # spans, so at most a tenth of the gaps may be late, and the whole run delivers at least 70 %
         gaps = sorted(b - a for a, b in itertools.pairwise(starts))
         delivered = (len(starts) - 1) / (starts[-1] - starts[0])
-        shown = (f"{delivered:.1f}/s, median gap {gaps[len(gaps) // 2] * 1000:.2f} ms, gaps "
-                 f"{[round(b - a, 4) for a, b in itertools.pairwise(starts)]}")
+        late = sum(1 for g in gaps if g > 0.03)
+        shown = (f"{delivered:.1f}/s, median gap {gaps[len(gaps) // 2] * 1000:.2f} ms, {late} late gaps of "
+                 f"{len(gaps)}: {[round(b - a, 4) for a, b in itertools.pairwise(starts)]}")
         assert abs(gaps[len(gaps) // 2] - 0.02) <= 0.001, shown
-        assert delivered >= 0.85 * 50, shown
+        assert late <= len(gaps) // 10, shown
+        assert delivered >= 0.70 * 50, shown
     finally:
         await stop(worker, task)
 
