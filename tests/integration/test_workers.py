@@ -87,10 +87,12 @@ async def test_rate_limit_holds_in_every_window_across_four_processes(
     # no window of any length, anywhere, holds more than 5 + 20 * W of them.
     assert window_violations(starts, 20.0, 5.0, resolution=DATETIME_RESOLUTION) == []
     # ... and the rate is delivered: once every worker runs, the second wave's starts after its burst
-    # came at 20/s (the first wave's pace includes the workers' start-up on a busy machine)
+    # came at 20/s (the first wave's pace includes the workers' start-up on a busy machine). At least
+    # 80 %: a pause of the shared machine loses the tokens it spans (a CI run measured 86 %), while a
+    # limit one process kept to itself would deliver at most 10/s (2 slots of 0.2 s)
     wave = starts[60:]
     delivered = (len(wave) - 5) / (wave[-1] - wave[0])
-    assert delivered >= 0.9 * 20, (delivered, wave)
+    assert delivered >= 0.8 * 20, (delivered, wave)
     lags = sorted(float(t) - dispatched[int(job)] for job, t, _ in performed)
     assert lags[len(lags) // 2] < 0.1, lags  # perform began soon after its dispatch (median)
 
