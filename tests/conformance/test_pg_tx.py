@@ -3,13 +3,16 @@ statements, deferred writes, set-based inserts, and single-statement transaction
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
+import jobloom
 from jobloom.store.base import Tx
+from tests.helpers import eventually
 
 from ..conftest import INSTALL_POSTGRES, POSTGRES_URL, require_module
 from .pg_support import new_job, open_store
@@ -188,3 +191,60 @@ async def test_insert_many_returns_ids_in_row_order(store: PostgresStore) -> Non
     for i, job_id in enumerate(ids):
         row = await store.transact(lambda tx, job_id=job_id: tx.fetchone("get_job", {"id": job_id}))
         assert row is not None and row[3] == f'{{"to": "{i}"}}'
+
+
+class _Quick(jobloom.Performer[dict[str, Any], None]):
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
+class _RoundTrips:
+    """Counts what goes to the server and waits for its answer: a pipeline's sync, or a statement
+    outside a pipeline."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        self.on = False
+        execute, pipeline = psycopg.AsyncConnection.execute, psycopg.AsyncConnection.pipeline
+        trips = self
+
+        async def counted_execute(conn: Any, *args: Any, **kwargs: Any) -> Any:
+            if trips.on and conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF:
+                trips.n += 1
+            return await execute(conn, *args, **kwargs)
+
+        @contextlib.asynccontextmanager
+        async def counted_pipeline(conn: Any) -> AsyncIterator[Any]:
+            outer = conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+            async with pipeline(conn) as p:
+                yield p
+            if trips.on and outer:
+                trips.n += 1
+
+        monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted_execute)
+        monkeypatch.setattr(psycopg.AsyncConnection, "pipeline", counted_pipeline)
+
+
+async def test_an_idle_worker_claims_a_job_in_two_round_trips(postgres_url: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Woken for a job, a worker's cycle sends its reads with the binding's candidates, then its claim
+    with the started event and ``COMMIT``: the job starts after two round trips, not four."""
+    trips = _RoundTrips(monkeypatch)
+    app = jobloom.App(postgres_url, performers=[_Quick], auto_migrate=True)
+    try:
+        store = await app.store()
+        worker = jobloom.Worker(app, concurrency=4)
+        await worker._cycle(claim=True)  # reads the binding: unlimited, so read ahead from now on
+        job = await app.enqueue(_Quick, {})
+        trips.on = True
+        claimed = (await worker._cycle(claim=True)).claimed
+        trips.on = False
+        assert [(c.id, c.attempt) for c in claimed] == [(job.id, 1)]
+        assert trips.n == 2
+        await eventually(lambda: worker.outcomes, timeout=10, what="the job finished")
+        events = await store.transact(lambda tx: tx.fetch("job_events", {"job_id": job.id}))
+        assert [(e.kind, e.attempt) for e in events] == [("enqueued", 0), ("started", 1)]  # one start names its job
+        await worker._cycle(claim=False)
+        assert (await app.get_job(job.id)).state == "succeeded"
+    finally:
+        await app.close()

@@ -127,6 +127,7 @@ class Drive:
 DRIVERS: dict[str, Drive] = {
     "promote_due": Drive(due),
     "claim": Drive(candidates),
+    "claim__with_events": Drive(candidates),
     "claim_batch": Drive(candidates, [{"batch": 1}]),
     "finish_attempt": Drive(each_job, targets("finish_attempt")),
     "finish_attempt__bulk": Drive(as_rows, targets("finish_attempt")),

@@ -15,7 +15,7 @@ one safe exception and what follows from it are set out in docs/architecture.md 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from jobloom.core import lifecycle
@@ -26,8 +26,9 @@ from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
 from jobloom.engine.dispatch import dispatch as dispatch
+from jobloom.engine.dispatch import merge_by_age
 from jobloom.engine.hooks import EngineHooks, Finished
-from jobloom.engine.jobs import CycleReads, NewJob, Outcome, ReportResult, emit, event
+from jobloom.engine.jobs import CycleReads, NewJob, Outcome, Prefetched, ReportResult, emit, event
 from jobloom.store.base import Tx
 
 LEASE_GRACE = 1.0
@@ -303,7 +304,7 @@ async def promote(tx: Tx, now: float, *, limit: int = PROMOTE_LIMIT,
 
 async def read_cycle(
     tx: Tx, now: float, *, reporting: Sequence[int], worker: str, watching: bool, bindings: Sequence[str],
-    runs: Iterable[str | None] = (),
+    runs: Iterable[str | None] = (), prefetch: Mapping[str, tuple[int, bool]] | None = None,
 ) -> CycleReads:
     """The independent reads that open a worker's cycle, sent together: lock the runs of the jobs
     being reported (``runs``: their :attr:`Outcome.run_id`), then those jobs, find expired leases and
@@ -314,6 +315,10 @@ async def read_cycle(
     A job being reported is left out of the expired leases: its report, applied first, finishes it.
     The bindings are read after ``hold_dispatch``, which serializes the cycle with a pause of any
     of them (``App.pause_binding``).
+
+    ``prefetch``: bindings whose candidates to read too, as :func:`dispatch` would (binding: (limit,
+    with priority aging)), before the bindings' policies, so that a policy read here is never older
+    than the candidates (:attr:`CycleReads.candidates`; :func:`dispatch` says when it uses them).
     """
     queries: list[tuple[Query[Any] | str, dict[str, Any] | None]] = []
     if bindings:  # first, before any row lock: a pause waits for this cycle, which holds nothing it waits for
@@ -326,6 +331,10 @@ async def read_cycle(
     queries.append((Q.promote_due, {"now": now, "limit": PROMOTE_LIMIT}))
     if watching:
         queries.append((Q.cancel_requests, {"worker": worker}))
+    prefetch = prefetch or {}
+    for b, (limit, aging) in prefetch.items():
+        params = {"binding": b, "full_keys": [], "limit": limit}
+        queries += [(Q.candidates_by_priority, params), *([(Q.candidates_by_age, params)] if aging else [])]
     queries += [(Q.get_binding, {"binding": b}) for b in bindings]
     results = iter(await tx.fetch_batch(queries))
     if bindings:
@@ -337,7 +346,13 @@ async def read_cycle(
     expired = [r for r in next(results) if r.id not in ids]
     promoted = next(results)
     cancels = {(r.id, r.attempt) for r in next(results)} if watching else set()
-    return CycleReads(locked, expired, promoted, cancels, {b: next(results) for b in bindings})
+    candidates = {}
+    for b, (limit, aging) in prefetch.items():
+        rows = next(results)
+        if aging:
+            rows = merge_by_age(rows, next(results))
+        candidates[b] = Prefetched(rows, limit, aging)
+    return CycleReads(locked, expired, promoted, cancels, {b: next(results) for b in bindings}, candidates)
 
 
 async def heartbeat(

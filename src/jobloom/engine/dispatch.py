@@ -22,7 +22,7 @@ from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import CandidateRow, KeyCountRow, PolicyRow
 from jobloom.core.types import Candidate, Policy
-from jobloom.engine.jobs import Claimed, Dispatched, emit, event
+from jobloom.engine.jobs import DeferredClaim, Dispatched, Prefetched, claims, emit, event
 from jobloom.store.base import Tx
 
 TIMER_GRAIN = 0.002
@@ -37,7 +37,8 @@ shows the token accrued, not a hair short of it."""
 async def dispatch(
     tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
     binding_rows: list[PolicyRow] | None = None, clock: Callable[[], float] | None = None,
-    token_wait: float = 0.0, wait_for_lock: bool = True,
+    token_wait: float = 0.0, wait_for_lock: bool = True, prefetched: Prefetched | None = None,
+    defer: bool = False,
 ) -> Dispatched:
     """Hand up to ``capacity`` runnable jobs of ``binding`` to ``worker``, within every limit.
 
@@ -57,7 +58,17 @@ async def dispatch(
     ``wait_for_lock``: False when the transaction already holds another binding's lock. A lock is then
     only taken if free (``SKIP LOCKED``): waiting for one while holding another could deadlock with a
     transaction that took them in the other order, and keeps the held binding from every other worker
-    meanwhile. A binding skipped so comes back ``contended``, to be dispatched first next time."""
+    meanwhile. A binding skipped so comes back ``contended``, to be dispatched first next time.
+
+    ``prefetched``: the binding's candidates as :func:`~jobloom.engine.coordinator.read_cycle` read them,
+    before ``binding_rows``, with nothing written in between that could make another job of the
+    binding runnable. They stand for the first read of candidates when the binding's policy takes no
+    lock (no concurrency or rate limit), is not a batch performer's, and they were read as this
+    dispatch would read them; otherwise they are ignored (and read again).
+
+    ``defer``: the claim may go out with the transaction's next round trip (:meth:`Tx.claim`): the
+    claimed jobs are then in :attr:`Dispatched.later` (read them after the commit; their number is
+    :attr:`Dispatched.pending` now), not in :attr:`Dispatched.claimed`."""
     if capacity <= 0:
         return Dispatched([])
     if binding_rows is None:  # the hold first: the binding is read after any pause that commits
@@ -122,10 +133,16 @@ async def dispatch(
         want = min(room, rules.concurrency - running if rules.concurrency is not None else room)
         if want <= 0:
             break
-        # under the binding's lock, the running count per key comes along (cheap, and no round trip of
-        # its own); it is only used if a candidate has a key
-        cands, key_rows, fresh = await _candidates(tx, binding, policy, sorted(full), want + 16,
-                                                   with_keys=locked and by_key is None, with_policy=not locked)
+        if prefetched is not None and _usable(prefetched, policy, locked, full, want + 16):
+            # read with the cycle's first reads, before the policy: no fresher policy to read after them
+            cands, key_rows, fresh = [Candidate(r.id, r.priority, r.run_at, r.concurrency_key)
+                                      for r in prefetched.rows], None, None
+        else:
+            # under the binding's lock, the running count per key comes along (cheap, and no round trip
+            # of its own); it is only used if a candidate has a key
+            cands, key_rows, fresh = await _candidates(tx, binding, policy, sorted(full), want + 16,
+                                                       with_keys=locked and by_key is None, with_policy=not locked)
+        prefetched = None
         if fresh is not None and policy_from_row(fresh[0] if fresh else None)[0] != policy:
             # the limits changed since they were read (set_limits committed in between; the candidates
             # may include jobs enqueued after it): decide again by the limits in force, under the lock
@@ -190,14 +207,49 @@ async def dispatch(
     params = {"ids": selected, "worker": worker, "lease_expires": now + lease, "now": now}
     if batched:  # the jobs claimed together are one batch, named by its lowest job id
         rows = await tx.fetch(Q.claim_batch, params | {"batch": min(selected)})
-    else:
-        rows = await tx.fetch(Q.claim, params)
-    await emit(tx, [event(now, r.id, r.binding, "started", r.attempt) for r in rows])
-    return Dispatched([
-        Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id, r.node,
-                r.run_at, r.meta)
-        for r in rows
-    ], next_token_at, batched, decided_at, waited, locked, contended)
+        await emit(tx, [event(now, r.id, r.binding, "started", r.attempt) for r in rows])
+        return Dispatched(claims(rows, now), next_token_at, batched, decided_at, waited, locked, contended)
+    later = await tx.claim(params)
+    if defer:  # the candidates are locked by this transaction: every selected job is claimed
+        return Dispatched([], next_token_at, batched, decided_at, waited, locked, contended,
+                          DeferredClaim(later, now, len(selected)))
+    await tx.flush()
+    return Dispatched(claims(later.rows(), now), next_token_at, batched, decided_at, waited, locked, contended)
+
+
+PREFETCH_BINDINGS = 8
+"""The most bindings whose candidates one cycle reads with its first reads."""
+
+
+class Expected:
+    """The bindings a worker expects to dispatch without a lock (no concurrency or rate limit, not paused,
+    not a batch performer's), as its last cycle read their policies. On a store whose batches of reads
+    cost one round trip, a cycle reads their candidates with its first reads: an idle worker woken for
+    a job then claims it in two round trips (the reads, the claim) before its commit, not three."""
+
+    def __init__(self) -> None:
+        self._aging: dict[str, bool] = {}  # binding: whether its policy ages priorities
+
+    def prefetch(self, order: list[str], limit: int) -> dict[str, tuple[int, bool]]:
+        """What :func:`~jobloom.engine.coordinator.read_cycle` reads ahead for a cycle dispatching the
+        bindings in ``order``: the first few expected bindings, up to ``limit`` candidates each."""
+        out: dict[str, tuple[int, bool]] = {}
+        for binding in order:
+            aging = self._aging.get(binding)
+            if aging is not None:
+                out[binding] = (limit, aging)
+                if len(out) >= PREFETCH_BINDINGS:
+                    break
+        return out
+
+    def learn(self, bindings: dict[str, list[PolicyRow]]) -> None:
+        """Note the policies a cycle read (``get_binding`` rows by binding)."""
+        for binding, rows in bindings.items():
+            policy = policy_from_row(rows[0] if rows else None)[0]
+            if policy.limited or policy.paused or policy.batch_size is not None:
+                self._aging.pop(binding, None)
+            else:
+                self._aging[binding] = bool(policy.priority_aging)
 
 
 def paced(binding_rows: list[PolicyRow]) -> bool:
@@ -223,6 +275,19 @@ async def _until(moment: float, clock: Callable[[], float]) -> float:
     return now
 
 
+def _usable(prefetched: Prefetched, policy: Policy, locked: bool, full: set[str], limit: int) -> bool:
+    """Whether prefetched candidates stand for the read a dispatch is about to make."""
+    return (not locked and not policy.limited and policy.batch_size is None and not full
+            and prefetched.aging == bool(policy.priority_aging) and prefetched.limit >= limit)
+
+
+def merge_by_age(by_priority: list[CandidateRow], by_age: list[CandidateRow]) -> list[CandidateRow]:
+    """Candidates by priority, then those read by age that are not among them (with priority aging, the
+    oldest jobs may have aged past higher priorities)."""
+    seen = {r.id for r in by_priority}
+    return by_priority + [r for r in by_age if r.id not in seen]
+
+
 async def _candidates(
     tx: Tx, binding: str, policy: Policy, full_keys: list[str], limit: int, *, with_keys: bool, with_policy: bool
 ) -> tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None]:
@@ -241,8 +306,7 @@ async def _candidates(
     results = await tx.fetch_batch(queries)
     rows: list[CandidateRow] = results[0]
     if policy.priority_aging:
-        seen = {r.id for r in rows}
-        rows += [r for r in results[1] if r.id not in seen]
+        rows = merge_by_age(rows, results[1])
     key_rows = results[1 + bool(policy.priority_aging)] if with_keys else None
     fresh = results[-1] if with_policy else None
     return [Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows], key_rows, fresh

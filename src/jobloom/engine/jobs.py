@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from jobloom.core.outbox import count_events
-from jobloom.core.rows import MovedRow, PolicyRow, RunningRow
-from jobloom.store.base import Tx
+from jobloom.core.rows import CandidateRow, ClaimRow, MovedRow, PolicyRow, RunningRow
+from jobloom.store.base import Later, Tx
 
 
 @dataclass(slots=True)
@@ -96,6 +96,25 @@ class ReportResult:
     finished: list[int] = field(default_factory=list)
 
 
+def claims(rows: Sequence[ClaimRow], now: float) -> list[Claimed]:
+    """The jobs a claim returned, as a worker runs them (started at ``now``)."""
+    return [Claimed(r.id, r.binding, r.payload, r.attempt, r.max_attempts, r.timeout, r.delivery, now, r.run_id,
+                    r.node, r.run_at, r.meta) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredClaim:
+    """A claim of ``n`` jobs at ``at`` sent with its transaction's next round trip (:meth:`Tx.claim`)."""
+
+    later: Later[ClaimRow]
+    at: float
+    n: int
+
+    def jobs(self) -> list[Claimed]:
+        """The claimed jobs, once the round trip that carried the claim is over (after the commit)."""
+        return claims(self.later.rows(), self.at)
+
+
 @dataclass(frozen=True, slots=True)
 class Dispatched:
     """Jobs handed out by one dispatch, and when a rate token comes next if tokens ran out."""
@@ -107,6 +126,17 @@ class Dispatched:
     waited: float = 0.0  # seconds it waited for a rate token, holding the binding's lock
     locked: bool = False  # it took the binding's row lock (held until the transaction ends)
     contended: bool = False  # it could not wait for the binding's lock, which another transaction held
+    deferred: DeferredClaim | None = None  # dispatch(defer=True): the claim, sent with the next round trip
+
+
+@dataclass(frozen=True, slots=True)
+class Prefetched:
+    """A binding's candidates read in a cycle's first batch, before its policy (:func:`~jobloom.engine.
+    coordinator.read_cycle`): by priority, then (``aging``) by age, up to ``limit`` of each."""
+
+    rows: list[CandidateRow]
+    limit: int
+    aging: bool
 
 
 @dataclass(slots=True)
@@ -118,6 +148,7 @@ class CycleReads:
     promoted: list[MovedRow]
     cancels: set[tuple[int, int]]
     bindings: dict[str, list[PolicyRow]]
+    candidates: dict[str, Prefetched] = field(default_factory=dict)
 
 
 def event(

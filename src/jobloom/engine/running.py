@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from jobloom.engine import runners
-from jobloom.engine.jobs import Claimed
+from jobloom.engine.jobs import Claimed, DeferredClaim
 
 Key = tuple[int, int]
 """A running attempt: (job id, attempt number)."""
@@ -36,6 +36,7 @@ class CycleResult:
     """What one cycle did: jobs claimed, cancels asked, the next due moment, whether to wake others."""
 
     claimed: list[Claimed] = field(default_factory=list)
+    deferred: list[DeferredClaim] = field(default_factory=list)  # claims read after the commit (then in claimed)
     batches: list[list[Claimed]] = field(default_factory=list)  # of batch performers (also in claimed)
     cancels: set[Key] = field(default_factory=set)
     next_due: float | None = None

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from jobloom.core.errors import InvalidOption, StoreError
 from jobloom.core.retrying import Delays
 from jobloom.engine import coordinator, logs, reporting, runners
-from jobloom.engine.dispatch import paced
+from jobloom.engine.dispatch import Expected, paced
 from jobloom.engine.execution import Execution
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import Outcome
@@ -109,6 +109,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
         self.next_due: float | None = None
         self._pacing = Pacing()
+        self._expected = Expected()
         self.progress = ProgressBuffer()
         self.telemetry = app.telemetry
         self._failures = 0  # cycles failed in a row (the store lost), told to telemetry when it is back
@@ -310,6 +311,10 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         watching = bool(self.running)
         began = time.monotonic()  # the leases of jobs claimed now expire no earlier than began + lease
         progress = self.progress.take((o.job_id, o.attempt) for o in outcomes) if outcomes else []
+        # the candidates read ahead stand only if nothing this cycle writes before its dispatch can make
+        # a job runnable: a flow job's outcome can (its run's next nodes), as can a reaped one
+        prefetch = self._expected.prefetch(order, free + 16) if free > 0 and store.pipelines else None
+        flows = any(o.run_id is not None for o in outcomes)
 
         async def work(tx: Tx) -> CycleResult:
             # read in every try of the transaction: a store that retries it after a lost connection runs
@@ -318,8 +323,10 @@ class Worker(Execution, LeaseKeeping, Shutdown):
             now = self._now()
             reads = await coordinator.read_cycle(
                 tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
-                bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes],
+                bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes], prefetch=prefetch,
             )
+            if prefetch is not None:
+                self._expected.learn(reads.bindings)
             if outcomes:
                 await self.progress.write(tx, self.name, progress)  # their last progress, while still running
                 await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
@@ -347,26 +354,31 @@ class Worker(Execution, LeaseKeeping, Shutdown):
                 got = await coordinator.dispatch(
                     tx, binding, capacity=capacity, worker=self.name, now=now, lease=self.lease,
                     binding_rows=reads.bindings[binding], clock=self._now, token_wait=token_wait,
-                    wait_for_lock=wait,
+                    wait_for_lock=wait, prefetched=None if flows or reaped else reads.candidates.get(binding),
+                    defer=True,
                 )
                 wait = wait and not got.locked
                 if got.contended:
                     res.contended.append(binding)
                 res.claimed.extend(got.claimed)
+                n = len(got.claimed)
+                if got.deferred is not None:  # its jobs are read after the commit
+                    res.deferred.append(got.deferred)
+                    n += got.deferred.n
                 if sync:
-                    sync_room -= len(got.claimed)
+                    sync_room -= n
                 if got.batch and got.claimed:  # one batch: one slot of this worker
                     res.batches.append(got.claimed)
                     room -= 1
                 else:
-                    room -= len(got.claimed)
+                    room -= n
                 if got.next_token_at is not None:
                     token_at = got.next_token_at if token_at is None else min(token_at, got.next_token_at)
                 if got.decided_at is not None:
                     res.decided_at = got.decided_at if res.decided_at is None else min(res.decided_at, got.decided_at)
                 res.waited += got.waited
             res.token_at = res.next_due = token_at  # a worker that claimed other jobs still wakes for it
-            if not res.claimed:
+            if not res.claimed and not res.deferred:
                 due = await coordinator.next_due(tx)
                 moments = [m for m in (due, token_at) if m is not None]
                 res.next_due = min(moments) if moments else None
@@ -375,6 +387,8 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         token_wait = self._pacing.token_wait()
         aimed = self._pacing.take_aim()
         result = await store.transact(work)
+        for deferred in result.deferred:
+            result.claimed.extend(deferred.jobs())
         self._pacing.cycle_done(aimed, result.decided_at, time.monotonic() - began - result.waited)
         self._rotation.contended(result.contended)
         self.telemetry.cycle(result.claimed, outcomes, result.reaped)

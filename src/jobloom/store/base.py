@@ -10,11 +10,12 @@ import abc
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 from jobloom.core.errors import StoreError
-from jobloom.core.outbox import count_enqueues
-from jobloom.core.queries import QUERIES, Query, R
+from jobloom.core.outbox import count_enqueues, count_events
+from jobloom.core.queries import QUERIES, Q, Query, R
+from jobloom.core.rows import ClaimRow
 
 T = TypeVar("T")
 
@@ -34,6 +35,27 @@ def retried(dialect: str, reason: str) -> None:
     for observer in _retry_observers:
         observer(dialect, reason)
 Params = Mapping[str, Any]
+
+
+class Later(Generic[R]):
+    """The rows of a statement a transaction sends with a later round trip (at the latest, with its
+    ``COMMIT``): read :meth:`rows` once that round trip is over."""
+
+    __slots__ = ("_make", "_rows")
+
+    def __init__(self, make: Callable[[tuple[Any, ...]], R], rows: list[R] | None = None) -> None:
+        self._make = make
+        self._rows = rows
+
+    def answer(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Set the rows the database returned (as the driver reads them)."""
+        self._rows = list(map(self._make, rows))
+
+    def rows(self) -> list[R]:
+        """The statement's rows, as records."""
+        if self._rows is None:
+            raise StoreError("a deferred statement's rows were read before the statement was sent")
+        return self._rows
 
 
 class Tx(abc.ABC):
@@ -112,6 +134,24 @@ class Tx(abc.ABC):
         await self.executemany("insert_counted_event", counted)
         return ids
 
+    async def claim(self, params: Params) -> Later[ClaimRow]:
+        """Claim queued jobs (the ``claim`` statement's ``params``: ``ids``, ``worker``, ``lease_expires``,
+        ``now``) and record their ``started`` events at ``now`` (counted:
+        :func:`~jobloom.core.outbox.count_events`). A driver may send it all as one statement with the
+        transaction's next round trip: read the rows once it is over (after the commit)."""
+        rows = await self.fetch(Q.claim, params)
+        at = params["now"]
+        single, counted = count_events([{"at": at, "job_id": r.id, "binding": r.binding, "kind": "started",
+                                         "attempt": r.attempt, "duration": None} for r in rows])
+        await self.executemany("insert_event", single)
+        await self.executemany("insert_counted_event", counted)
+        return Later(ClaimRow._make, rows)
+
+    async def flush(self) -> None:
+        """Send the statements a driver holds back for its next round trip now (their :class:`Later`
+        rows are then ready). A driver that holds none back has nothing to do."""
+        return None
+
     async def insert_jobs_streamed(self, chunks: Iterable[Sequence[Params]], at: float) -> list[int]:
         """:meth:`insert_jobs` for each chunk of rows, in order; return all the ids in row order.
 
@@ -165,6 +205,10 @@ class Store(abc.ABC):
     """Whether :meth:`Tx.insert_jobs_streamed` builds the next chunk while the database writes the last
     one. Otherwise a large batch is better built whole before its transaction starts (a lock held
     while payloads are validated is a lock every worker waits for)."""
+    pipelines = False
+    """Whether :meth:`Tx.fetch_rows_batch` sends its statements in one round trip. A worker's cycle then
+    reads the candidates of the bindings it expects to dispatch with its first reads, instead of in a
+    round trip of their own (:func:`~jobloom.engine.coordinator.read_cycle`)."""
 
     @abc.abstractmethod
     async def open(self) -> None:

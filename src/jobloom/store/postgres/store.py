@@ -62,6 +62,7 @@ class PostgresStore(Store):
 
     dialect = "postgres"
     streams_inserts = True
+    pipelines = True
 
     def __init__(
         self,

@@ -16,7 +16,8 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from jobloom.core.errors import StoreError
-from jobloom.store.base import Params, Tx
+from jobloom.core.rows import ClaimRow
+from jobloom.store.base import Later, Params, Tx
 from jobloom.store.sql import load_queries
 
 AsyncConn = psycopg.AsyncConnection[TupleRow]
@@ -107,7 +108,9 @@ class PostgresTx(Tx):
         self.conn = conn
         self._locks = _BindingLocks()
         self._begun = begun
-        self._pending: list[tuple[str, Params | Sequence[Params], bool]] = []
+        # deferred statements: (query, params, how): "many" runs once per parameter set, "one" once, and
+        # a Later once, keeping its rows for the Later when the round trip that carried it is over
+        self._pending: list[tuple[str, Params | Sequence[Params], str | Later[Any]]] = []
         self._channel = channel
         self._left = statements  # None: any number
 
@@ -127,9 +130,10 @@ class PostgresTx(Tx):
         query = _query("insert_job__with_events")
         sent = []
         async with self.conn.pipeline():
-            await self._send_pending()
+            later = await self._send_pending()
             for rows in chunks:
                 sent.append((await self.conn.execute(query, self._jobs_params(rows, at)), len(rows)))
+        await _answer(later)
         ids: list[int] = []
         for cur, count in sent:
             ids += await _new_ids(cur, count)
@@ -141,19 +145,25 @@ class PostgresTx(Tx):
         numbered = [{**row, "i": i} for i, row in enumerate(rows)]
         return {"rows": _json_rows(numbered), "at": at, "channel": self._channel}
 
-    async def _send_pending(self) -> None:
+    async def _send_pending(self) -> list[tuple[Later[Any], psycopg.AsyncCursor[TupleRow]]]:
+        """Send ``BEGIN`` if not sent, and the deferred statements (inside a pipeline); the Laters to
+        answer once the pipeline is over (:func:`_answer`)."""
         if not self._begun:
             self._begun = True
             await self.conn.execute("BEGIN")
         pending, self._pending = self._pending, []
-        for query, params, many in pending:
-            if many:
+        later: list[tuple[Later[Any], psycopg.AsyncCursor[TupleRow]]] = []
+        for query, params, how in pending:
+            if how == "many":
                 assert isinstance(params, Sequence)
                 async with self.conn.cursor() as cur:
                     await cur.executemany(query, params)
             else:
                 assert not isinstance(params, Sequence)
-                await self.conn.execute(query, params)
+                cur = await self.conn.execute(query, params)
+                if isinstance(how, Later):
+                    later.append((how, cur))
+        return later
 
     async def _run(self, name: str, params: Params | None) -> psycopg.AsyncCursor[TupleRow]:
         return await self._send(self._locks.query(name, params), params)
@@ -166,8 +176,9 @@ class PostgresTx(Tx):
         if self._begun and not self._pending:
             return await self.conn.execute(query, params or {})
         async with self.conn.pipeline():
-            await self._send_pending()
+            later = await self._send_pending()
             cur = await self.conn.execute(query, params or {})
+        await _answer(later)
         return cur
 
     async def fetch_rows_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
@@ -175,20 +186,26 @@ class PostgresTx(Tx):
         if self._left is not None:
             return await super().fetch_rows_batch(queries)
         async with self.conn.pipeline():
-            await self._send_pending()
+            later = await self._send_pending()
             cursors = [await self.conn.execute(self._locks.query(name, params), params or {})
                        for name, params in queries]
+        await _answer(later)
         return [await cur.fetchall() if cur.description is not None else [] for cur in cursors]
 
     def has_pending(self) -> bool:
         """Whether writes are waiting to go out with the next statement or the commit."""
         return bool(self._pending)
 
+    async def flush(self) -> None:
+        """Send the deferred statements now (with ``BEGIN`` if not sent): one round trip."""
+        await self.connection()
+
     async def connection(self) -> AsyncConn:
         """The connection, inside the transaction, with every deferred write sent."""
         if not self._begun or self._pending:
             async with self.conn.pipeline():
-                await self._send_pending()
+                later = await self._send_pending()
+            await _answer(later)
         return self.conn
 
     async def commit(self) -> None:
@@ -196,8 +213,9 @@ class PostgresTx(Tx):
         if not self._begun and not self._pending:
             return
         async with self.conn.pipeline():
-            await self._send_pending()
+            later = await self._send_pending()
             await self.conn.execute("COMMIT")
+        await _answer(later)
 
     async def rollback(self) -> None:
         """Drop the deferred writes and roll back what was sent."""
@@ -221,10 +239,25 @@ class PostgresTx(Tx):
             return
         bulk = _QUERIES.get(name + "__bulk")
         if bulk is not None:
-            self._pending.append((bulk, {"rows": _json_rows(rows)}, False))
+            self._pending.append((bulk, {"rows": _json_rows(rows)}, "one"))
         else:
-            self._pending.append((_query(name), rows, True))
+            self._pending.append((_query(name), rows, "many"))
 
+    async def claim(self, params: Params) -> Later[ClaimRow]:
+        """Claim jobs and record their ``started`` events in one statement, sent with the transaction's
+        next round trip (a worker's cycle: with its ``COMMIT``)."""
+        if self._left is not None:
+            return await super().claim(params)
+        later: Later[ClaimRow] = Later(ClaimRow._make)
+        self._pending.append((_query("claim__with_events"), params, later))
+        return later
+
+
+
+async def _answer(later: list[tuple[Later[Any], psycopg.AsyncCursor[TupleRow]]]) -> None:
+    """Give each deferred statement's Later its rows (its pipeline is over)."""
+    for handle, cur in later:
+        handle.answer(await cur.fetchall())
 
 
 def _json_rows(rows: Sequence[Params]) -> str:

@@ -142,6 +142,24 @@ SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expir
 WHERE id = ANY(:ids::bigint[])
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
+-- name: claim__with_events
+-- claim, and the claimed jobs' started events in the same statement (so that a worker's cycle can send
+-- it with its COMMIT): one row per binding, naming its job when it holds one event, counting them
+-- otherwise (as count_events counts them).
+WITH c AS (
+    UPDATE jobloom_jobs
+    SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+        started_at = :now, cancel_requested = false
+    WHERE id = ANY(:ids::bigint[])
+    RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
+), e AS (
+    INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration, n, top, bucket)
+    SELECT :now, CASE WHEN count(*) = 1 THEN min(id) END, binding, 'started',
+           CASE WHEN count(*) = 1 THEN min(attempt) ELSE 0 END, NULL, count(*), NULL, NULL
+    FROM c GROUP BY binding
+)
+SELECT id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta FROM c
+
 -- name: claim_batch
 -- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
 UPDATE jobloom_jobs
