@@ -51,8 +51,7 @@ def count_events(events: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]]
         if bucket is not None:
             durations = [float(g["duration"]) for g in group]
             total, top = sum(durations), max(durations)
-        counted.append({"at": at, "binding": binding, "kind": kind, "duration": total, "n": len(group), "top": top,
-                        "bucket": bucket})
+        counted.append(counted_row(at, binding, kind, len(group), total, top, bucket))
     return single, counted
 
 
@@ -77,9 +76,15 @@ def count_enqueues(at: float, ids: Sequence[int], rows: Sequence[Mapping[str, An
             single.append({"at": at, "job_id": group[0], "binding": binding, "kind": kind, "attempt": 0,
                            "duration": None})
         else:
-            counted.append({"at": at, "binding": binding, "kind": kind, "duration": None, "n": len(group),
-                            "top": None, "bucket": None})
+            counted.append(counted_row(at, binding, kind, len(group)))
     return single, counted
 
 
-__all__ = ["COUNTED_KINDS", "count_enqueues", "count_events"]
+def counted_row(at: float, binding: str, kind: str, n: int, duration: float | None = None, top: float | None = None,
+                bucket: int | None = None) -> dict[str, Any]:
+    """One ``insert_counted_event`` row: ``n`` events of ``kind`` for ``binding`` at ``at`` (their run
+    times added up in ``duration``, the longest ``top``, the histogram bucket they share)."""
+    return {"at": at, "binding": binding, "kind": kind, "duration": duration, "n": n, "top": top, "bucket": bucket}
+
+
+__all__ = ["COUNTED_KINDS", "count_enqueues", "count_events", "counted_row"]
