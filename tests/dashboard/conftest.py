@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ import jobloom  # noqa: E402
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 SCREENSHOTS = ROOT / "docs" / "screenshots"
+UPDATE_SCREENSHOTS = "JOBLOOM_UPDATE_SCREENSHOTS"
+"""Set to 1 to write the screenshots into ``docs/screenshots/`` (else a run leaves the checkout as it was)."""
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 TIMEOUT_MS = 20_000
 
@@ -192,10 +195,13 @@ def page(context: Any, site: Site) -> Any:
 
 
 def screenshot(page: Any, site: Site, name: str) -> None:
-    """Save the page as ``docs/screenshots/<name>.png`` (from the SQLite run only, so runs do not race)."""
+    """Save the page as ``<name>.png`` (from the SQLite run only, so runs do not race): into
+    ``docs/screenshots/`` with ``JOBLOOM_UPDATE_SCREENSHOTS=1``, else into a temporary folder."""
     if site.store == "sqlite":
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+        folder = SCREENSHOTS if os.environ.get(UPDATE_SCREENSHOTS) == "1" else (
+            Path(tempfile.gettempdir()) / "jobloom-screenshots")
+        folder.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
