@@ -124,7 +124,9 @@ async def drain(target: Target, n: int, processes: int, concurrency: int, perfor
                 await asyncio.sleep(0.01)
             waits = Waits(box.url, app_name)
             pg = waits.backends()
-            workers = [c.pid for c in psutil.Process(group._proc.proc.pid).children(recursive=True)]  # type: ignore[union-attr]
+            # all of the worker's processes: `--processes 1` is the worker itself, more are a supervisor's children
+            root = psutil.Process(group._proc.proc.pid)  # type: ignore[union-attr]
+            workers = [root.pid, *(c.pid for c in root.children(recursive=True))]
             cpu0 = psutil.cpu_times()
             w0, p0, t0 = _cpu(workers), _cpu(pg), time.monotonic()
             await wait_finished(ctx, box, after, n, "drain", group.check, group.output)
