@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobloom.core.histogram import timed_bucket
+from jobloom.core.rows import ClaimRow
 
 COUNTED_KINDS = frozenset({"enqueued", "scheduled", "waiting", "started", "succeeded", "failed", "retried"})
 """Kinds whose events may be counted together: enqueues, and attempts' starts and ends (a job's
@@ -80,6 +81,28 @@ def count_enqueues(at: float, ids: Sequence[int], rows: Sequence[Mapping[str, An
     return single, counted
 
 
+def count_starts(at: float, claimed: Sequence[ClaimRow]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`count_events` for the ``started`` events of claimed jobs (``claim`` rows), without an event
+    per job first: one counted row per binding (a claim's jobs share theirs), or the event naming its
+    job and attempt where a binding has one job."""
+    groups: dict[str, list[ClaimRow]] = {}
+    for row in claimed:
+        group = groups.get(row.binding)
+        if group is None:
+            groups[row.binding] = [row]
+        else:
+            group.append(row)
+    single: list[dict[str, Any]] = []
+    counted: list[dict[str, Any]] = []
+    for binding, group in groups.items():
+        if len(group) == 1:
+            single.append({"at": at, "job_id": group[0].id, "binding": binding, "kind": "started",
+                           "attempt": group[0].attempt, "duration": None})
+        else:
+            counted.append(counted_row(at, binding, "started", len(group)))
+    return single, counted
+
+
 def counted_row(at: float, binding: str, kind: str, n: int, duration: float | None = None, top: float | None = None,
                 bucket: int | None = None) -> dict[str, Any]:
     """One ``insert_counted_event`` row: ``n`` events of ``kind`` for ``binding`` at ``at`` (their run
@@ -87,4 +110,4 @@ def counted_row(at: float, binding: str, kind: str, n: int, duration: float | No
     return {"at": at, "binding": binding, "kind": kind, "duration": duration, "n": n, "top": top, "bucket": bucket}
 
 
-__all__ = ["COUNTED_KINDS", "count_enqueues", "count_events", "counted_row"]
+__all__ = ["COUNTED_KINDS", "count_enqueues", "count_events", "count_starts", "counted_row"]

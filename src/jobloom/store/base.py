@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from typing import Any, Generic, TypeVar, overload
 
 from jobloom.core.errors import StoreError
-from jobloom.core.outbox import count_enqueues, count_events
+from jobloom.core.outbox import count_enqueues, count_starts
 from jobloom.core.queries import QUERIES, Q, Query, R
 from jobloom.core.rows import ClaimRow
 
@@ -140,11 +140,11 @@ class Tx(abc.ABC):
         :func:`~jobloom.core.outbox.count_events`). A driver may send it all as one statement with the
         transaction's next round trip: read the rows once it is over (after the commit)."""
         rows = await self.fetch(Q.claim, params)
-        at = params["now"]
-        single, counted = count_events([{"at": at, "job_id": r.id, "binding": r.binding, "kind": "started",
-                                         "attempt": r.attempt, "duration": None} for r in rows])
-        await self.executemany("insert_event", single)
-        await self.executemany("insert_counted_event", counted)
+        single, counted = count_starts(params["now"], rows)
+        if single:
+            await self.executemany("insert_event", single)
+        if counted:
+            await self.executemany("insert_counted_event", counted)
         return Later(ClaimRow._make, rows)
 
     async def flush(self) -> None:

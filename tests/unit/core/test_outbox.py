@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobloom.core.outbox import COUNTED_KINDS, count_enqueues, count_events
-from jobloom.core.rows import ProjectedEventRow
+from jobloom.core.outbox import COUNTED_KINDS, count_enqueues, count_events, count_starts
+from jobloom.core.rows import ClaimRow, ProjectedEventRow
 from jobloom.housekeeping.stats import fold
 
 KINDS = sorted(COUNTED_KINDS | {"cancelled", "requeued", "released", "stalled", "snoozed"})
@@ -69,6 +69,20 @@ def test_counting_enqueues_is_counting_their_events(jobs: list[tuple[str, str]])
     events = [{"at": 5.0, "job_id": i, "binding": b, "kind": k, "attempt": 0, "duration": None}
               for i, (b, k) in zip(ids, jobs, strict=True)]
     single, counted = count_enqueues(5.0, ids, rows)
+    want_single, want_counted = count_events(events)
+    key = lambda r: sorted(r.items())  # noqa: E731
+    assert sorted(single, key=key) == sorted(want_single, key=key)
+    assert sorted(counted, key=key) == sorted(want_counted, key=key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["Ok", "Other", "日本語"]), st.integers(1, 5)), max_size=40))
+def test_counting_starts_is_counting_their_events(claims: list[tuple[str, int]]) -> None:
+    rows = [ClaimRow(100 + i, b, "{}", attempt, 3, None, "at_least_once", None, None, 1.0, None)
+            for i, (b, attempt) in enumerate(claims)]
+    events = [{"at": 7.0, "job_id": r.id, "binding": r.binding, "kind": "started", "attempt": r.attempt,
+               "duration": None} for r in rows]
+    single, counted = count_starts(7.0, rows)
     want_single, want_counted = count_events(events)
     key = lambda r: sorted(r.items())  # noqa: E731
     assert sorted(single, key=key) == sorted(want_single, key=key)
