@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import jobloom
+from jobloom.core.errors import StoreError
 from jobloom.store.base import Tx
 from tests.helpers import eventually
 
@@ -248,3 +249,21 @@ async def test_an_idle_worker_claims_a_job_in_two_round_trips(postgres_url: str,
         assert (await app.get_job(job.id)).state == "succeeded"
     finally:
         await app.close()
+
+
+async def test_a_deferred_claim_goes_out_with_the_next_round_trip(store: PostgresStore) -> None:
+    """``Tx.claim`` sends nothing by itself: its rows are there once the next round trip is over (a
+    flush here; in a worker's cycle, the ``COMMIT``), and its started event with them."""
+    ids = await store.autocommit(lambda tx: tx.insert_jobs([{**new_job().params(), "event": "enqueued"}] * 3,
+                                                           time.time()))
+
+    async def work(tx: Tx) -> list[tuple[int, int]]:
+        later = await tx.claim({"ids": ids, "worker": "w", "lease_expires": time.time() + 60, "now": 5.0})
+        with pytest.raises(StoreError, match="read before the statement was sent"):
+            later.rows()
+        await tx.flush()
+        return sorted((r.id, r.attempt) for r in later.rows())
+
+    assert await store.transact(work) == [(i, 1) for i in sorted(ids)]
+    events = await store.transact(lambda tx: tx.fetch("project_events", {"limit": 10}), exclusive=False)
+    assert [(e.kind, e.n, e.at) for e in events if e.kind == "started"] == [("started", 3, 5.0)]
