@@ -7,8 +7,9 @@ Round trips are what a PostgreSQL transaction costs, so :class:`PostgresTx` take
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -129,11 +130,9 @@ class PostgresTx(Tx):
             return await super().insert_jobs_streamed(chunks, at)
         query = _query("insert_job__with_events")
         sent = []
-        async with self.conn.pipeline():
-            later = await self._send_pending()
+        async with self._pipeline():
             for rows in chunks:
                 sent.append((await self.conn.execute(query, self._jobs_params(rows, at)), len(rows)))
-        await _answer(later)
         ids: list[int] = []
         for cur, count in sent:
             ids += await _new_ids(cur, count)
@@ -145,9 +144,19 @@ class PostgresTx(Tx):
         numbered = [{**row, "i": i} for i, row in enumerate(rows)]
         return {"rows": _json_rows(numbered), "at": at, "channel": self._channel}
 
+    @contextlib.asynccontextmanager
+    async def _pipeline(self) -> AsyncIterator[None]:
+        """A pipeline (one round trip) that first sends ``BEGIN`` if not sent and the deferred
+        statements; once it is over, each deferred statement's Later gets its rows."""
+        async with self.conn.pipeline():
+            later = await self._send_pending()
+            yield
+        for handle, cur in later:
+            handle.answer(await cur.fetchall())
+
     async def _send_pending(self) -> list[tuple[Later[Any], psycopg.AsyncCursor[TupleRow]]]:
         """Send ``BEGIN`` if not sent, and the deferred statements (inside a pipeline); the Laters to
-        answer once the pipeline is over (:func:`_answer`)."""
+        answer once the pipeline is over, with the cursors of their statements."""
         if not self._begun:
             self._begun = True
             await self.conn.execute("BEGIN")
@@ -175,21 +184,17 @@ class PostgresTx(Tx):
             self._left -= 1
         if self._begun and not self._pending:
             return await self.conn.execute(query, params or {})
-        async with self.conn.pipeline():
-            later = await self._send_pending()
+        async with self._pipeline():
             cur = await self.conn.execute(query, params or {})
-        await _answer(later)
         return cur
 
     async def fetch_rows_batch(self, queries: Sequence[tuple[str, Params | None]]) -> list[list[tuple[Any, ...]]]:
         """Run independent named queries in one pipeline: one round trip for all of them."""
         if self._left is not None:
             return await super().fetch_rows_batch(queries)
-        async with self.conn.pipeline():
-            later = await self._send_pending()
+        async with self._pipeline():
             cursors = [await self.conn.execute(self._locks.query(name, params), params or {})
                        for name, params in queries]
-        await _answer(later)
         return [await cur.fetchall() if cur.description is not None else [] for cur in cursors]
 
     def has_pending(self) -> bool:
@@ -203,19 +208,16 @@ class PostgresTx(Tx):
     async def connection(self) -> AsyncConn:
         """The connection, inside the transaction, with every deferred write sent."""
         if not self._begun or self._pending:
-            async with self.conn.pipeline():
-                later = await self._send_pending()
-            await _answer(later)
+            async with self._pipeline():
+                pass
         return self.conn
 
     async def commit(self) -> None:
         """Send the deferred writes and ``COMMIT`` in one round trip (nothing if nothing ran)."""
         if not self._begun and not self._pending:
             return
-        async with self.conn.pipeline():
-            later = await self._send_pending()
+        async with self._pipeline():
             await self.conn.execute("COMMIT")
-        await _answer(later)
 
     async def rollback(self) -> None:
         """Drop the deferred writes and roll back what was sent."""
@@ -251,13 +253,6 @@ class PostgresTx(Tx):
         later: Later[ClaimRow] = Later(ClaimRow._make)
         self._pending.append((_query("claim__with_events"), params, later))
         return later
-
-
-
-async def _answer(later: list[tuple[Later[Any], psycopg.AsyncCursor[TupleRow]]]) -> None:
-    """Give each deferred statement's Later its rows (its pipeline is over)."""
-    for handle, cur in later:
-        handle.answer(await cur.fetchall())
 
 
 def _json_rows(rows: Sequence[Params]) -> str:
