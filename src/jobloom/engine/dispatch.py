@@ -67,8 +67,8 @@ async def dispatch(
     dispatch would read them; otherwise they are ignored (and read again).
 
     ``defer``: the claim may go out with the transaction's next round trip (:meth:`Tx.claim`): the
-    claimed jobs are then in :attr:`Dispatched.later` (read them after the commit; their number is
-    :attr:`Dispatched.pending` now), not in :attr:`Dispatched.claimed`."""
+    claimed jobs are then in :attr:`Dispatched.deferred` (read them after the commit; their number is
+    known now), not in :attr:`Dispatched.claimed`. A batch performer's claim is never deferred."""
     if capacity <= 0:
         return Dispatched([])
     if binding_rows is None:  # the hold first: the binding is read after any pause that commits
@@ -135,8 +135,7 @@ async def dispatch(
             break
         if prefetched is not None and _usable(prefetched, policy, locked, full, want + 16):
             # read with the cycle's first reads, before the policy: no fresher policy to read after them
-            cands, key_rows, fresh = [Candidate(r.id, r.priority, r.run_at, r.concurrency_key)
-                                      for r in prefetched.rows], None, None
+            cands, key_rows, fresh = _as_candidates(prefetched.rows), None, None
         else:
             # under the binding's lock, the running count per key comes along (cheap, and no round trip
             # of its own); it is only used if a candidate has a key
@@ -309,4 +308,9 @@ async def _candidates(
         rows = merge_by_age(rows, results[1])
     key_rows = results[1 + bool(policy.priority_aging)] if with_keys else None
     fresh = results[-1] if with_policy else None
-    return [Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows], key_rows, fresh
+    return _as_candidates(rows), key_rows, fresh
+
+
+def _as_candidates(rows: list[CandidateRow]) -> list[Candidate]:
+    """Candidate rows as the decision weighs them."""
+    return [Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows]

@@ -137,7 +137,7 @@ class Tx(abc.ABC):
     async def claim(self, params: Params) -> Later[ClaimRow]:
         """Claim queued jobs (the ``claim`` statement's ``params``: ``ids``, ``worker``, ``lease_expires``,
         ``now``) and record their ``started`` events at ``now`` (counted:
-        :func:`~jobloom.core.outbox.count_events`). A driver may send it all as one statement with the
+        :func:`~jobloom.core.outbox.count_starts`). A driver may send it all as one statement with the
         transaction's next round trip: read the rows once it is over (after the commit)."""
         rows = await self.fetch(Q.claim, params)
         single, counted = count_starts(params["now"], rows)
