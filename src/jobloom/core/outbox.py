@@ -13,11 +13,14 @@ hand, a release), stays a row of its own, naming its job and attempt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from jobloom.core.histogram import timed_bucket
 from jobloom.core.rows import ClaimRow
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 COUNTED_KINDS = frozenset({"enqueued", "scheduled", "waiting", "started", "succeeded", "failed", "retried"})
 """Kinds whose events may be counted together: enqueues, and attempts' starts and ends (a job's
@@ -62,14 +65,7 @@ def count_enqueues(at: float, ids: Sequence[int], rows: Sequence[Mapping[str, An
     """:func:`count_events` for new jobs (``insert_job`` rows with the ``event`` kind they record, and
     their ids), without an event per job first: one counted row per binding and kind, or the event
     naming its job where a binding and kind has one job."""
-    groups: dict[tuple[str, str], list[int]] = {}
-    for job_id, row in zip(ids, rows, strict=True):
-        key = (row["binding"], row["event"])
-        group = groups.get(key)
-        if group is None:
-            groups[key] = [job_id]
-        else:
-            group.append(job_id)
+    groups = _grouped(((row["binding"], row["event"]), job_id) for job_id, row in zip(ids, rows, strict=True))
     single: list[dict[str, Any]] = []
     counted: list[dict[str, Any]] = []
     for (binding, kind), group in groups.items():
@@ -85,22 +81,27 @@ def count_starts(at: float, claimed: Sequence[ClaimRow]) -> tuple[list[dict[str,
     """:func:`count_events` for the ``started`` events of claimed jobs (``claim`` rows), without an event
     per job first: one counted row per binding (a claim's jobs share theirs), or the event naming its
     job and attempt where a binding has one job."""
-    groups: dict[str, list[ClaimRow]] = {}
-    for row in claimed:
-        group = groups.get(row.binding)
-        if group is None:
-            groups[row.binding] = [row]
-        else:
-            group.append(row)
     single: list[dict[str, Any]] = []
     counted: list[dict[str, Any]] = []
-    for binding, group in groups.items():
+    for binding, group in _grouped((row.binding, row) for row in claimed).items():
         if len(group) == 1:
             single.append({"at": at, "job_id": group[0].id, "binding": binding, "kind": "started",
                            "attempt": group[0].attempt, "duration": None})
         else:
             counted.append(counted_row(at, binding, "started", len(group)))
     return single, counted
+
+
+def _grouped(pairs: Iterable[tuple[K, V]]) -> dict[K, list[V]]:
+    """The values of ``(key, value)`` pairs, grouped by key (keys in first-seen order)."""
+    groups: dict[K, list[V]] = {}
+    for key, value in pairs:
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [value]
+        else:
+            group.append(value)
+    return groups
 
 
 def counted_row(at: float, binding: str, kind: str, n: int, duration: float | None = None, top: float | None = None,
