@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict
 from typing import Any
@@ -37,17 +38,26 @@ LIMIT_FIELDS = ("concurrency", "key_concurrency", "rate_limit", "priority_aging"
 
 def policy_from_row(row: PolicyRow | BindingRow | None) -> tuple[Policy, Bucket | None, Backoff]:
     """A binding's record (``get_binding``, ``lock_binding``, ``list_bindings``) to the effective policy
-    (code values under run-time overrides), its token bucket and its retry backoff."""
+    (code values under run-time overrides), its token bucket and its retry backoff.
+
+    Every worker cycle reads each binding's record, and the record rarely changes: the policy and the
+    backoff are parsed once per distinct record (both are immutable); the bucket is made anew."""
     if row is None:
         return Policy(), None, Backoff()
-    concurrency: int | None = row.concurrency
-    key_concurrency: int | None = row.key_concurrency
-    aging = row.priority_aging
-    limit = RateLimit(row.rate, row.burst or 1.0) if row.rate else None
-    paused = bool(row.paused)
-    batch_size, batch_wait = row.batch_size, row.batch_wait
-    if row.overrides:
-        for name, value in json.loads(row.overrides).items():
+    policy = _policy(row.concurrency, row.key_concurrency, row.priority_aging, row.rate, row.burst,
+                     bool(row.paused), row.batch_size, row.batch_wait, row.overrides)
+    bucket = Bucket(row.tokens, row.tokens_at) if row.tokens is not None and row.tokens_at is not None else None
+    return policy, bucket, _backoff(row.backoff) if row.backoff else Backoff()
+
+
+@functools.lru_cache(maxsize=1024)
+def _policy(
+    concurrency: int | None, key_concurrency: int | None, aging: float | None, rate: float | None,
+    burst: float | None, paused: bool, batch_size: int | None, batch_wait: float | None, overrides: str | None,
+) -> Policy:
+    limit = RateLimit(rate, burst or 1.0) if rate else None
+    if overrides:
+        for name, value in json.loads(overrides).items():
             if name == "concurrency":
                 concurrency = value
             elif name == "key_concurrency":
@@ -56,12 +66,15 @@ def policy_from_row(row: PolicyRow | BindingRow | None) -> tuple[Policy, Bucket 
                 limit = RateLimit.parse(value) if value else None
             elif name == "priority_aging":
                 aging = value
-    policy = Policy(
+    return Policy(
         concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None,
         paused=paused, batch_size=batch_size or None, batch_wait=batch_wait or 0.0,
     )
-    bucket = Bucket(row.tokens, row.tokens_at) if row.tokens is not None and row.tokens_at is not None else None
-    return policy, bucket, Backoff(**json.loads(row.backoff)) if row.backoff else Backoff()
+
+
+@functools.lru_cache(maxsize=256)
+def _backoff(text: str) -> Backoff:
+    return Backoff(**json.loads(text))
 
 
 def backoff_json(backoff: Backoff) -> str:
