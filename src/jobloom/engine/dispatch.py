@@ -139,8 +139,11 @@ async def dispatch(
         else:
             # under the binding's lock, the running count per key comes along (cheap, and no round trip
             # of its own); it is only used if a candidate has a key
-            cands, key_rows, fresh = await _candidates(tx, binding, policy, sorted(full), want + 16,
-                                                       with_keys=locked and by_key is None, with_policy=not locked)
+            # without the lock, the policy is read again after the candidates, unless this transaction
+            # reads one snapshot (the policy read before them is as current as they are)
+            cands, key_rows, fresh = await _candidates(
+                tx, binding, policy, sorted(full), want + 16,
+                with_keys=locked and by_key is None, with_policy=not locked and not tx.one_snapshot)
         prefetched = None
         if fresh is not None and policy_from_row(fresh[0] if fresh else None)[0] != policy:
             # the limits changed since they were read (set_limits committed in between; the candidates

@@ -64,6 +64,11 @@ class Tx(abc.ABC):
     notified = False
     """Whether this transaction wakes idle workers itself when it commits (so no :meth:`Store.notify`)."""
 
+    one_snapshot = False
+    """Whether every statement of this transaction sees the same snapshot of the store (SQLite's
+    transactions do; under PostgreSQL's read committed each statement sees what was committed when it
+    began). A value read earlier in such a transaction need not be read again to be current."""
+
     @abc.abstractmethod
     async def fetch_rows(self, name: str, params: Params | None = None) -> list[tuple[Any, ...]]:
         """Run a named query and return all its rows as the driver reads them (plain tuples).

@@ -136,6 +136,8 @@ class SQLiteTx(Tx):
     names it in its error.
     """
 
+    one_snapshot = True  # a write transaction holds the store's only write lock; a read one, one snapshot
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
