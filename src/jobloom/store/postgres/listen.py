@@ -103,26 +103,45 @@ class Listener:
     async def _serve(self, conn: psycopg.AsyncConnection[TupleRow]) -> None:
         """Signal the subscribers on every notification ``conn`` receives, until it fails.
 
-        The loop waits for the socket to become readable and then takes what arrived from libpq, so an
-        idle listener costs nothing between notifications (psycopg's ``notifies()`` wakes ten times a
-        second to look for interrupts). A connection quiet for ``HEALTH_CHECK`` seconds is probed with
-        a query; notifications that arrive while psycopg runs it reach the connection's notify handler."""
+        The event loop calls back when the socket becomes readable, and the callback takes what arrived
+        from libpq and signals at once (no task in between), so an idle listener costs nothing between
+        notifications (psycopg's ``notifies()`` wakes ten times a second to look for interrupts). This
+        task only waits: for a failure the callback met, or for ``HEALTH_CHECK`` seconds of quiet, when
+        the connection is probed with a query (it may be silently dead); notifications that arrive
+        while psycopg runs it reach the connection's notify handler."""
         loop = asyncio.get_running_loop()
-        readable = asyncio.Event()
+        activity = asyncio.Event()
+        failed: list[Exception] = []
         conn.add_notify_handler(lambda _n: self._signal())
         pgconn = conn.pgconn
-        while not self._closed:
-            loop.add_reader(pgconn.socket, readable.set)
+        sock = pgconn.socket
+
+        def readable() -> None:
             try:
-                self._take(pgconn)  # anything libpq read before the reader was in place
-                woken = await wait_event(readable, HEALTH_CHECK)
-            finally:
-                loop.remove_reader(pgconn.socket)
-            if woken:
                 pgconn.consume_input()  # a closed or broken connection raises OperationalError here
                 self._take(pgconn)
-            else:
-                await conn.execute("SELECT 1")  # quiet for long: it may be silently dead
+            except Exception as exc:
+                failed.append(exc)
+                loop.remove_reader(sock)  # a dead socket stays readable: not called again
+            activity.set()
+
+        loop.add_reader(sock, readable)
+        try:
+            self._take(pgconn)  # anything libpq read before the reader was in place
+            while not self._closed:
+                woken = await wait_event(activity, HEALTH_CHECK)
+                if failed:
+                    raise failed[0]
+                if not woken:
+                    loop.remove_reader(sock)  # psycopg waits on the socket itself while it runs the query
+                    try:
+                        await conn.execute("SELECT 1")  # quiet for long: it may be silently dead
+                    finally:
+                        if not self._closed:
+                            loop.add_reader(sock, readable)
+                    self._take(pgconn)
+        finally:
+            loop.remove_reader(sock)
 
     def _take(self, pgconn: PGconn) -> None:
         """Signal once if libpq holds notifications (each is taken off its queue)."""
