@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 import jobloom
+from jobloom.core.queries import Q
+from jobloom.core.records import policy_from_row
 from jobloom.engine.jobs import Claimed
 from tests.helpers import eventually
 
@@ -104,3 +106,27 @@ async def test_a_cycle_claims_what_it_counts_and_the_outbox_counts_each_start(ap
     await project_all(await app.store())
     stats = await app.stats()
     assert (stats.total.started, stats.total.succeeded) == (6, 6)
+
+
+async def test_a_transaction_that_claims_one_snapshot_does_not_see_a_commit_made_meanwhile(store_url: str) -> None:
+    # dispatch trusts Tx.one_snapshot to skip reading a policy again: the flag must say what the store does
+    first = jobloom.App(store_url, performers=[Plain], auto_migrate=True)
+    other = jobloom.App(store_url, performers=[Plain])
+    try:
+        await first.register_bindings()
+        store = await first.store()
+        seen: list[int | None] = []
+        flags: list[bool] = []
+
+        async def read_twice(tx: Any) -> None:
+            flags.append(tx.one_snapshot)
+            seen.append(policy_from_row((await tx.fetch(Q.get_binding, {"binding": "Plain"}))[0])[0].concurrency)
+            await other.set_limits("Plain", concurrency=3)  # commits on its own connection meanwhile
+            seen.append(policy_from_row((await tx.fetch(Q.get_binding, {"binding": "Plain"}))[0])[0].concurrency)
+
+        await store.transact(read_twice, exclusive=False)
+        assert seen[0] is None
+        assert seen[1] == (None if flags[0] else 3), (flags, seen)
+    finally:
+        await other.close()
+        await first.close()
