@@ -13,8 +13,8 @@ with the stamps of ``latency_steps/sitecustomize.py``, and each job's way is cut
 3. the worker's claiming cycle: its start, each round trip (PostgreSQL) or statement (SQLite), its end;
 4. ``perform``.
 
-It prints the median and 90th percentile of each step over the jobs whose chain was found, and
-of the whole (the stamps cost a few microseconds each: the whole is a little above an unstamped
+It prints the median, 90th and 99th percentile of each step over the jobs whose chain was found,
+and of the whole, and for the slowest 1 % of the jobs the step that took most of their time (the stamps cost a few microseconds each: the whole is a little above an unstamped
 run's, which is printed first for comparison).
 """
 
@@ -38,7 +38,7 @@ from jobloom.bench.sandbox import Sandbox, Target
 
 HERE = Path(__file__).resolve().parent
 SITE = HERE / "latency_steps"
-Record = tuple[str, float, float, str]
+Record = tuple[str, float, float, str, int]  # name, start, end, statement, the task that made the call
 
 
 async def run(url: str, n: int, rate: float, out: str | None) -> list[tuple[int, float, float]]:
@@ -97,7 +97,7 @@ def load(folder: str) -> tuple[list[Record], list[Record]]:
     producer: list[Record] = []
     for path in Path(folder).glob("*.tsv"):
         lines = path.read_text().splitlines()
-        records = [(p[0], float(p[1]), float(p[2]), p[3] if len(p) > 3 else "")
+        records = [(p[0], float(p[1]), float(p[2]), p[3], int(p[4]))
                    for p in (line.split("\t") for line in lines[1:])]
         if "producer" in lines[0]:
             producer += records
@@ -123,7 +123,7 @@ def steps(jobs: list[tuple[int, float, float]], worker: list[Record], producer: 
         i = bisect.bisect_left(commit_starts, created)
         if i >= len(commits):
             continue
-        _, c_start, c_end, _ = commits[i]
+        _, c_start, c_end, _, _ = commits[i]
         k = bisect.bisect_left(wakes, c_start)
         if k >= len(wakes):
             continue
@@ -131,7 +131,7 @@ def steps(jobs: list[tuple[int, float, float]], worker: list[Record], producer: 
         m = bisect.bisect_left(cycle_starts, wake)
         if m >= len(cycles):
             continue
-        _, y_start, y_end, _ = cycles[m]
+        _, y_start, y_end, _, y_task = cycles[m]
         if not (y_end <= began and began - y_end < 0.05):  # not the cycle that started this job
             continue
         ms = 1000.0
@@ -141,16 +141,16 @@ def steps(jobs: list[tuple[int, float, float]], worker: list[Record], producer: 
         out["wake-up to the cycle's start"].append((y_start - wake) * ms)
         out["the cycle"].append((y_end - y_start) * ms)
         tx = next((r for r in worker[bisect.bisect_left(worker_starts, y_start):]
-                   if r[0] in ("SQLiteStore.transact", "PostgresStore.transact")), None)
+                   if r[0] in ("SQLiteStore.transact", "PostgresStore.transact") and r[4] == y_task), None)
         if tx is None or tx[2] > y_end:
             continue
-        _, t_start, t_end, _ = tx
+        _, t_start, t_end, _, _ = tx
         out["  before its transaction"].append((t_start - y_start) * ms)
         out["  its transaction"].append((t_end - t_start) * ms)
         lo, hi = bisect.bisect_left(inner_starts, t_start), bisect.bisect_right(inner_starts, t_end)
-        calls = inner[lo:hi]
+        calls = [r for r in inner[lo:hi] if r[4] == y_task]  # not another task's (housekeeping)
         spent = 0.0
-        for label, s, e, what in calls:
+        for label, s, e, what, _ in calls:
             name = {"SQLiteStore._begin": "BEGIN", "PostgresTx.commit": "round trip: COMMIT",
                     "PostgresTx.fetch_rows_batch": "round trip: a batch of reads"}.get(label)
             if name is None:
@@ -171,10 +171,18 @@ def report(table: dict[str, list[float]], total: int) -> None:
     """Median and p90 per step."""
     found = len(table.get("WHOLE: enqueue to perform", []))
     print(f"{found} of {total} jobs traced; ms")
-    print(f"{'step':<52} {'n':>5} {'median':>8} {'p90':>8}")
+    print(f"{'step':<52} {'n':>5} {'median':>8} {'p90':>8} {'p99':>8}")
     for name, values in table.items():
         v = sorted(values)
-        print(f"{name:<52} {len(v):>5} {statistics.median(v):>8.3f} {v[int(len(v) * 0.9)]:>8.3f}")
+        print(f"{name:<52} {len(v):>5} {statistics.median(v):>8.3f} {v[int(len(v) * 0.9)]:>8.3f} "
+              f"{v[int(len(v) * 0.99)]:>8.3f}")
+    slow = sorted(range(found), key=lambda i: table["WHOLE: enqueue to perform"][i])[int(found * 0.99):]
+    if slow:  # the slowest 1 %: which step took their time
+        print(f"the slowest {len(slow)} jobs, their largest step:")
+        for i in slow:
+            parts = {k: v[i] for k, v in table.items() if len(v) == found and not k.startswith(("WHOLE", "  "))}
+            name = max(parts, key=lambda k: parts[k])
+            print(f"  {table['WHOLE: enqueue to perform'][i]:8.3f} ms: {name} {parts[name]:.3f} ms")
 
 
 def main() -> int:

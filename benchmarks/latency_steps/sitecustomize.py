@@ -4,11 +4,13 @@ Python imports a ``sitecustomize`` module found on ``PYTHONPATH`` at start-up. T
 unless ``JOBLOOM_STEPS_OUT`` names a folder. Then it wraps, before the process's event loop starts,
 the calls that mark a job's way from enqueue to ``perform``: each store transaction and round trip
 (SQLite: each statement), the wake-up callbacks, and the worker's cycle. At exit it writes one line
-per call (name, start, end; epoch seconds) to ``<folder>/<pid>.tsv``.
+per call (name, start, end in epoch seconds, a statement's name, the task that made it) to
+``<folder>/<pid>.tsv``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import asyncio.runners
 import atexit
 import functools
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 OUT = os.environ.get("JOBLOOM_STEPS_OUT")
-RECORDS: list[tuple[str, float, float, str]] = []
+RECORDS: list[tuple[str, float, float, str, int]] = []
 _WALL, _PERF = time.time(), time.perf_counter()
 
 
@@ -34,6 +36,12 @@ def wrap(owner: Any, name: str) -> None:
     fn = getattr(owner, name)
     label = f"{owner.__name__}.{name}"
 
+    def task() -> int:
+        try:
+            return id(asyncio.current_task())
+        except RuntimeError:  # no running loop
+            return 0
+
     def detail(args: tuple[Any, ...]) -> str:
         text = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
         return " ".join(text.split())[:60]  # a statement's name, or the start of its SQL
@@ -46,7 +54,7 @@ def wrap(owner: Any, name: str) -> None:
             try:
                 return await fn(*args, **kwargs)
             finally:
-                RECORDS.append((label, start, now(), detail(args)))
+                RECORDS.append((label, start, now(), detail(args), task()))
     else:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -54,7 +62,7 @@ def wrap(owner: Any, name: str) -> None:
             try:
                 return fn(*args, **kwargs)
             finally:
-                RECORDS.append((label, start, now(), detail(args)))
+                RECORDS.append((label, start, now(), detail(args), task()))
     setattr(owner, name, wrapper)
 
 
@@ -86,8 +94,8 @@ def dump() -> None:
     assert OUT is not None
     with open(os.path.join(OUT, f"{os.getpid()}.tsv"), "w") as f:
         f.write(" ".join(sys.argv[:2]) + "\n")
-        for label, start, end, what in RECORDS:
-            f.write(f"{label}\t{start:.6f}\t{end:.6f}\t{what}\n")
+        for label, start, end, what, task in RECORDS:
+            f.write(f"{label}\t{start:.6f}\t{end:.6f}\t{what}\t{task}\n")
 
 
 if OUT:
