@@ -14,8 +14,9 @@ with the stamps of ``latency_steps/sitecustomize.py``, and each job's way is cut
 4. ``perform``.
 
 It prints the median, 90th and 99th percentile of each step over the jobs whose chain was found,
-and of the whole, and for the slowest 1 % of the jobs the step that took most of their time (the stamps cost a few microseconds each: the whole is a little above an unstamped
-run's, which is printed first for comparison).
+and of the whole, and for the slowest 1 % of the jobs the step that took most of their time. The
+stamps cost a few microseconds each: the whole is a little above an unstamped run's, which is
+printed first for comparison.
 """
 
 from __future__ import annotations
