@@ -158,6 +158,7 @@ def steps(jobs: list[tuple[int, float, float]], worker: list[Record], producer: 
                 name = f"statement {what}" if label.startswith("SQLite") else f"round trip: {what[:40]!r}"
             out[f"    {name}"].append((e - s) * ms)
             spent += e - s
+        out["    together"].append(spent * ms)
         if calls and calls[-1][0].startswith("SQLite"):  # the COMMIT is the transaction's end
             out["    COMMIT (after the last statement)"].append((t_end - calls[-1][2]) * ms)
             spent += t_end - calls[-1][2]
