@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,9 +23,9 @@ from jobloom.cli.common import (
     open_target,
     run,
 )
-from jobloom.dashboard.site import create_site
-from jobloom.http.auth import AuthMode
-from jobloom.http.tokens import active_tokens
+
+if TYPE_CHECKING:
+    from jobloom.http.auth import AuthMode
 
 
 def is_loopback(host: str) -> bool:
@@ -71,6 +71,10 @@ def serve(
     """Serve the HTTP API (/v1; docs at /v1/docs; metrics at /metrics) and the web dashboard (/). With
     --url, jobs are enqueued by binding name."""
     import uvicorn
+
+    # imported here, not with the CLI: the web stack is not loaded for every other command (a worker)
+    from jobloom.dashboard.site import create_site
+    from jobloom.http.tokens import active_tokens
 
     if log_format == LogFormat.json:  # from here on, what the server says is a JSON line too (its notes included)
         from jobloom.observe.logs import configure_logging
