@@ -136,10 +136,11 @@ class SQLiteTx(Tx):
     names it in its error.
     """
 
-    one_snapshot = True  # a write transaction holds the store's only write lock; a read one, one snapshot
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, one_snapshot: bool = True) -> None:
         self.conn = conn
+        # the store's own transactions begin before their first statement, and a SQLite transaction reads
+        # one snapshot; a caller's connection that has not begun one reads each statement anew until it does
+        self.one_snapshot = one_snapshot
 
     def _one(self, name: str, params: Params | None) -> sqlite3.Cursor:
         sql, get = _POSITIONAL[name]
@@ -325,7 +326,7 @@ class SQLiteStore(Store):
         if conn.isolation_level is None and not conn.in_transaction:
             raise StoreError("transactional enqueue needs a connection inside a transaction "
                              "(this sqlite3 connection is in autocommit mode: BEGIN first)")
-        result = run_without_loop(fn(SQLiteTx(conn)))
+        result = run_without_loop(fn(SQLiteTx(conn, one_snapshot=conn.in_transaction)))
         self._waker.send()
         return result
 
