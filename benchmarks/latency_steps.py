@@ -29,13 +29,13 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
-from jobloom.bench.performers import LATENCY_APP_REF, Stamped
-from jobloom.bench.processes import Producer, WorkerGroup
-from jobloom.bench.sandbox import Sandbox, Target
+from jobloom.bench.performers import LATENCY_APP_REF
+from jobloom.bench.processes import WorkerGroup
+from jobloom.bench.sandbox import Target
+from jobloom.bench.workloads import Context, Params, stamped_jobs
 
 HERE = Path(__file__).resolve().parent
 SITE = HERE / "latency_steps"
@@ -58,38 +58,14 @@ async def run(url: str, n: int, rate: float, out: str | None) -> list[tuple[int,
 
         box.env = env  # type: ignore[method-assign]
     group = WorkerGroup(box, processes=None, concurrency=None, app_ref=LATENCY_APP_REF, flags=False)
-    producer: Producer | None = None
     try:
-        group.start()
-        warm = box.last_id()
-        app = box.app(latency=True)
-        try:
-            await app.enqueue(Stamped, {"i": -1})
-        finally:
-            await app.close()
-        await finished(box, group, warm, 1)
-        await asyncio.sleep(0.5)  # let the worker go idle: what is measured is waking it
-        after = box.last_id()
-        producer = Producer(box, rate=rate, count=n)
-        await finished(box, group, after, n)
+        after = await stamped_jobs(Context(target, Params()), box, group, n, rate, "latency steps")
         return [(int(i), float(c), float(json.loads(r))) for i, c, r in box.rows(
             f"SELECT id, created_at, result FROM jobloom_jobs WHERE id > {after} AND state = 'succeeded' ORDER BY id")]
     finally:
-        if producer is not None:
-            producer.stop()
         group.stop()
         box.close()
         target.close()
-
-
-async def finished(box: Sandbox, group: WorkerGroup, after: int, n: int, timeout: float = 120.0) -> None:
-    """Wait until ``n`` jobs above ``after`` have finished."""
-    deadline = time.monotonic() + timeout
-    while box.finished(after)[0] < n:
-        group.check()
-        if time.monotonic() > deadline:
-            raise SystemExit(f"only {box.finished(after)[0]} of {n} jobs finished in {timeout:.0f} s")
-        await asyncio.sleep(0.1)
 
 
 def load(folder: str) -> tuple[list[Record], list[Record]]:

@@ -262,6 +262,13 @@ async def start_delays(ctx: Context, box: Sandbox, group: WorkerGroup, n: int, r
     """Start ``group``, let its worker run a warm-up job and go idle, then enqueue ``n`` :class:`Stamped`
     jobs at ``rate`` from another process: each job's time (ms) from enqueue to the start of ``perform``.
     The caller stops ``group``."""
+    after = await stamped_jobs(ctx, box, group, n, rate, what)
+    return [d * 1000 for d in box.start_delays(after)]
+
+
+async def stamped_jobs(ctx: Context, box: Sandbox, group: WorkerGroup, n: int, rate: float, what: str) -> int:
+    """The run behind :func:`start_delays`, until the ``n`` jobs have finished; the id after which they
+    are (each job's result is the moment its ``perform`` began). The caller stops ``group``."""
     group.start()
     warm = box.last_id()
     app = box.app(latency=True)
@@ -279,7 +286,7 @@ async def start_delays(ctx: Context, box: Sandbox, group: WorkerGroup, n: int, r
             producer.done()  # raises if it failed
 
         await wait_finished(ctx, box, after, n, f"{what}: {n} jobs at {rate:g}/s", alive, group.output)
-        return [d * 1000 for d in box.start_delays(after)]
+        return after
     finally:
         producer.stop()
 
