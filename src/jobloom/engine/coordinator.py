@@ -25,8 +25,8 @@ from jobloom.core.records import policy_from_row
 from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
+from jobloom.engine.dispatch import candidate_reads, merge_by_age
 from jobloom.engine.dispatch import dispatch as dispatch
-from jobloom.engine.dispatch import merge_by_age
 from jobloom.engine.hooks import EngineHooks, Finished
 from jobloom.engine.jobs import CycleReads, NewJob, Outcome, Prefetched, ReportResult, emit, event
 from jobloom.store.base import Tx
@@ -333,8 +333,7 @@ async def read_cycle(
         queries.append((Q.cancel_requests, {"worker": worker}))
     prefetch = prefetch or {}
     for b, (limit, aging) in prefetch.items():
-        params = {"binding": b, "full_keys": [], "limit": limit}
-        queries += [(Q.candidates_by_priority, params), *([(Q.candidates_by_age, params)] if aging else [])]
+        queries += candidate_reads(b, [], limit, aging=aging)
     queries += [(Q.get_binding, {"binding": b}) for b in bindings]
     results = iter(await tx.fetch_batch(queries))
     if bindings:

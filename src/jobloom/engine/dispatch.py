@@ -283,6 +283,16 @@ def _usable(prefetched: Prefetched, policy: Policy, locked: bool, full: set[str]
             and prefetched.aging == bool(policy.priority_aging) and prefetched.limit >= limit)
 
 
+def candidate_reads(
+    binding: str, full_keys: list[str], limit: int, *, aging: bool
+) -> list[tuple[Query[Any], dict[str, Any] | None]]:
+    """The reads of a binding's candidates, without the jobs of ``full_keys``: by priority, and by age
+    too with priority aging (merge their rows with :func:`merge_by_age`). A cycle that reads them ahead
+    (:func:`~jobloom.engine.coordinator.read_cycle`) reads them as dispatch does."""
+    params = {"binding": binding, "full_keys": full_keys, "limit": limit}
+    return [(Q.candidates_by_priority, params), *([(Q.candidates_by_age, params)] if aging else [])]
+
+
 def merge_by_age(by_priority: list[CandidateRow], by_age: list[CandidateRow]) -> list[CandidateRow]:
     """Candidates by priority, then those read by age that are not among them (with priority aging, the
     oldest jobs may have aged past higher priorities)."""
@@ -297,10 +307,7 @@ async def _candidates(
     aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
     with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
     was committed when it began: limits set before any candidate was enqueued are seen)."""
-    params = {"binding": binding, "full_keys": full_keys, "limit": limit}
-    queries: list[tuple[Query[Any], dict[str, Any] | None]] = [(Q.candidates_by_priority, params)]
-    if policy.priority_aging:
-        queries.append((Q.candidates_by_age, params))
+    queries = candidate_reads(binding, full_keys, limit, aging=bool(policy.priority_aging))
     if with_keys:
         queries.append((Q.running_by_key, {"binding": binding}))
     if with_policy:
