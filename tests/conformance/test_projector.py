@@ -405,11 +405,33 @@ async def test_concurrent_projectors_count_every_event_once(app: jobloom.App, st
             await o.close()
 
 
+async def test_the_projector_paces_itself_by_what_it_finds(app: jobloom.App) -> None:
+    """Full batches are folded without pause, a pass that found events is followed by another after
+    ``busy``, and an empty outbox is looked at again after ``busy``, then twice as long each time up to
+    ``idle``: an instant with nothing to fold during a drain does not leave seconds of events unfolded."""
+    store = await app.store()
+    keeper = projector.Projector(batch=5, busy=1.0, idle=5.0)
+    await app.enqueue_many([(Ok, {}) for _ in range(7)])
+    await add_events(store, [event(time.time(), i, "Ok", "cancelled") for i in range(6)])  # a row per event
+
+    async def delay_after_pass() -> float:
+        await keeper.run(store, 1000.0)
+        return await keeper.next_due(store, 1000.0) - 1000.0  # type: ignore[operator]
+
+    assert await delay_after_pass() == 0.0  # 5 rows: a full batch, again at once
+    assert await delay_after_pass() == 1.0  # the rest: busy
+    assert [await delay_after_pass() for _ in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]  # empty: back off to idle
+    await app.enqueue(Ok, {})
+    assert await delay_after_pass() == 1.0  # events again: busy
+    assert await delay_after_pass() == 1.0
+    assert await unprojected(store) == 0
+
+
 async def test_a_failing_projector_never_changes_a_job(app: jobloom.App, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def broken(*args: Any, **kwargs: Any) -> int:
+    async def broken(*args: Any, **kwargs: Any) -> projector.Folded:
         raise RuntimeError("read model unavailable")
 
-    monkeypatch.setattr(projector, "project_once", broken)
+    monkeypatch.setattr(projector, "fold_batch", broken)
     worker = jobloom.Worker(app, grace=2.0)
     task = asyncio.create_task(worker.run())
     try:

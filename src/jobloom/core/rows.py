@@ -400,7 +400,8 @@ class ProjectedEventRow(NamedTuple):
 
 
 class FoldedEventsRow(NamedTuple):
-    """Outbox events counted together: one binding, minute, kind and run-time bucket (``None``: no run time)."""
+    """Outbox events counted together: one binding, minute, kind and run-time bucket (``None``: no run time),
+    from ``rows`` outbox rows."""
 
     binding: str
     minute: int
@@ -410,6 +411,7 @@ class FoldedEventsRow(NamedTuple):
     total: float | None
     top: float | None
     last_seq: int
+    rows: int
 
 
 class ProjectorRow(NamedTuple):

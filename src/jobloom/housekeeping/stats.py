@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 CURSOR = "stats"
 BATCH = 1000
+EMPTY_FIRST = 0.25  # the shortest wait after a pass that found nothing
 COUNTERS = ("enqueued", "started", "succeeded", "failed", "retried", "cancelled", "stalled")
 # event kind -> counter; "scheduled" and "waiting" are enqueues of delayed jobs and flow nodes
 _COUNTER_OF = {"enqueued": "enqueued", "scheduled": "enqueued", "waiting": "enqueued", "started": "started",
@@ -191,21 +192,35 @@ def tally_groups(groups: Iterable[FoldedEventsRow]) -> dict[tuple[str, int], Tal
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """What one projector pass folded: ``rows`` outbox rows counting ``events`` events."""
+
+    rows: int = 0
+    events: int = 0
+
+
 async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) -> int:
-    """Fold the oldest ``limit`` events of the outbox, and delete them, in one transaction; return how many.
+    """Fold the oldest ``limit`` outbox rows, and delete them, in one transaction; return how many events
+    they counted (a row may count several)."""
+    return (await fold_batch(store, limit=limit, name=name)).events
+
+
+async def fold_batch(store: Store, *, limit: int = BATCH, name: str = CURSOR) -> Folded:
+    """Fold the oldest ``limit`` outbox rows, and delete them, in one transaction.
 
     The store counts the events per binding, minute, kind and run-time bucket (``fold_events``), so a
-    batch of 1,000 events comes back as a few dozen records.
+    batch of 1,000 outbox rows comes back as a few dozen records.
     """
 
-    async def work(tx: Tx) -> int:
+    async def work(tx: Tx) -> Folded:
         await tx.execute("init_projector", {"name": name, "now": store.now()})
         cursor = await tx.fetchone(Q.lock_projector, {"name": name})
         if cursor is None:  # another worker is projecting (PostgreSQL): it will fold these events
-            return 0
+            return Folded()
         groups = await tx.fetch(Q.fold_events, {"limit": limit})
         if not groups:
-            return 0
+            return Folded()
         last_seq = max(int(g.last_seq) for g in groups)
         await tx.execute("prune_folded_events", {"last_seq": last_seq})
         tallies = tally_groups(groups)
@@ -217,7 +232,7 @@ async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) 
                 tallies[key].merge(Tally.from_row(row))
         await tx.executemany("upsert_stats", [t.params(b, m) for (b, m), t in tallies.items()])
         await tx.execute("save_projector", {"name": name, "last_seq": last_seq, "now": store.now()})
-        return sum(int(g.n) for g in groups)
+        return Folded(rows=sum(int(g.rows) for g in groups), events=sum(int(g.n) for g in groups))
 
     return await store.transact(work)
 
@@ -225,8 +240,13 @@ async def project_once(store: Store, *, limit: int = BATCH, name: str = CURSOR) 
 class Projector:
     """The housekeeper that keeps the read model up to date.
 
-    It runs again at once while it finds full batches, after ``busy`` seconds when it found some
-    events, and after ``idle`` seconds when it found none.
+    It runs again at once while it finds full batches (``batch`` outbox rows), after ``busy`` seconds
+    when it found some events, and when it found none, after ``busy`` seconds again (at least
+    ``EMPTY_FIRST``), then twice as long after each further empty pass, up to ``idle``. A worker
+    draining a backlog can leave the outbox empty for an instant between its commits; backing off at
+    once to ``idle`` there would leave that many seconds of its events unfolded. So while events keep
+    coming, the read model is at most about ``busy`` seconds behind (plus one pass), however fast the
+    drain: each pass folds what came since the last one, and full batches are folded without pause.
     """
 
     name = "projector"
@@ -236,6 +256,7 @@ class Projector:
         self.busy = busy
         self.idle = idle
         self._next = 0.0
+        self._empty = 0  # empty passes in a row
 
     async def next_due(self, store: Store, now: float) -> float | None:
         """When to fold next (kept in memory)."""
@@ -248,9 +269,20 @@ class Projector:
     async def run(self, store: Store, now: float) -> bool:
         """Fold one batch; the read model never makes jobs runnable, so this returns False."""
         self._next = now + self.idle  # a failing run is not retried at once
-        n = await project_once(store, limit=self.batch)
-        self._next = now if n >= self.batch else now + (self.busy if n else self.idle)
+        folded = await fold_batch(store, limit=self.batch)
+        self._next = now + self._delay(folded)
         return False
+
+    def _delay(self, folded: Folded) -> float:
+        """How long to wait after a pass that folded ``folded`` (and count the empty passes in a row)."""
+        if folded.rows >= self.batch:
+            self._empty = 0
+            return 0.0
+        if folded.events:
+            self._empty = 0
+            return self.busy
+        self._empty += 1
+        return min(self.idle, max(self.busy, EMPTY_FIRST) * 2.0 ** (self._empty - 1))
 
 
 # -- reading ------------------------------------------------------------------------------------------
@@ -300,5 +332,5 @@ async def read_stats(store: Store, *, binding: str | None = None, since: Any = N
     )
 
 
-__all__ = ["BATCH", "COUNTERS", "HIST_BASE", "HIST_RATIO", "Figures", "Projector", "Stats", "Tally", "bucket_of",
-           "bucket_value", "fold", "percentile", "project_once", "read_stats"]
+__all__ = ["BATCH", "COUNTERS", "EMPTY_FIRST", "HIST_BASE", "HIST_RATIO", "Figures", "Folded", "Projector", "Stats",
+           "Tally", "bucket_of", "bucket_value", "fold", "fold_batch", "percentile", "project_once", "read_stats"]

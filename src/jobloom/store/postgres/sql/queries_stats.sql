@@ -39,7 +39,8 @@ SELECT binding, floor(at / 60::float8)::bigint AS minute, kind,
                  ELSE greatest(1, ceil(ln(duration / 0.00001::float8) / ln(1.1::float8) - 0.000000001::float8))::integer
             END
        END AS bucket,
-       sum(n) AS n, sum(duration) AS total, max(coalesce(top, duration)) AS top, max(seq) AS last_seq
+       sum(n) AS n, sum(duration) AS total, max(coalesce(top, duration)) AS top, max(seq) AS last_seq,
+       count(*) AS rows
 FROM folded
 GROUP BY 1, 2, 3, 4
 

@@ -30,7 +30,8 @@ SELECT binding, CAST(floor(at / 60.0) AS INTEGER) AS minute, kind,
             CASE WHEN duration <= 0.00001 THEN 0
                  ELSE max(1, CAST(ceil(ln(duration / 0.00001) / ln(1.1) - 0.000000001) AS INTEGER)) END
        END AS bucket,
-       sum(n) AS n, sum(duration) AS total, max(coalesce(top, duration)) AS top, max(seq) AS last_seq
+       sum(n) AS n, sum(duration) AS total, max(coalesce(top, duration)) AS top, max(seq) AS last_seq,
+       count(*) AS rows
 FROM (SELECT seq, at, binding, kind, duration, n, top, bucket FROM jobloom_events ORDER BY seq LIMIT :limit)
 GROUP BY 1, 2, 3, 4
 
