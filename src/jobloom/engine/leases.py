@@ -32,6 +32,7 @@ class LeaseKeeping:
     running: dict[Key, Running]
     outcomes: list[Outcome]
     progress: ProgressBuffer
+    listed: bool  # whether it keeps a row in the registry of workers (a drain does not)
     _now: Callable[[], float]  # the store's clock: the worker's
 
     def _stop_job(self, key: Key, reason: str) -> None:  # pragma: no cover - the worker's
@@ -44,6 +45,8 @@ class LeaseKeeping:
             await asyncio.sleep(interval)
             # attempts that finished here but whose outcome is not reported yet keep their lease too
             keys = list(self.running) + [k for o in self.outcomes if (k := (o.job_id, o.attempt)) not in self.running]
+            if not keys and not self.listed:
+                continue  # nothing to renew, and no registry row to keep
             sent = time.monotonic()
             progress = self.progress.take() if keys and self.progress.due() else []  # rows locked by then
             try:
@@ -51,7 +54,8 @@ class LeaseKeeping:
 
                 async def work(tx: Tx, keys: list[Key] = keys, rows: list[Any] = progress
                                ) -> tuple[set[Key], set[Key]]:
-                    await self._beat(tx)  # the registry row: a deferred write, sent with the heartbeat
+                    if self.listed:
+                        await self._beat(tx)  # the registry row: a deferred write, sent with the heartbeat
                     if not keys:
                         return set(), set()
                     renewed = await coordinator.heartbeat(tx, self.name, keys, self._now(), self.lease)

@@ -113,6 +113,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         self.progress = ProgressBuffer()
         self.telemetry = app.telemetry
         self._failures = 0  # cycles failed in a row (the store lost), told to telemetry when it is back
+        self.listed = True  # whether its heartbeats keep a row in the registry of workers (not a drain's)
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -170,22 +171,31 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         the way; return the attempts run. :attr:`next_due` is then when a job is next due (or None)."""
         store = self._use_store(await self.app.store())
         await self.app.register_bindings(self.bindings)
+        self.listed = False  # a drain is not a worker of the registry: its heartbeats renew leases only
+        # as in a worker: leases renewed, an attempt whose lease could not be renewed stopped, progress written
+        helpers = [asyncio.create_task(self._heartbeats()), asyncio.create_task(self._lease_watch()),
+                   asyncio.create_task(self.progress.run(self.app.store, self.name))]
         made: list[bool] = []
-        while True:
-            made.clear()
-            await run_due(self.app.housekeepers, store, now=self._now, stopping=lambda: False,
-                          made_runnable=lambda: made.append(True))
-            result = await self._cycle(claim=True)
-            self.next_due = result.next_due
-            if self.running:
-                await self._kick.wait()
-                self._kick.clear()
-                await asyncio.sleep(0)
-                continue
-            if not result.claimed and not self.outcomes and not made and not result.contended:
-                break
-        self._sync.close()
-        await self._close_push()
+        try:
+            while True:
+                made.clear()
+                await run_due(self.app.housekeepers, store, now=self._now, stopping=lambda: False,
+                              made_runnable=lambda: made.append(True))
+                result = await self._cycle(claim=True)
+                self.next_due = result.next_due
+                if self.running:
+                    await self._kick.wait()
+                    self._kick.clear()
+                    await asyncio.sleep(0)
+                    continue
+                if not result.claimed and not self.outcomes and not made and not result.contended:
+                    break
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            self._sync.close()
+            await self._close_push()
         return self.attempts_run
 
     async def _close_push(self) -> None:
