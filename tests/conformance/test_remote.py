@@ -208,3 +208,19 @@ async def test_a_reaped_job_is_retried_even_when_only_remote_workers_serve_the_s
     await app.remote_claim("gone", ["Transcode"], max=1)
     await eventually(lambda: app.remote_claim("alive", ["Transcode"], max=1), timeout=10, what="claimed again")
     assert (await app.get_job(job.id)).attempt == 2
+
+
+async def test_a_remote_worker_is_registered_by_its_claims_and_counted_by_the_diagnosis(app: jobloom.App) -> None:
+    from jobloom.app.diagnose import why_not_running
+    from jobloom.engine import registry
+
+    job = await app.enqueue("Counted", {"n": 1}, delay=3600)
+    assert "no_worker" in (await why_not_running(app, job.id)).codes, "no remote worker has claimed yet"
+    assert await app.remote_claim("pull-1", ["Counted"], max=4) == []
+    store = await app.store()
+    found = await store.transact(registry.workers, exclusive=False)
+    mine = [w for w in found if w.name == "pull-1"]
+    assert len(mine) == 1 and mine[0].remote and mine[0].bindings == ("Counted",) and mine[0].concurrency == 4
+    assert mine[0].alive(app.now())
+    assert (await why_not_running(app, job.id)).codes == ("scheduled",)
+    assert not mine[0].alive(app.now() + 3 * app.lease + 2), "silent for longer than its lease allows: not alive"

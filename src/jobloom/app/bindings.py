@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobloom.core.decide import held
-from jobloom.core.errors import UnknownBinding
+from jobloom.core.errors import InvalidOption, UnknownBinding
 from jobloom.core.queries import Q
-from jobloom.core.records import backoff_json, check_limits, policy_from_row
+from jobloom.core.records import LIMIT_FIELDS, backoff_json, check_limits, policy_from_row
 from jobloom.core.rows import BindingRow, PolicyRow, StateCountRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.core.types import Policy, to_datetime
@@ -122,6 +122,27 @@ async def set_limits(app: App, binding: str, limits: dict[str, Any]) -> None:
         current = json.loads(row.overrides) if row and row.overrides else {}
         current.update(limits)
         await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current), "now": store.now()})
+
+    await store.transact(work)
+    await store.notify()
+
+
+async def reset_limits(app: App, binding: str, names: tuple[str, ...]) -> None:
+    """See :meth:`App.reset_limits`."""
+    check_name("binding", binding, MAX_NAME_BYTES)
+    for name in names:
+        if name not in LIMIT_FIELDS:
+            raise InvalidOption("limit", name, f"one of {', '.join(LIMIT_FIELDS)}", binding)
+    store = await app.store()
+
+    async def work(tx: Tx) -> None:
+        row = await tx.fetchone(Q.get_binding, {"binding": binding})
+        if row is None or not row.overrides:
+            return
+        current = json.loads(row.overrides)
+        kept = {k: v for k, v in current.items() if k not in (names or tuple(current))}
+        await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(kept) if kept else None,
+                                           "now": store.now()})
 
     await store.transact(work)
     await store.notify()

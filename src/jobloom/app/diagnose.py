@@ -304,14 +304,15 @@ async def _waiting(tx: Tx, job: JobRow) -> list[Reason]:
 
 
 async def _no_worker(tx: Tx, app: App, binding: str, now: float) -> list[Reason]:
-    """``no_worker`` if no live worker in the registry serves ``binding`` (a binding of remote workers,
-    which pull over HTTP and keep no row there, is not judged)."""
-    spec = app.specs.get(binding)
-    if spec is not None and spec.remote is not None:
-        return []
+    """``no_worker`` if no live worker in the registry serves ``binding``: a local worker, or for a remote
+    binding a remote worker (one that pulls over HTTP registers when it claims and renews its leases)."""
     workers = await registry.workers(tx)
     if any(w.alive(now) and binding in w.bindings for w in workers):
         return []
     alive = sum(w.alive(now) for w in workers)
+    spec = app.specs.get(binding)
+    if spec is not None and spec.remote is not None:
+        return [Reason("no_worker", f"No remote worker has asked for jobs of its binding {binding!r} lately "
+                       f"(remote workers pull them over HTTP; {alive} worker(s) alive serve other bindings).")]
     return [Reason("no_worker", f"No live worker serves its binding {binding!r} ({alive} worker(s) alive "
                    f"serve other bindings).")]

@@ -189,6 +189,11 @@ class App:
         the binding's jobs queued (running ones finish) until it is raised, which wakes the workers."""
         await binding_ops.set_limits(self, binding, limits)
 
+    async def reset_limits(self, binding: str, *limits: str) -> None:
+        """Drop run-time overrides of ``binding`` set with :meth:`set_limits` (the ``limits`` named, every one
+        when none is named): the code's values are in force again from the next dispatch."""
+        await binding_ops.reset_limits(self, binding, tuple(limits))
+
     async def pause_binding(self, binding: str) -> BindingInfo:
         """Pause a binding in every worker: no job of it starts once this returns (running ones finish).
         Enqueue goes on, schedules keep making its jobs; they wait until :meth:`resume_binding`."""

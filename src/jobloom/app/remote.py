@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption, UnknownBinding
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_NAME_BYTES, check_name, checked_id, storable_text
-from jobloom.engine import remote
+from jobloom.engine import registry, remote
 from jobloom.engine.remote import OUTCOMES, RemoteJob
 
 if TYPE_CHECKING:
@@ -69,6 +69,26 @@ class RemoteOps:
         self._registered: weakref.WeakSet[Store] = weakref.WeakSet()
         self.waiting = 0
         """Long polls of this app waiting now for a job (each has looked at least once)."""
+        self._seen: dict[str, tuple[tuple[str, ...], int, float, float]] = {}
+        """Remote workers seen: bindings, claim size, how long they may stay silent, last registry write."""
+
+    async def _register(self, tx: Tx, worker: str, now: float, bindings: Sequence[str] | None = None,
+                        max: int | None = None, wait: float | None = None) -> None:
+        """Write the remote worker's registry row (see :func:`registry.beat_remote`) when it is new, its
+        bindings changed, or a third of its silence allowance has passed since the last write: at most a
+        few writes per lease, not one per claim."""
+        known = self._seen.get(worker)
+        if bindings is None:
+            if known is None:
+                return  # a heartbeat from a worker this process has not seen claim: its claims write the row
+            bindings, max = known[0], known[1]
+        every = builtins.max(self.app.lease, wait or 0.0, known[2] if known and wait is None else 0.0)
+        names = tuple(bindings)
+        size = max or 1
+        if known is not None and known[0] == names and now - known[3] < every / 3:
+            return
+        await registry.beat_remote(tx, worker, names, size, every, now)
+        self._seen[worker] = (names, size, every, now)
 
     def _remote_spec(self, name: object) -> PerformerSpec:
         spec = self.app.specs.get(check_name("bindings", name, MAX_NAME_BYTES))
@@ -105,6 +125,7 @@ class RemoteOps:
         wake = None
 
         async def work(tx: Tx) -> remote.RemoteClaim:
+            await self._register(tx, worker, store.now(), names, count, limit)
             return await remote.claim(tx, worker=worker, bindings=names, max=count, now=store.now(), lease=lease,
                                       hooks=self.app.hooks, clock=store.now)
 
@@ -144,6 +165,7 @@ class RemoteOps:
         store = await self._store()
 
         async def work(tx: Tx) -> list[tuple[int, int]]:
+            await self._register(tx, worker, store.now())
             return await remote.heartbeat(tx, worker, keys, store.now(), self.app.lease)
 
         return await store.transact(work)

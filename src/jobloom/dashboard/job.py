@@ -25,6 +25,14 @@ from jobloom.dashboard.web import Dashboard, Form
 
 WAITING_STATES = frozenset({"waiting", "scheduled", "queued"})
 """States in which the page says why the job is not running."""
+DUE_STATES = frozenset({"scheduled", "queued"})
+"""States in which the job's ``run_at`` is when it runs (or has been due since): the page shows it then only."""
+
+
+def duration(attempt: Attempt, now: float) -> float:
+    """How long an attempt ran: from its start to its end, or to ``now`` while it runs."""
+    end = attempt.finished_at.timestamp() if attempt.finished_at is not None else now
+    return max(0.0, end - attempt.started_at.timestamp())
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +101,7 @@ async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
         "job": job, "page_url": f"/jobs/{job.id}", "payload": payload_text(job), "attempts": list(reversed(attempts)),
         "steps": [(s.name, _decode(s.result)) for s in steps],
         "moments": timeline(job, attempts, events), "diagnosis": diagnosis, "finished": job.state in FINISHED_STATES,
+        "due_states": DUE_STATES, "duration": duration, "now": (await app.store()).now(),
         "can_retry": job.state in RETRYABLE_STATES, "can_cancel": job.state not in FINISHED_STATES,
         "tags": json.loads(job.tags_json) if job.tags_json else [],
         "meta": json.loads(job.meta_json) if job.meta_json else None,

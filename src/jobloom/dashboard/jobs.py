@@ -1,4 +1,4 @@
-"""The jobs page: search by state, binding, unique key, id or error text, page by cursor, and retry or
+"""The jobs page: search by state, binding, tags, unique key, id or error text, page by cursor, and retry or
 cancel many jobs (the ones selected, or all that match) after a confirmation that says how many."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from jobloom.dashboard.web import Dashboard, Form
 
 PAGE_SIZE = 50
 """Jobs per page."""
-FILTER_FIELDS = ("state", "binding", "unique_key", "text")
+FILTER_FIELDS = ("state", "binding", "tag", "unique_key", "text")
 ACTIONS = {"retry": ("Retry", RETRYABLE_STATES), "cancel": ("Cancel", frozenset(
     {"waiting", "scheduled", "queued", "running"}))}
 """Bulk actions: their label and the states a job must be in to be acted on."""
@@ -41,7 +41,8 @@ def states_of(value: str | None) -> str | tuple[str, ...] | None:
 
 def filter_of(values: dict[str, str]) -> JobFilter:
     """The search filter the page's fields give (``InvalidOption`` names a bad one)."""
-    return JobFilter(states_of(values.get("state")), values.get("binding") or None, None,
+    tags = [t for t in (values.get("tag") or "").split(",") if t.strip()]
+    return JobFilter(states_of(values.get("state")), values.get("binding") or None, [t.strip() for t in tags] or None,
                      values.get("unique_key") or None, values.get("text") or None)
 
 
@@ -80,8 +81,8 @@ def routes(d: Dashboard) -> list[Route]:
         bindings = sorted(b.binding for b in await app.list_bindings())
         try:
             f = filter_of(values)
-            found = await app.list_jobs(f.state, f.binding, limit=PAGE_SIZE, unique_key=f.unique_key, text=f.text,
-                                        cursor=q.get("cursor") or None)
+            found = await app.list_jobs(f.state, f.binding, limit=PAGE_SIZE, tags=f.tags, unique_key=f.unique_key,
+                                        text=f.text, cursor=q.get("cursor") or None)
         except JobloomError as exc:
             return d.html(request, "jobs.html", session, 422, active="jobs", values=values, page=None,
                           bindings=bindings, states=ALL_STATES, problem=str(exc).splitlines()[0])

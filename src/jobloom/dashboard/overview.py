@@ -66,7 +66,7 @@ def chart_data(stats: Stats, now: float) -> dict[str, Any]:
     first, last = int(stats.since.timestamp()) // 60, int(now) // 60
     minutes = [(m * 60, by_minute.get(m, Figures())) for m in range(first, last + 1)]
     return {
-        "x": [m for m, _ in minutes], "range": [first * 60, last * 60 + 60],
+        "x": [m for m, _ in minutes], "range": [first * 60, last * 60 + 60], "per": "min",
         "succeeded": [f.succeeded for _, f in minutes], "failed": [f.failed for _, f in minutes],
         "started": [f.started for _, f in minutes],
         "p50": [f.p50 for _, f in minutes], "p90": [f.p90 for _, f in minutes], "p99": [f.p99 for _, f in minutes],

@@ -33,6 +33,11 @@ class WorkerInfo:
     started_ts: float
     seen_ts: float
 
+    @property
+    def remote(self) -> bool:
+        """Whether it is a remote worker, pulling jobs over HTTP (``App.remote_claim``)."""
+        return self.host == REMOTE_HOST and self.pid == 0
+
     def alive(self, now: float) -> bool:
         """Whether its row was renewed recently enough (within ``ALIVE_BEATS`` heartbeats, plus a second)."""
         return now - self.seen_ts <= ALIVE_BEATS * self.beat + 1.0
@@ -53,6 +58,20 @@ async def beat(tx: Tx, name: str, bindings: Sequence[str], concurrency: int, eve
         "concurrency": concurrency, "beat": every, "now": now,
     }])
     await tx.executemany("prune_workers", [{"now": now}])
+
+
+REMOTE_HOST = "remote"
+"""The host a remote (pull) worker's registry row names: it runs elsewhere and says no more of itself."""
+
+
+async def beat_remote(tx: Tx, name: str, bindings: Sequence[str], concurrency: int, every: float, now: float) -> None:
+    """Write or renew the row of the remote worker ``name`` (one that pulls jobs over HTTP), seen claiming
+    jobs of ``bindings`` or renewing its leases now; ``every``: how long it may stay silent while alive
+    (its lease or its long poll's wait), so it counts as alive for :data:`ALIVE_BEATS` times that."""
+    await tx.executemany("beat_worker", [{
+        "name": name, "host": REMOTE_HOST, "pid": 0, "bindings": json.dumps(list(bindings)),
+        "concurrency": concurrency, "beat": every, "now": now,
+    }])
 
 
 async def forget(tx: Tx, name: str) -> None:

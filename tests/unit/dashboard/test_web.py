@@ -11,6 +11,8 @@ import pytest
 from starlette.requests import Request
 
 from jobloom.core.errors import InvalidOption
+from jobloom.core.options import RateLimit
+from jobloom.core.types import Policy
 from jobloom.dashboard.jobs import DEFAULT_STATES, filter_of, states_of
 from jobloom.dashboard.limits import limits_of, rate_text
 from jobloom.dashboard.overview import chart_data
@@ -88,6 +90,18 @@ def test_limit_forms() -> None:
     with pytest.raises(InvalidOption, match="concurrency"):
         limits_of(Form({"concurrency": ["-1"]}))
     assert rate_text(10.0, 2.0) == "10/s burst 2" and rate_text(1 / 60, 1.0) == "1/m"
+
+
+def test_a_limit_form_changes_only_the_values_that_differ_from_those_in_force() -> None:
+    policy = Policy(concurrency=2, key_concurrency=1, rate=RateLimit(5.0, 1.0))
+    shown = {"concurrency": ["2"], "key_concurrency": ["1"], "rate_limit": [rate_text(5.0, 1.0)]}
+    assert limits_of(Form(shown), policy) == {}
+    assert limits_of(Form(shown | {"rate_limit": ["7/s"]}), policy) == {"rate_limit": "7/s"}
+    assert limits_of(Form(shown | {"concurrency": [""]}), policy) == {"concurrency": None}
+    odd = Policy(rate=RateLimit(0.3, 2.0))
+    assert limits_of(Form({"rate_limit": [rate_text(0.3, 2.0)]}), odd) == {}
+    assert limits_of(Form({"rate_limit": ["none"]}), odd) == {"rate_limit": None}
+    assert limits_of(Form({"rate_limit": [""]}), Policy()) == {}
 
 
 def test_a_blank_state_lists_unfinished_and_failed_jobs_through_their_indexes() -> None:

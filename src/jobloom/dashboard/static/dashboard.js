@@ -2,6 +2,7 @@
 (function () {
   "use strict";
   var charts = {};
+  window.jobloomCharts = charts;  // the drawn charts, for the browser tests to read their axes
 
   function css(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
 
@@ -12,14 +13,30 @@
 
   function series(kind) {
     if (kind === "throughput") {
-      return [{}, {label: "succeeded / min", stroke: css("--ok"), width: 2},
-              {label: "failed / min", stroke: css("--danger"), width: 2},
-              {label: "started / min", stroke: css("--info"), width: 1}];
+      return [{value: function (u, v) { return v == null ? "—" : utc(v, "full"); }}, {label: "succeeded / " + (chartData() || {}).per, stroke: css("--ok"), width: 2},
+              {label: "failed", stroke: css("--danger"), width: 2},
+              {label: "started", stroke: css("--info"), width: 1}];
     }
     var fmt = function (u, v) { return v == null ? "—" : (v < 1 ? (v * 1000).toPrecision(3) + " ms" : v.toPrecision(3) + " s"); };
-    return [{}, {label: "p50", stroke: css("--ok"), width: 2, value: fmt, points: {show: true, size: 5}},
+    return [{value: function (u, v) { return v == null ? "—" : utc(v, "full"); }}, {label: "p50", stroke: css("--ok"), width: 2, value: fmt, points: {show: true, size: 5}},
             {label: "p90", stroke: css("--warn"), width: 2, value: fmt, points: {show: true, size: 5}},
             {label: "p99", stroke: css("--danger"), width: 2, value: fmt, points: {show: true, size: 5}}];
+  }
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  // A moment in UTC, ISO style: "14:05" within a day, "12-05 14:05" across days, the date and time in full
+  // for the legend ("2026-12-05 14:05 UTC").
+  function utc(ts, span) {
+    var d = new Date(ts * 1000);
+    var hm = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes());
+    if (span === "full") { return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " + hm + " UTC"; }
+    return span > 86400 ? pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " + hm : hm;
+  }
+
+  function xAxisValues(u, splits) {
+    var span = u.scales.x.max - u.scales.x.min;
+    return splits.map(function (ts) { return utc(ts, span); });
   }
 
   function rows(kind, d) {
@@ -42,12 +59,24 @@
       }
       el.innerHTML = "";
       var axis = {stroke: css("--muted"), grid: {stroke: css("--line")}, ticks: {stroke: css("--line")}};
-      var y = kind === "throughput" ? axis : Object.assign({}, axis, {
-        values: function (u, vals) { return vals.map(function (v) { return v == null ? "" : (v < 1 ? (v * 1000).toPrecision(2) + " ms" : v.toPrecision(2) + " s"); }); }
-      });
-      charts[kind] = new uPlot({width: width, height: 200, series: series(kind), axes: [axis, y],
+      var x = Object.assign({}, axis, {values: xAxisValues, space: 70});
+      var y = Object.assign({}, axis, {size: 64});  // wide enough for "1.2 ms" or "12k", never clipped
+      if (kind !== "throughput") {
+        y.values = function (u, vals) { return vals.map(function (v) { return v == null ? "" : (v < 1 ? +(v * 1000).toPrecision(2) + " ms" : +v.toPrecision(2) + " s"); }); };
+      }
+      charts[kind] = new uPlot({width: width, height: 200, series: series(kind), axes: [x, y],
                                 scales: {x: {time: true, range: function (u, lo, hi) { var c = chartData(); return c ? c.range : [lo, hi]; }}}, tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); }},
                                data, el);
+    });
+  }
+
+  // A table wider than its panel scrolls sideways: say so, and shade the edge where more columns are.
+  function scrollHints() {
+    document.querySelectorAll("[data-scroll]").forEach(function (el) {
+      var over = el.scrollWidth > el.clientWidth + 1;
+      el.classList.toggle("overflowing", over);
+      var hint = el.querySelector(".scroll-hint");
+      if (hint) { hint.hidden = !over; }
     });
   }
 
@@ -65,7 +94,8 @@
   }
 
   document.addEventListener("change", function (event) { selectAll(event); if (event.target.name === "ids") { updateCount(); } });
-  document.addEventListener("DOMContentLoaded", draw);
-  document.addEventListener("htmx:afterSettle", draw);
-  window.addEventListener("resize", draw);
+  function refresh() { draw(); scrollHints(); }
+  document.addEventListener("DOMContentLoaded", refresh);
+  document.addEventListener("htmx:afterSettle", refresh);
+  window.addEventListener("resize", refresh);
 })();
