@@ -314,7 +314,7 @@ async def test_sqlite_outbox_counted_upgrade_keeps_unfolded_events(
         now = time.time()
         await add_events(store, [event(now, i, "Ok", "succeeded", 1, 0.002) for i in range(1, 6)])
         monkeypatch.undo()
-        assert await store.migrate() == ["0017_outbox_counted"]
+        assert (await store.migrate())[0] == "0017_outbox_counted"
         assert await unprojected(store) == 5
         assert await _seqs(store, 3) == [3]
         await app.enqueue_many([(Ok, {}) for _ in range(4)])  # one row counting four events

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from jobloom.core.rows import (
     AttemptKeyRow,
     AttemptRow,
+    BindingMomentRow,
     BindingOfRow,
     BindingRow,
     CandidateRow,
@@ -128,6 +129,8 @@ class Q:
     list_workers = Query("list_workers", WorkerRow)
     get_snoozes = Query("get_snoozes", SnoozeRow)
     count_unprojected = Query("count_unprojected", CountRow)
+    oldest_queued = Query("oldest_queued", MomentRow)
+    overdue_scheduled = Query("overdue_scheduled", BindingMomentRow)
     next_lease_expiry = Query("next_lease_expiry", MomentRow)
     next_run_deadline = Query("next_run_deadline", MomentRow)
     next_scheduled = Query("next_scheduled", MomentRow)
@@ -167,6 +170,8 @@ class Q:
     lock_projector = Query("lock_projector", CursorRow)
     stats_rows_for = Query("stats_rows_for", StatsRow)
     stats_since = Query("stats_since", StatsRow)
+    stats_hourly_rows_for = Query("stats_hourly_rows_for", StatsRow)
+    stats_hourly_since = Query("stats_hourly_since", StatsRow)
     get_token = Query("get_token", TokenRow)
     list_tokens = Query("list_tokens", TokenRow)
     peek_by_priority = Query("peek_by_priority", CandidateRow)

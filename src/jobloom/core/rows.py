@@ -196,6 +196,13 @@ class MomentRow(NamedTuple):
     at: float | None
 
 
+class BindingMomentRow(NamedTuple):
+    """A binding and the earliest moment of something about it."""
+
+    binding: str
+    at: float
+
+
 class BindingOfRow(NamedTuple):
     """The binding of a job."""
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from jobloom.app.search import JobFilter, page_rows
 from jobloom.core.decide import refill
 from jobloom.core.queries import Q
-from jobloom.core.rows import BindingRow, EventRow, HeldRow, KeyCountRow, StepRow
+from jobloom.core.rows import BindingMomentRow, BindingRow, EventRow, HeldRow, KeyCountRow, MomentRow, StepRow
 from jobloom.core.types import Bucket, Policy
 from jobloom.engine import registry
 from jobloom.engine.registry import WorkerInfo
@@ -58,6 +58,25 @@ async def running_keys(store: Store, bindings: list[str]) -> dict[str, list[KeyC
     return dict(zip(bindings, await store.transact(work, exclusive=False), strict=True))
 
 
+async def queue_latency(store: Store, queued: list[str], now: float) -> dict[str, float]:
+    """Per binding, how long its oldest runnable job has waited (seconds since it became due): the first
+    entry of the queued jobs' index by age of each binding in ``queued`` (those with queued jobs), and the
+    scheduled jobs already due but not promoted yet (the scheduled jobs' index up to now)."""
+
+    async def work(tx: Tx) -> tuple[list[list[MomentRow]], list[BindingMomentRow]]:
+        found = await tx.fetch_batch([(Q.oldest_queued, {"binding": b}) for b in queued]) if queued else []
+        return found, await tx.fetch(Q.overdue_scheduled, {"now": now})
+
+    found, overdue = await store.transact(work, exclusive=False)
+    oldest: dict[str, float] = {}
+    for binding, rows in zip(queued, found, strict=True):
+        if rows and rows[0].at is not None:
+            oldest[binding] = float(rows[0].at)
+    for row in overdue:
+        oldest[row.binding] = min(oldest.get(row.binding, row.at), float(row.at))
+    return {b: max(0.0, now - at) for b, at in oldest.items()}
+
+
 async def workers(store: Store) -> list[WorkerView]:
     """Every registered worker with the jobs it runs (alive ones first, then by name)."""
 
@@ -102,5 +121,5 @@ async def count_matching(store: Store, f: JobFilter, allowed: frozenset[str], ca
     return min(n, cap)
 
 
-__all__ = ["COUNT_CAP", "WorkerView", "binding_rows", "count_matching", "running_keys",
+__all__ = ["COUNT_CAP", "WorkerView", "binding_rows", "count_matching", "queue_latency", "running_keys",
            "steps_and_events", "tokens_now", "workers"]

@@ -9,7 +9,8 @@ that stored retention, so an app that only enqueues (or the CLI) keeps another a
 as the app that performs them does. An app's own performers use its own specs (which is what it
 stores); a binding with no stored retention gets the defaults. Deletion goes in bounded batches,
 one short transaction each, so no lock is held for long and dispatch never waits on a large delete.
-The read model's per-minute rows are kept ``stats_retention`` seconds (30 days).
+The read model's hourly rows are kept ``stats_retention`` seconds (30 days), its per-minute rows a day
+(``MINUTE_RETENTION``: charts of longer windows read the hourly rows).
 
 The history of a job is every row kept per job: each named query ``prune_history_*`` of the store's
 dialect (attempts, and whatever other concepts add) is run for each batch with the batch's ids.
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 from jobloom.core.queries import Q
 from jobloom.core.rows import PruneRow, RetentionRow
 from jobloom.engine.performer import _retention
+from jobloom.housekeeping.stats import MINUTE_RETENTION
 from jobloom.store.sql import load_queries
 
 if TYPE_CHECKING:
@@ -140,7 +142,10 @@ async def prune(store: Store, specs: Mapping[str, PerformerSpec], now: float, *,
                 return deleted, True
 
     async def stats(tx: Tx) -> int:
-        return await tx.execute("prune_stats", {"minute": int((now - stats_retention) // 60), "limit": batch})
+        minutes = await tx.execute("prune_stats", {"minute": int((now - min(stats_retention, MINUTE_RETENTION)) // 60),
+                                                   "limit": batch})
+        hours = await tx.execute("prune_stats_hourly", {"minute": int((now - stats_retention) // 60), "limit": batch})
+        return max(minutes, hours)
 
     more = await store.transact(stats) >= batch
     return deleted, more

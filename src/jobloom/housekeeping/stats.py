@@ -1,6 +1,7 @@
 """The projector: folds the outbox (``jobloom_events``) into the read model behind ``App.stats``.
 
-The read model holds, per binding and minute, how many jobs were enqueued, started, succeeded,
+The read model holds, per binding and minute (kept a day) and per binding and hour (kept as long as
+the read model), how many jobs were enqueued, started, succeeded,
 failed, retried, cancelled and stalled, and a histogram of attempt run times (logarithmic buckets,
 about 5 % wide, so percentiles are estimates within that). It never decides anything: the
 projector failing or lagging changes no job, and ``App.stats`` reports how many events wait.
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidOption
 from jobloom.core.histogram import HIST_BASE, HIST_RATIO, bucket_of, bucket_value, timed_bucket
-from jobloom.core.queries import Q
+from jobloom.core.queries import Q, Query
 from jobloom.core.rows import FoldedEventsRow, ProjectedEventRow, StatsRow
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 CURSOR = "stats"
 BATCH = 1000
 EMPTY_FIRST = 0.25  # the shortest wait after a pass that found nothing
+MINUTE_RETENTION = 86400.0
+"""Per-minute rows of the read model are kept this long (a day); hourly rows as long as the read model."""
 COUNTERS = ("enqueued", "started", "succeeded", "failed", "retried", "cancelled", "stalled")
 # event kind -> counter; "scheduled" and "waiting" are enqueues of delayed jobs and flow nodes
 _COUNTER_OF = {"enqueued": "enqueued", "scheduled": "enqueued", "waiting": "enqueued", "started": "started",
@@ -224,17 +227,26 @@ async def fold_batch(store: Store, *, limit: int = BATCH, name: str = CURSOR) ->
         last_seq = max(int(g.last_seq) for g in groups)
         await tx.execute("prune_folded_events", {"last_seq": last_seq})
         tallies = tally_groups(groups)
-        minutes = [m for _, m in tallies]
-        bindings = sorted({b for b, _ in tallies})
-        for row in await tx.fetch(Q.stats_rows_for, {"bindings": bindings, "lo": min(minutes), "hi": max(minutes)}):
-            key = (row.binding, int(row.minute))
-            if key in tallies:
-                tallies[key].merge(Tally.from_row(row))
-        await tx.executemany("upsert_stats", [t.params(b, m) for (b, m), t in tallies.items()])
+        hours: dict[tuple[str, int], Tally] = {}
+        for (b, m), t in tallies.items():
+            hours.setdefault((b, m - m % 60), Tally()).merge(t)
+        await _add_rows(tx, tallies, Q.stats_rows_for, "upsert_stats")
+        await _add_rows(tx, hours, Q.stats_hourly_rows_for, "upsert_stats_hourly")
         await tx.execute("save_projector", {"name": name, "last_seq": last_seq, "now": store.now()})
         return Folded(rows=sum(int(g.rows) for g in groups), events=sum(int(g.n) for g in groups))
 
     return await store.transact(work)
+
+
+async def _add_rows(tx: Tx, tallies: dict[tuple[str, int], Tally], read: Query[StatsRow], upsert: str) -> None:
+    """Add ``tallies`` (per binding and minute, or hour) to the read model's rows of ``read`` / ``upsert``."""
+    minutes = [m for _, m in tallies]
+    bindings = sorted({b for b, _ in tallies})
+    for row in await tx.fetch(read, {"bindings": bindings, "lo": min(minutes), "hi": max(minutes)}):
+        key = (row.binding, int(row.minute))
+        if key in tallies:
+            tallies[key].merge(Tally.from_row(row))
+    await tx.executemany(upsert, [t.params(b, m) for (b, m), t in tallies.items()])
 
 
 class Projector:
@@ -302,20 +314,55 @@ def _since(since: Any, now: float) -> float:
     raise InvalidOption("since", since, "a timezone-aware datetime, a timedelta (ago) or epoch seconds")
 
 
+def hourly_from(now: float) -> int:
+    """The first minute (a whole hour) from which per-minute rows are read: before it, hourly rows (per-minute
+    rows are kept :data:`MINUTE_RETENTION` seconds, so every minute from this hour on is still there)."""
+    first = int((now - MINUTE_RETENTION) // 60) + 1
+    return -(-first // 60) * 60
+
+
 async def read_stats(store: Store, *, binding: str | None = None, since: Any = None) -> Stats:
     """The read model since ``since`` (default: the last hour), for one binding or all.
 
     ``since`` is an aware datetime, a timedelta (that long ago) or epoch seconds; it is rounded down
-    to its minute, the read model's grain.
+    to its minute, the read model's grain (to its hour, when it is older than the per-minute rows kept:
+    :data:`MINUTE_RETENTION`). ``minutes`` holds one entry per minute of the last day, per hour before.
     """
-    start = int(_since(since, store.now()) // 60)
+    now = store.now()
+    start = int(_since(since, now) // 60)
+    cut = hourly_from(now)
+    if start < cut:
+        start -= start % 60
 
     async def work(tx: Tx) -> tuple[list[StatsRow], int]:
-        rows = await tx.fetch(Q.stats_since, {"minute": start, "binding": binding})
+        rows = []
+        if start < cut:
+            rows = await tx.fetch(Q.stats_hourly_since, {"minute": start, "until": cut, "binding": binding})
+        rows += await tx.fetch(Q.stats_since, {"minute": max(start, cut),
+                                               "binding": binding})
         pending = await tx.fetchone(Q.count_unprojected)
         return rows, int(pending.n) if pending else 0
 
     rows, pending = await store.transact(work, exclusive=False)
+    return _stats(start, rows, pending)
+
+
+async def read_hours(store: Store, *, since: Any = None) -> Stats:
+    """The read model's hourly rows since ``since`` (rounded down to its hour), every binding: ``minutes``
+    holds one entry per hour (the current hour so far included). A week is 168 rows per binding."""
+    start = int(_since(since, store.now()) // 60)
+    start -= start % 60
+
+    async def work(tx: Tx) -> tuple[list[StatsRow], int]:
+        rows = await tx.fetch(Q.stats_hourly_since, {"minute": start, "until": 2**62, "binding": None})
+        pending = await tx.fetchone(Q.count_unprojected)
+        return rows, int(pending.n) if pending else 0
+
+    rows, pending = await store.transact(work, exclusive=False)
+    return _stats(start, rows, pending)
+
+
+def _stats(start: int, rows: list[StatsRow], pending: int) -> Stats:
     total = Tally()
     per_binding: dict[str, Tally] = {}
     per_minute: dict[int, Tally] = {}
@@ -332,5 +379,25 @@ async def read_stats(store: Store, *, binding: str | None = None, since: Any = N
     )
 
 
-__all__ = ["BATCH", "COUNTERS", "EMPTY_FIRST", "HIST_BASE", "HIST_RATIO", "Figures", "Folded", "Projector", "Stats",
-           "Tally", "bucket_of", "bucket_value", "fold", "fold_batch", "percentile", "project_once", "read_stats"]
+__all__ = [
+    "BATCH",
+    "COUNTERS",
+    "EMPTY_FIRST",
+    "HIST_BASE",
+    "HIST_RATIO",
+    "MINUTE_RETENTION",
+    "Figures",
+    "Folded",
+    "Projector",
+    "Stats",
+    "Tally",
+    "bucket_of",
+    "bucket_value",
+    "fold",
+    "fold_batch",
+    "hourly_from",
+    "percentile",
+    "project_once",
+    "read_hours",
+    "read_stats",
+]

@@ -48,3 +48,7 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state <> 'running'
 -- name: prune_stats
 DELETE FROM jobloom_stats
 WHERE (binding, minute) IN (SELECT binding, minute FROM jobloom_stats WHERE minute < :minute LIMIT :limit)
+
+-- name: prune_stats_hourly
+DELETE FROM jobloom_stats_hourly
+WHERE (binding, minute) IN (SELECT binding, minute FROM jobloom_stats_hourly WHERE minute < :minute LIMIT :limit)
