@@ -246,7 +246,7 @@ SELECT 'F', 'failed', '{{}}', 0, 1, 'at_least_once', i, i, 'boom'
 FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000) SELECT i FROM n) s;
 """
 NONE = {"states": None, "binding": None, "unique_key": None, "text": None, "created_after": None,
-        "created_before": None, "tags": None, "before": MAX_ID, "limit": 51}
+        "created_before": None, "tags": None, "payload_text": None, "before": MAX_ID, "limit": 51}
 # (query, parameters, the index that must drive it: one of "|"-separated names)
 PLANS = [
     ("search_tagged", {"tag": "rare", "tags": ["rare"], "text": "boom"}, "jobloom_job_tags"),

@@ -54,7 +54,8 @@ async def _chunks(store: Store, f: JobFilter, allowed: frozenset[str], chunk: in
         return 0
     if store.dialect == "sqlite":
         chunk = min(chunk, SQLITE_CHUNK)
-    narrowed = JobFilter(states, f.binding, f.tag_list, f.unique_key, f.text, f.after_ts, f.before_ts)
+    narrowed = JobFilter(states, f.binding, f.tag_list, f.unique_key, f.text, f.after_ts, f.before_ts,
+                         f.payload_text)
     before, changed = MAX_ID, 0
     while True:
         async def read(tx: Tx, before: int = before) -> list[JobRow]:
@@ -124,4 +125,23 @@ async def delete_many(store: Store, f: JobFilter, *, chunk: int = RETRY_CHUNK) -
     return await _chunks(store, f, FINISHED_STATES, chunk, apply, notify=False)
 
 
-__all__ = ["CANCEL_CHUNK", "RETRY_CHUNK", "SQLITE_CHUNK", "cancel_many", "delete_many", "retry_many"]
+async def delete_one(store: Store, job_id: int) -> None:
+    """Delete the finished job ``job_id`` with its history (see :meth:`App.delete`)."""
+
+    async def work(tx: Tx) -> None:
+        rows = await tx.fetch(Q.pick_deletable, {"ids": [job_id]})
+        if rows:
+            await delete_jobs(tx, rows, store.dialect)
+            return
+        job = await tx.fetchone(Q.get_job, {"id": job_id})
+        if job is None:
+            raise JobNotFound(job_id)
+        if job.state not in FINISHED_STATES:
+            raise InvalidTransition(job_id, job.state, "delete (cancel it first)")
+        raise InvalidTransition(job_id, "the newest job", "delete (its id would be handed out again; it can be "
+                                "deleted once a newer job exists)")
+
+    await store.transact(work)
+
+
+__all__ = ["CANCEL_CHUNK", "RETRY_CHUNK", "SQLITE_CHUNK", "cancel_many", "delete_many", "delete_one", "retry_many"]

@@ -18,6 +18,7 @@ from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.core.errors import MigrationsMissing, UnknownBinding
 from jobloom.core.signing import secret_bytes
+from jobloom.core.text import checked_id
 from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
 from jobloom.engine.enqueue import EnqueueOptions, EnqueueRequest, PerformerRef
 from jobloom.engine.housekeeper import Housekeeper
@@ -277,12 +278,12 @@ class App:
         self, state: str | Sequence[str] | None = None, binding: str | None = None, limit: int = 100,
         before: int | None = None, *, tags: Sequence[str] | None = None, unique_key: str | None = None,
         text: str | None = None, created_after: datetime | float | None = None,
-        created_before: datetime | float | None = None, cursor: str | None = None,
+        created_before: datetime | float | None = None, cursor: str | None = None, payload_text: str | None = None,
     ) -> JobPage:
         """A page of jobs, newest first, matching every filter given (see :class:`JobFilter`; ``tags``: all
         of them). Pass the page's ``next_cursor`` as ``cursor`` for the next page (``before``: ids below
         a job id). The page is a sequence of its jobs."""
-        f = JobFilter(state, binding, tags, unique_key, text, created_after, created_before)
+        f = JobFilter(state, binding, tags, unique_key, text, created_after, created_before, payload_text)
         return await search(await self.store(), f, limit=limit, before=start_id(cursor, before))
 
     async def retry_many(self, filter: JobFilter) -> int:
@@ -299,6 +300,11 @@ class App:
         """Delete every finished job matching ``filter`` with its history (unfinished ones are skipped),
         a chunk per transaction; the number deleted."""
         return await bulk.delete_many(await self.store(), filter)
+
+    async def delete(self, job_id: int) -> None:
+        """Delete one finished job with its history (``InvalidTransition`` if it is not finished: cancel it
+        first; ``JobNotFound`` if there is none)."""
+        await bulk.delete_one(await self.store(), checked_id(job_id))
 
     async def counts(self, *, finished: bool = False) -> dict[str, dict[str, int]]:
         """Number of jobs per binding and state (states with no jobs are left out).

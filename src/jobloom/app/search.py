@@ -9,7 +9,7 @@ Every page is read through an index (see ``queries_search.sql``): by the first t
 (tag, job) pairs, written at enqueue for jobs with tags), by a binding's unique key, or by a state's
 partial index (waiting, scheduled, queued, running, failed, stalled, cancelled), one binding or every
 binding present in it. The other filters are checked on the rows those indexes give. A filter with none
-of these (only succeeded or skipped jobs, only a binding, a text or a time range) reads jobs newest
+of these (only succeeded or skipped jobs, only a binding, a text, a payload text or a time range) reads jobs newest
 first from the cursor, by the primary key, until the page is full or it has gone :data:`SCAN_BUDGET`
 ids down: then the page (fewer jobs than asked, maybe none) ends with a cursor where the reading
 stopped, so that no page reads more than a bounded slice of a long history.
@@ -63,7 +63,8 @@ class JobFilter:
     ``state``: one state or a list of states; ``binding``: a binding name; ``tags``: jobs carrying every
     one of these tags; ``unique_key``: the job's unique key; ``text``: a substring of the job's error
     (case-sensitive); ``created_after`` / ``created_before``: enqueued at or after / before this moment
-    (an aware datetime or epoch seconds). Values are checked when the filter is made (``InvalidOption``).
+    (an aware datetime or epoch seconds); ``payload_text``: a substring of the job's payload or meta (their
+    JSON as stored, case-sensitive). Values are checked when the filter is made (``InvalidOption``).
     """
 
     state: str | Sequence[str] | None = None
@@ -73,6 +74,7 @@ class JobFilter:
     text: str | None = None
     created_after: datetime | float | None = None
     created_before: datetime | float | None = None
+    payload_text: str | None = None
     states: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
     tag_list: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
     after_ts: float | None = field(init=False, repr=False, compare=False)
@@ -98,6 +100,8 @@ class JobFilter:
             check_name("unique_key", self.unique_key, MAX_KEY_BYTES)
         if self.text is not None:
             check_name("text", self.text, MAX_TEXT_BYTES)
+        if self.payload_text is not None:
+            check_name("payload_text", self.payload_text, MAX_TEXT_BYTES)
         object.__setattr__(self, "after_ts", _time("created_after", self.created_after))
         object.__setattr__(self, "before_ts", _time("created_before", self.created_before))
 
@@ -111,6 +115,7 @@ class JobFilter:
             "states": None if self.states is None else list(self.states), "binding": self.binding,
             "unique_key": self.unique_key, "text": self.text, "created_after": self.after_ts,
             "created_before": self.before_ts, "tags": None if self.tag_list is None else list(self.tag_list),
+            "payload_text": self.payload_text,
         }
 
 

@@ -1,5 +1,6 @@
-"""The jobs page: search by state, binding, tags, unique key, id or error text, page by cursor, and retry or
-cancel many jobs (the ones selected, or all that match) after a confirmation that says how many."""
+"""The jobs page: search by state, binding, tags, unique key, id, error text or payload/meta text, page by
+cursor, and retry, cancel or delete many jobs (the ones selected, or all that match) after a confirmation
+that says how many."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from starlette.routing import Route
 
 from jobloom.app.search import JobFilter
 from jobloom.core.errors import InvalidOption, InvalidTransition, JobloomError, JobNotFound
-from jobloom.core.states import ALL_STATES, RETRYABLE_STATES
+from jobloom.core.states import ALL_STATES, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ID
 from jobloom.dashboard import reads
 from jobloom.dashboard.session import Session
@@ -20,9 +21,9 @@ from jobloom.dashboard.web import Dashboard, Form
 
 PAGE_SIZE = 50
 """Jobs per page."""
-FILTER_FIELDS = ("state", "binding", "tag", "unique_key", "text")
+FILTER_FIELDS = ("state", "binding", "tag", "unique_key", "text", "payload_text")
 ACTIONS = {"retry": ("Retry", RETRYABLE_STATES), "cancel": ("Cancel", frozenset(
-    {"waiting", "scheduled", "queued", "running"}))}
+    {"waiting", "scheduled", "queued", "running"})), "delete": ("Delete", FINISHED_STATES)}
 """Bulk actions: their label and the states a job must be in to be acted on."""
 
 
@@ -43,7 +44,8 @@ def filter_of(values: dict[str, str]) -> JobFilter:
     """The search filter the page's fields give (``InvalidOption`` names a bad one)."""
     tags = [t for t in (values.get("tag") or "").split(",") if t.strip()]
     return JobFilter(states_of(values.get("state")), values.get("binding") or None, [t.strip() for t in tags] or None,
-                     values.get("unique_key") or None, values.get("text") or None)
+                     values.get("unique_key") or None, values.get("text") or None,
+                     payload_text=values.get("payload_text") or None)
 
 
 def fields_of(source: Any) -> dict[str, str]:
@@ -82,7 +84,7 @@ def routes(d: Dashboard) -> list[Route]:
         try:
             f = filter_of(values)
             found = await app.list_jobs(f.state, f.binding, limit=PAGE_SIZE, tags=f.tags, unique_key=f.unique_key,
-                                        text=f.text, cursor=q.get("cursor") or None)
+                                        text=f.text, cursor=q.get("cursor") or None, payload_text=f.payload_text)
         except JobloomError as exc:
             return d.html(request, "jobs.html", session, 422, active="jobs", values=values, page=None,
                           bindings=bindings, states=ALL_STATES, problem=str(exc).splitlines()[0])
@@ -96,7 +98,7 @@ def routes(d: Dashboard) -> list[Route]:
     async def confirm(request: Request, session: Session, form: Form) -> Response:
         action = form.get("action") or ""
         if action not in ACTIONS:
-            raise InvalidOption("action", action, "retry or cancel")
+            raise InvalidOption("action", action, "retry, cancel or delete")
         label, allowed = ACTIONS[action]
         values = fields_of(form)
         if form.get("all") == "1":
@@ -115,19 +117,20 @@ def routes(d: Dashboard) -> list[Route]:
     async def bulk(request: Request, session: Session, form: Form) -> Response:
         action = form.get("action") or ""
         if action not in ACTIONS:
-            raise InvalidOption("action", action, "retry or cancel")
+            raise InvalidOption("action", action, "retry, cancel or delete")
         if form.get("all") == "1":
             f = filter_of(fields_of(form))
-            n = await (app.retry_many(f) if action == "retry" else app.cancel_many(f))
+            n = await {"retry": app.retry_many, "cancel": app.cancel_many, "delete": app.delete_many}[action](f)
         else:
             n = 0
+            one = {"retry": app.retry, "cancel": app.cancel, "delete": app.delete}[action]
             for job_id in _ids(form):
                 try:
-                    await (app.retry(job_id) if action == "retry" else app.cancel(job_id))
+                    await one(job_id)
                     n += 1
                 except (InvalidTransition, JobNotFound):
                     continue  # its state changed since it was listed
-        verb = "retried" if action == "retry" else "cancelled (or asked to stop)"
+        verb = {"retry": "retried", "cancel": "cancelled (or asked to stop)", "delete": "deleted"}[action]
         return d.back(request, form, done=f"{n} job{'s' if n != 1 else ''} {verb}")
 
     return [Route("/jobs", d.page(page)), Route("/jobs/confirm", d.action(confirm), methods=["POST"]),

@@ -107,7 +107,8 @@ async def count_matching(store: Store, f: JobFilter, allowed: frozenset[str], ca
     states = f.restricted(allowed)
     if not states:
         return 0
-    narrowed = JobFilter(states, f.binding, f.tag_list, f.unique_key, f.text, f.after_ts, f.before_ts)
+    narrowed = JobFilter(states, f.binding, f.tag_list, f.unique_key, f.text, f.after_ts, f.before_ts,
+                         f.payload_text)
     before, n = 2**63 - 1, 0
     while n < cap:
         async def work(tx: Tx, before: int = before) -> list[int]:

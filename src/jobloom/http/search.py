@@ -37,6 +37,7 @@ class FilterBody(s.Body):
         None, description="Enqueued at or after: ISO 8601 with a time zone, or epoch seconds.")
     created_before: datetime | float | None = Field(
         None, description="Enqueued before: ISO 8601 with a time zone, or epoch seconds.")
+    payload_text: str | None = Field(None, description="Text in the job's payload or meta (JSON, case-sensitive).")
 
 
 class JobPage(BaseModel):
@@ -86,13 +87,15 @@ def router(ctx: Context) -> APIRouter:
             description="Enqueued at or after this moment (ISO 8601 with a time zone).")] = None,
         created_before: Annotated[datetime | None, Query(
             description="Enqueued before this moment (ISO 8601 with a time zone).")] = None,
+        payload_text: Annotated[str | None, Query(
+            description="Text found in the job's payload or meta (their JSON, case-sensitive).")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         cursor: Annotated[str | None, Query(description="The next_cursor of the page before.")] = None,
     ) -> Response:
         """Jobs, newest first, filtered; follow ``next_cursor`` for the next page."""
         page = await app.list_jobs(
             state=state, binding=binding, tags=tags, unique_key=unique_key, text=text, created_after=created_after,
-            created_before=created_before, limit=limit, cursor=cursor)
+            created_before=created_before, limit=limit, cursor=cursor, payload_text=payload_text)
         return json_response(jobs_json(page.jobs, extra=f',"next_cursor":{dumps(page.next_cursor).decode()}'))
 
     for action in ("retry", "cancel", "delete"):

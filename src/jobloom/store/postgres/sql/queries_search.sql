@@ -1,6 +1,6 @@
 -- Named queries of job search (App.list_jobs and the bulk actions): a page of jobs, newest first, with
 -- the ids below :before (the cursor). Every query takes the same filters (:states, :binding,
--- :unique_key, :text, :created_after, :created_before, :tags, each NULL when not given) and differs only
+-- :unique_key, :text, :payload_text, :created_after, :created_before, :tags, each NULL when not given) and differs only
 -- in the index that drives it, chosen by app/search.py:
 --   search_tagged     the first tag's rows of jobloom_job_tags (its primary key, walked from the cursor down)
 --   search_unique     a binding's unique key (jobloom_jobs_unique)
@@ -24,6 +24,8 @@ WHERE j.id < :before::bigint
   AND (:binding::text IS NULL OR j.binding = :binding::text)
   AND (:unique_key::text IS NULL OR j.unique_key = :unique_key::text)
   AND (:text::text IS NULL OR strpos(j.error, :text::text) > 0)
+  AND (:payload_text::text IS NULL OR strpos(j.payload, :payload_text::text) > 0
+       OR strpos(j.meta, :payload_text::text) > 0)
   AND (:created_after::float8 IS NULL OR j.created_at >= :created_after::float8)
   AND (:created_before::float8 IS NULL OR j.created_at < :created_before::float8)
   AND (:tags::text[] IS NULL OR NOT EXISTS (SELECT 1 FROM unnest(:tags::text[]) AS t(tag) WHERE NOT EXISTS (
@@ -40,6 +42,8 @@ WHERE g.tag = :tag::text AND g.job_id < :before::bigint
   AND (:binding::text IS NULL OR j.binding = :binding::text)
   AND (:unique_key::text IS NULL OR j.unique_key = :unique_key::text)
   AND (:text::text IS NULL OR strpos(j.error, :text::text) > 0)
+  AND (:payload_text::text IS NULL OR strpos(j.payload, :payload_text::text) > 0
+       OR strpos(j.meta, :payload_text::text) > 0)
   AND (:created_after::float8 IS NULL OR j.created_at >= :created_after::float8)
   AND (:created_before::float8 IS NULL OR j.created_at < :created_before::float8)
   AND (:tags::text[] IS NULL OR NOT EXISTS (SELECT 1 FROM unnest(:tags::text[]) AS t(tag) WHERE NOT EXISTS (
@@ -56,6 +60,8 @@ WHERE j.binding = :binding::text AND j.unique_key = :unique_key::text AND j.id <
   AND (:binding::text IS NULL OR j.binding = :binding::text)
   AND (:unique_key::text IS NULL OR j.unique_key = :unique_key::text)
   AND (:text::text IS NULL OR strpos(j.error, :text::text) > 0)
+  AND (:payload_text::text IS NULL OR strpos(j.payload, :payload_text::text) > 0
+       OR strpos(j.meta, :payload_text::text) > 0)
   AND (:created_after::float8 IS NULL OR j.created_at >= :created_after::float8)
   AND (:created_before::float8 IS NULL OR j.created_at < :created_before::float8)
   AND (:tags::text[] IS NULL OR NOT EXISTS (SELECT 1 FROM unnest(:tags::text[]) AS t(tag) WHERE NOT EXISTS (
@@ -72,6 +78,8 @@ WHERE j.state IN ('waiting', 'failed', 'stalled', 'cancelled') AND j.state = :st
   AND (:binding::text IS NULL OR j.binding = :binding::text)
   AND (:unique_key::text IS NULL OR j.unique_key = :unique_key::text)
   AND (:text::text IS NULL OR strpos(j.error, :text::text) > 0)
+  AND (:payload_text::text IS NULL OR strpos(j.payload, :payload_text::text) > 0
+       OR strpos(j.meta, :payload_text::text) > 0)
   AND (:created_after::float8 IS NULL OR j.created_at >= :created_after::float8)
   AND (:created_before::float8 IS NULL OR j.created_at < :created_before::float8)
   AND (:tags::text[] IS NULL OR NOT EXISTS (SELECT 1 FROM unnest(:tags::text[]) AS t(tag) WHERE NOT EXISTS (
@@ -88,6 +96,8 @@ WHERE j.state = 'queued' AND j.binding = :binding::text AND j.id < :before::bigi
   AND (:binding::text IS NULL OR j.binding = :binding::text)
   AND (:unique_key::text IS NULL OR j.unique_key = :unique_key::text)
   AND (:text::text IS NULL OR strpos(j.error, :text::text) > 0)
+  AND (:payload_text::text IS NULL OR strpos(j.payload, :payload_text::text) > 0
+       OR strpos(j.meta, :payload_text::text) > 0)
   AND (:created_after::float8 IS NULL OR j.created_at >= :created_after::float8)
   AND (:created_before::float8 IS NULL OR j.created_at < :created_before::float8)
   AND (:tags::text[] IS NULL OR NOT EXISTS (SELECT 1 FROM unnest(:tags::text[]) AS t(tag) WHERE NOT EXISTS (
@@ -104,6 +114,8 @@ WHERE j.state = 'scheduled' AND j.id < :before::bigint
   AND (:binding::text IS NULL OR j.binding = :binding::text)
   AND (:unique_key::text IS NULL OR j.unique_key = :unique_key::text)
   AND (:text::text IS NULL OR strpos(j.error, :text::text) > 0)
+  AND (:payload_text::text IS NULL OR strpos(j.payload, :payload_text::text) > 0
+       OR strpos(j.meta, :payload_text::text) > 0)
   AND (:created_after::float8 IS NULL OR j.created_at >= :created_after::float8)
   AND (:created_before::float8 IS NULL OR j.created_at < :created_before::float8)
   AND (:tags::text[] IS NULL OR NOT EXISTS (SELECT 1 FROM unnest(:tags::text[]) AS t(tag) WHERE NOT EXISTS (
@@ -120,6 +132,8 @@ WHERE j.state = 'running' AND j.id < :before::bigint
   AND (:binding::text IS NULL OR j.binding = :binding::text)
   AND (:unique_key::text IS NULL OR j.unique_key = :unique_key::text)
   AND (:text::text IS NULL OR strpos(j.error, :text::text) > 0)
+  AND (:payload_text::text IS NULL OR strpos(j.payload, :payload_text::text) > 0
+       OR strpos(j.meta, :payload_text::text) > 0)
   AND (:created_after::float8 IS NULL OR j.created_at >= :created_after::float8)
   AND (:created_before::float8 IS NULL OR j.created_at < :created_before::float8)
   AND (:tags::text[] IS NULL OR NOT EXISTS (SELECT 1 FROM unnest(:tags::text[]) AS t(tag) WHERE NOT EXISTS (

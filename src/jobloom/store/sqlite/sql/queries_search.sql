@@ -1,6 +1,6 @@
 -- Named queries of job search (App.list_jobs and the bulk actions): a page of jobs, newest first, with
 -- the ids below :before (the cursor). Every query takes the same filters (:states, :binding,
--- :unique_key, :text, :created_after, :created_before, :tags, each NULL when not given) and differs only
+-- :unique_key, :text, :payload_text, :created_after, :created_before, :tags, each NULL when not given) and differs only
 -- in the index that drives it, chosen by app/search.py:
 --   search_tagged     the first tag's rows of jobloom_job_tags (its primary key, walked from the cursor down)
 --   search_unique     a binding's unique key (jobloom_jobs_unique)
@@ -24,6 +24,7 @@ WHERE j.id < :before
   AND (:binding IS NULL OR j.binding = :binding)
   AND (:unique_key IS NULL OR j.unique_key = :unique_key)
   AND (:text IS NULL OR instr(j.error, :text) > 0)
+  AND (:payload_text IS NULL OR instr(j.payload, :payload_text) > 0 OR instr(j.meta, :payload_text) > 0)
   AND (:created_after IS NULL OR j.created_at >= :created_after)
   AND (:created_before IS NULL OR j.created_at < :created_before)
   AND (:tags IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(:tags) t WHERE NOT EXISTS (
@@ -40,6 +41,7 @@ WHERE g.job_id = j.id AND g.tag = :tag AND g.job_id < :before
   AND (:binding IS NULL OR j.binding = :binding)
   AND (:unique_key IS NULL OR j.unique_key = :unique_key)
   AND (:text IS NULL OR instr(j.error, :text) > 0)
+  AND (:payload_text IS NULL OR instr(j.payload, :payload_text) > 0 OR instr(j.meta, :payload_text) > 0)
   AND (:created_after IS NULL OR j.created_at >= :created_after)
   AND (:created_before IS NULL OR j.created_at < :created_before)
   AND (:tags IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(:tags) t WHERE NOT EXISTS (
@@ -56,6 +58,7 @@ WHERE j.binding = :binding AND j.unique_key = :unique_key AND j.id < :before
   AND (:binding IS NULL OR j.binding = :binding)
   AND (:unique_key IS NULL OR j.unique_key = :unique_key)
   AND (:text IS NULL OR instr(j.error, :text) > 0)
+  AND (:payload_text IS NULL OR instr(j.payload, :payload_text) > 0 OR instr(j.meta, :payload_text) > 0)
   AND (:created_after IS NULL OR j.created_at >= :created_after)
   AND (:created_before IS NULL OR j.created_at < :created_before)
   AND (:tags IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(:tags) t WHERE NOT EXISTS (
@@ -72,6 +75,7 @@ WHERE (j.state = 'waiting' OR j.state = 'failed' OR j.state = 'stalled' OR j.sta
   AND (:binding IS NULL OR j.binding = :binding)
   AND (:unique_key IS NULL OR j.unique_key = :unique_key)
   AND (:text IS NULL OR instr(j.error, :text) > 0)
+  AND (:payload_text IS NULL OR instr(j.payload, :payload_text) > 0 OR instr(j.meta, :payload_text) > 0)
   AND (:created_after IS NULL OR j.created_at >= :created_after)
   AND (:created_before IS NULL OR j.created_at < :created_before)
   AND (:tags IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(:tags) t WHERE NOT EXISTS (
@@ -88,6 +92,7 @@ WHERE j.state = 'queued' AND j.binding = :binding AND j.id < :before
   AND (:binding IS NULL OR j.binding = :binding)
   AND (:unique_key IS NULL OR j.unique_key = :unique_key)
   AND (:text IS NULL OR instr(j.error, :text) > 0)
+  AND (:payload_text IS NULL OR instr(j.payload, :payload_text) > 0 OR instr(j.meta, :payload_text) > 0)
   AND (:created_after IS NULL OR j.created_at >= :created_after)
   AND (:created_before IS NULL OR j.created_at < :created_before)
   AND (:tags IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(:tags) t WHERE NOT EXISTS (
@@ -104,6 +109,7 @@ WHERE j.state = 'scheduled' AND j.id < :before
   AND (:binding IS NULL OR j.binding = :binding)
   AND (:unique_key IS NULL OR j.unique_key = :unique_key)
   AND (:text IS NULL OR instr(j.error, :text) > 0)
+  AND (:payload_text IS NULL OR instr(j.payload, :payload_text) > 0 OR instr(j.meta, :payload_text) > 0)
   AND (:created_after IS NULL OR j.created_at >= :created_after)
   AND (:created_before IS NULL OR j.created_at < :created_before)
   AND (:tags IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(:tags) t WHERE NOT EXISTS (
@@ -120,6 +126,7 @@ WHERE j.state = 'running' AND j.id < :before
   AND (:binding IS NULL OR j.binding = :binding)
   AND (:unique_key IS NULL OR j.unique_key = :unique_key)
   AND (:text IS NULL OR instr(j.error, :text) > 0)
+  AND (:payload_text IS NULL OR instr(j.payload, :payload_text) > 0 OR instr(j.meta, :payload_text) > 0)
   AND (:created_after IS NULL OR j.created_at >= :created_after)
   AND (:created_before IS NULL OR j.created_at < :created_before)
   AND (:tags IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(:tags) t WHERE NOT EXISTS (
