@@ -23,7 +23,10 @@
 // `seconds` or the binding's backoff), `Permanent` (fail now), anything else (a failed attempt,
 // retried under the binding's policy). `signal` aborts when the job's lease is lost, it is
 // cancelled, its deadline passes, or the worker stops: stop then. On SIGTERM or SIGINT the worker
-// stops claiming and waits up to JOBLOOM_GRACE seconds (default 25) for running jobs.
+// says what it does, stops claiming (a claim waiting for work is aborted: an idle worker exits at
+// once) and waits up to JOBLOOM_GRACE seconds (default 25) for running jobs; the same signal again
+// stops it now. Jobs still running then are aborted and reported failed (retried under their
+// binding's policy; an at-most-once job fails).
 
 import os from "node:os";
 import process from "node:process";
@@ -39,6 +42,8 @@ export class Retry extends Error {
 export class Permanent extends Error {}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// a wait raced against something else: its timer alone never keeps the process alive
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref());
 
 // The demo handler: waits payload.seconds (default 0.1; payload.first_seconds on a first attempt, if
 // given), then returns what it did; payload.fail fails the attempt with that message.
@@ -69,16 +74,22 @@ export class Worker {
     this.log = log;
     this.running = new Map(); // "id:attempt" -> {job, controller, leaseMs}
     this.stopping = false;
+    this.signals = new Set(); // the stop signals received
+    this.claiming = null; // the AbortController of the claim under way
+    this.wakeStopped = null;
+    this.until = null; // when the grace period ends (0: stop now)
+    this.stopped = new Promise((resolve) => { this.wakeStopped = resolve; });
     this.idle = null; // resolves when a running job ends
   }
 
-  async post(path, body, { attempts = 5 } = {}) {
+  async post(path, body, { attempts = 5, signal } = {}) {
     // Network errors and 5xx are retried with backoff (every call of the protocol is idempotent).
     let delay = 200;
     for (let i = 1; ; i++) {
       try {
         const response = await fetch(this.url + path, {
           method: "POST",
+          signal,
           headers: { "Content-Type": "application/json",
                      ...(this.token ? { Authorization: `Bearer ${this.token}` } : {}) },
           body: JSON.stringify(body),
@@ -87,7 +98,7 @@ export class Worker {
         const text = await response.text();
         return { status: response.status, body: text ? JSON.parse(text) : null };
       } catch (err) {
-        if (i >= attempts) throw err;
+        if (i >= attempts || signal?.aborted) throw err;
         this.log.warn(`jobloom: POST ${path} failed (${err.message}); retrying in ${delay} ms`);
         await sleep(delay);
         delay = Math.min(delay * 2, 5000);
@@ -96,9 +107,9 @@ export class Worker {
   }
 
   async run() {
-    const stop = () => this.stop();
-    process.once("SIGTERM", stop);
-    process.once("SIGINT", stop);
+    const stop = (sig) => this.onSignal(sig);
+    process.on("SIGTERM", stop);
+    process.on("SIGINT", stop);
     const beats = this.heartbeats();
     try {
       while (!this.stopping) {
@@ -108,36 +119,72 @@ export class Worker {
           continue;
         }
         let reply;
+        this.claiming = new AbortController();
         try {
+          // a stop aborts the claim: the server then ends its long poll and claims nothing for it
           reply = await this.post("/v1/worker/claim",
-            { worker: this.name, bindings: this.bindings, max: free, wait: this.wait });
+            { worker: this.name, bindings: this.bindings, max: free, wait: this.wait },
+            { signal: this.claiming.signal });
         } catch (err) {
+          if (this.stopping) break;
           this.log.error(`jobloom: claim failed: ${err.message}`);
-          await sleep(1000);
+          await Promise.race([pause(1000), this.stopped]);
           continue;
+        } finally {
+          this.claiming = null;
         }
         if (reply.status !== 200) {
           this.log.error(`jobloom: claim refused: HTTP ${reply.status} ${JSON.stringify(reply.body)}`);
-          await sleep(1000);
+          await Promise.race([pause(1000), this.stopped]);
           continue;
         }
         for (const job of reply.body.jobs) this.start(job);
       }
-      const until = Date.now() + this.grace * 1000;
-      while (this.running.size && Date.now() < until) {
-        await Promise.race([this.untilOneEnds(), sleep(until - Date.now())]);
+      if (this.until !== 0) this.until = Date.now() + this.grace * 1000;
+      while (this.running.size && Date.now() < this.until) {
+        await Promise.race([this.untilOneEnds(), pause(this.until - Date.now())]);
       }
-      for (const entry of this.running.values()) entry.controller.abort(new Error("worker stopping"));
+      const left = [...this.running.values()];
+      if (left.length) {
+        this.log.warn(`jobloom: interrupting ${left.length} running job(s): each is reported failed`);
+      }
+      for (const entry of left) entry.controller.abort(new Error("worker stopping"));
+      while (this.running.size) await this.untilOneEnds(); // their reports
     } finally {
       this.beating = false;
+      this.quitBeats?.();
       await beats;
       process.off("SIGTERM", stop);
       process.off("SIGINT", stop);
     }
+    this.log.info?.(`jobloom: worker ${this.name} stopped`);
+  }
+
+  // SIGTERM or SIGINT: the first stops gracefully and says so; the same signal again stops now.
+  onSignal(sig) {
+    const again = sig === "SIGINT" ? "press Ctrl-C again" : "send SIGTERM again";
+    if (this.signals.has(sig)) {
+      if (this.until === 0) return;
+      this.log.warn(`jobloom: ${sig} again: stopping now`);
+      this.until = 0;
+      this.ended(); // the grace loop looks again, and interrupts what runs
+      return;
+    }
+    const first = this.signals.size === 0;
+    this.signals.add(sig);
+    if (!first) return;
+    const n = this.running.size;
+    this.log.warn(n
+      ? `jobloom: ${sig}: finishing ${n} running job(s), up to ${this.grace} s; ${again} to stop now`
+      : `jobloom: ${sig}: no running jobs; stopping`);
+    this.stop();
   }
 
   stop() {
     this.stopping = true;
+    this.wakeStopped();
+    this.claiming?.abort(new Error("worker stopping"));
+    this.ended();
   }
 
   untilOneEnds() {
@@ -205,10 +252,11 @@ export class Worker {
   // as ours (its lease was lost, or it was cancelled) is aborted.
   async heartbeats() {
     this.beating = true;
+    const quit = new Promise((resolve) => { this.quitBeats = resolve; });
     while (this.beating) {
       const entries = [...this.running.values()];
       const lease = entries.length ? Math.min(...entries.map((e) => e.leaseMs)) : 3000;
-      await sleep(Math.max(100, Math.min(10000, lease / 3)));
+      await Promise.race([pause(Math.max(100, Math.min(10000, lease / 3))), quit]);
       const jobs = [...this.running.values()].map((e) => ({ id: e.job.id, attempt: e.job.attempt }));
       if (!jobs.length || !this.beating) continue;
       let reply;

@@ -53,6 +53,47 @@ async def run_startup_hooks(
     return True
 
 
+class StopSignals:
+    """A worker process's SIGINT and SIGTERM: the first stops the worker gracefully and says at once what
+    happens; a second of the same kind (Ctrl-C twice, or SIGTERM twice) stops it at once
+    (:meth:`~jobloom.engine.worker.Worker.stop_now`). A signal of the other kind after the first is
+    not a second one: Ctrl-C under ``jobloom worker --processes N`` reaches each process both from the
+    terminal (SIGINT) and from the supervisor (SIGTERM)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.seen: set[int] = set()
+
+    def received(self, sig: int) -> None:
+        """Handle one stop signal (on the event loop)."""
+        w = self.worker
+        again = "press Ctrl-C again" if sig == signal.SIGINT else "send SIGTERM again"
+        name = signal.Signals(sig).name
+        if sig in self.seen:
+            if w.stop_now_requested:
+                return
+            threads = sum(1 for r in w.running.values() if r.sync is not None and not r.sync.stoppable)
+            log.warning("worker_stopping_now worker=%s signal=%s running=%d: interrupting them now (each reported "
+                        "lost: retried, or stalled if at most once)%s", w.name, name, len(w.running),
+                        f"; {threads} sync job(s) in threads cannot be interrupted and are left to their leases"
+                        if threads else "",
+                        extra={"event": "worker_stopping_now", "worker": w.name, "signal": name,
+                               "running": len(w.running)})
+            w.stop_now()
+            return
+        first = not self.seen
+        self.seen.add(sig)
+        if not first:
+            return
+        n = len(w.running)
+        what = (f"finishing {n} running job{'s' if n != 1 else ''}, up to {w.grace:g} s; {again} to stop now"
+                if n else "no running jobs; stopping")
+        log.warning("worker_stopping worker=%s signal=%s running=%d grace=%g: %s", w.name, name, n, w.grace, what,
+                    extra={"event": "worker_stopping", "worker": w.name, "signal": name, "running": n,
+                           "grace": w.grace})
+        w.stop()
+
+
 async def serve_process(app: App, *, concurrency: int | None, bindings: list[str] | None, grace: float,
                         on_ready: Callable[[], None] = lambda: None, sync_concurrency: int | None = None) -> None:
     """Run one worker in this process until SIGTERM or SIGINT, then drain gracefully.
@@ -62,8 +103,9 @@ async def serve_process(app: App, *, concurrency: int | None, bindings: list[str
     """
     worker = Worker(app, concurrency=concurrency, sync_concurrency=sync_concurrency, bindings=bindings, grace=grace)
     loop = asyncio.get_running_loop()
+    signals = StopSignals(worker)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, worker.stop)
+        loop.add_signal_handler(sig, signals.received, sig)
     if not await run_startup_hooks(app, stopping=lambda: worker.stopping):
         log.info("worker_stopped_before_start worker=%s", worker.name,
                  extra={"event": "worker_stopped_before_start", "worker": worker.name})
@@ -80,9 +122,13 @@ async def serve_process(app: App, *, concurrency: int | None, bindings: list[str
         on_ready()
         await running
     finally:
-        log.info("worker_stopped worker=%s attempts=%d", worker.name, worker.attempts_run,
+        done = worker.stopped
+        log.info("worker_stopped worker=%s attempts=%d interrupted=%d released=%d left_running=%d unreported=%d",
+                 worker.name, worker.attempts_run, done.interrupted, done.released, done.left_running,
+                 done.unreported,
                  extra={"event": "worker_stopped", "worker": worker.name, "attempts": worker.attempts_run,
-                        "pid": os.getpid()})
+                        "pid": os.getpid(), "interrupted": done.interrupted, "released": done.released,
+                        "left_running": done.left_running, "unreported": done.unreported})
         try:  # a store that does not answer must not hold the exit beyond the grace period
             await asyncio.wait_for(app.close(), CLOSE_TIMEOUT)
         except (TimeoutError, Exception) as exc:

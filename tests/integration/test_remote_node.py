@@ -148,3 +148,54 @@ async def _python_ran(app: jobloom.App) -> bool:
 async def _finished(app: jobloom.App, n: int) -> bool:
     jobs = await app.list_jobs(binding="Transcode", limit=1000)
     return len(jobs) == n and all(j.finished for j in jobs)
+
+
+async def test_node_worker_says_how_it_stops_an_idle_one_at_once_and_a_second_sigterm_stops_now(
+    client: tuple[jobloom.App, Any], rprocs: RemoteProcesses  # noqa: F811
+) -> None:
+    """SIGTERM on an idle Node worker ends its long poll (30 s here) at once, and the server hands the
+    aborted claim no job; on a busy one it says what it finishes, and SIGTERM again interrupts the job,
+    reported as the log says."""
+    app, _ = client
+    exe = require_executable("node", "install Node.js 18 or newer to test the Node.js remote worker")
+    token, _ = await create_token(await app.store(), "workers", "worker")
+    with jobloom_serve(rprocs) as base:
+
+        def start(name: str) -> tuple[subprocess.Popen[bytes], Path]:
+            log = rprocs.state_dir / f"{name}.log"
+            env = {**os.environ, "JOBLOOM_URL": base, "JOBLOOM_TOKEN": token, "JOBLOOM_BINDINGS": "Transcode",
+                   "JOBLOOM_WORKER": name, "JOBLOOM_WAIT": "30", "JOBLOOM_GRACE": "120"}
+            proc = subprocess.Popen([exe, str(WORKER)], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+            rprocs.procs.append(proc)
+            return proc, log
+
+        async def ran_by(job_id: int, name: str) -> bool:
+            job = await app.get_job(job_id)
+            return job.state == "succeeded" and isinstance(job.result, dict) and job.result["worker"] == name
+
+        busy, busy_log = start("node-busy")
+        long = await app.enqueue("Transcode", {"seconds": 600})
+        await eventually(lambda: _attempt_of(app, long.id, 1), timeout=30, what="the long job running")
+        busy.send_signal(signal.SIGTERM)
+        await eventually(lambda: "finishing 1 running job(s), up to 120 s; send SIGTERM again to stop now"
+                         in busy_log.read_text(), timeout=20, what="the first SIGTERM's message")
+        assert busy.poll() is None and (await app.get_job(long.id)).state == "running"
+        busy.send_signal(signal.SIGTERM)
+        busy.wait(timeout=30)  # not the grace period's 120 s
+        assert "stopping now" in busy_log.read_text() and "interrupting 1 running job(s)" in busy_log.read_text()
+        [attempt] = await app.attempts(long.id)
+        assert (attempt.outcome, attempt.error) == ("failed", "Error: worker stopping")
+
+        idle, idle_log = start("node-idle")
+        first = await app.enqueue("Transcode", {"seconds": 0.01})
+        await eventually(lambda: ran_by(first.id, "node-idle"), timeout=30, what="node-idle ran a job")
+        idle.send_signal(signal.SIGTERM)  # its next claim is waiting (a long poll of 30 s)
+        idle.wait(timeout=15)
+        assert "SIGTERM: no running jobs; stopping" in idle_log.read_text()
+        later = await app.enqueue("Transcode", {"seconds": 0.01})
+        start("node-next")
+        await eventually(lambda: ran_by(later.id, "node-next"), timeout=30, what="node-next ran the later job")
+        assert (await app.get_job(later.id)).attempt == 1, "the aborted long poll claimed the later job"
+        for proc in rprocs.procs[1:]:
+            if proc.poll() is None:
+                proc.terminate()

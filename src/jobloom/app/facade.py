@@ -357,9 +357,10 @@ class App:
     # -- remote workers (the pull protocol: jobloom.app.remote) -------------------------------------
 
     async def remote_claim(self, worker: str, bindings: list[str], max: int,
-                           wait: float | None = None) -> list[RemoteJob]:
-        """Claim up to ``max`` jobs of remote ``bindings`` for ``worker``, waiting up to ``wait`` s for one."""
-        return await self._remote.claim(worker, bindings, max, wait)
+                           wait: float | None = None, gone: asyncio.Event | None = None) -> list[RemoteJob]:
+        """Claim up to ``max`` jobs of remote ``bindings`` for ``worker``, waiting up to ``wait`` s for one;
+        ``gone``, once set, ends the wait with nothing claimed (the worker's connection closed)."""
+        return await self._remote.claim(worker, bindings, max, wait, gone)
 
     @property
     def remote_claims_waiting(self) -> int:

@@ -8,16 +8,17 @@ without reaching the store; the decisions themselves are :mod:`jobloom.engine.re
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption, UnknownBinding
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_NAME_BYTES, check_name, checked_id, storable_text
-from jobloom.engine import registry, remote
+from jobloom.engine import coordinator, registry, remote
 from jobloom.engine.remote import OUTCOMES, RemoteJob
 
 if TYPE_CHECKING:
@@ -106,9 +107,14 @@ class RemoteOps:
             self._registered.add(store)
         return store
 
-    async def claim(self, worker: str, bindings: Sequence[str], max: int, wait: float | None = None) -> list[RemoteJob]:
+    async def claim(self, worker: str, bindings: Sequence[str], max: int, wait: float | None = None,
+                    gone: asyncio.Event | None = None) -> list[RemoteJob]:
         """Claim up to ``max`` runnable jobs of ``bindings`` for the remote worker ``worker``, within every
-        limit; with ``wait``, wait up to that many seconds for one to become runnable (a long poll)."""
+        limit; with ``wait``, wait up to that many seconds for one to become runnable (a long poll).
+
+        ``gone`` is set when the worker is no longer there to take the answer (its connection closed: a
+        worker that stops aborts its long poll): the wait ends with nothing claimed, and jobs claimed
+        just as it went are given back (``queued`` again, no attempt spent)."""
         check_name("worker", worker, MAX_NAME_BYTES)
         if isinstance(bindings, str | bytes) or not isinstance(bindings, Sequence):
             raise InvalidOption("bindings", bindings, "a list of binding names")
@@ -133,9 +139,14 @@ class RemoteOps:
             if deadline is not None:  # subscribed before the first look: a wake-up sent after it is not lost
                 wake = await store.wakeups()
             while True:
+                if gone is not None and gone.is_set():
+                    return []
                 got = await store.transact(work)
                 if got.notify:
                     await store.notify()
+                if got.claimed and gone is not None and gone.is_set():
+                    await self._give_back(store, worker, got.claimed)
+                    return []
                 if got.claimed or wake is None or deadline is None:
                     return [remote.remote_job(c, lease) for c in got.claimed]
                 left = deadline - time.monotonic()
@@ -145,12 +156,18 @@ class RemoteOps:
                     left = min(left, builtins.max(0.0, got.next_due - store.now()))
                 self.waiting += 1
                 try:
-                    await wake.wait(left)
+                    await _first(wake.wait(left), gone)
                 finally:
                     self.waiting -= 1
         finally:
             if wake is not None:
                 await wake.close()
+
+    async def _give_back(self, store: Store, worker: str, claimed: Sequence[Any]) -> None:
+        """Release jobs claimed for a worker that left before it could be told."""
+        claims = [(c.id, c.attempt, c.binding) for c in claimed]
+        await store.transact(lambda tx: coordinator.release(tx, worker, claims, store.now()))
+        await store.notify()
 
     async def heartbeat(self, worker: str, jobs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """Renew the leases of ``worker``'s attempts, given as (job id, attempt); return the ones it still
@@ -210,3 +227,17 @@ def _pair(item: object, index: int) -> tuple[int, int]:
     job_id = checked_id(item[0], f"jobs[{index}] id", clamp=True)
     attempt = opt.positive_int(f"jobs[{index}] attempt", item[1], allow_none=False) or 1
     return job_id, attempt
+
+
+async def _first(wait: Coroutine[Any, Any, Any], gone: asyncio.Event | None) -> None:
+    """Await ``wait`` until it returns or ``gone`` is set, whichever comes first."""
+    if gone is None:
+        await wait
+        return
+    waiting, leaving = asyncio.ensure_future(wait), asyncio.ensure_future(gone.wait())
+    try:
+        await asyncio.wait([waiting, leaving], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, leaving):
+            task.cancel()
+        await asyncio.gather(waiting, leaving, return_exceptions=True)

@@ -52,6 +52,8 @@ class Execution:
     _now: Callable[[], float]
     """The store's clock (epoch seconds): every time this worker stores or compares with stored times."""
 
+    reports_closed: bool  # the worker has stopped: an attempt that ends now is not reported
+
     def _start(self, claimed: Claimed, lease_until: float) -> None:
         key = (claimed.id, claimed.attempt)
         rec = self.running[key] = Running(claimed, lease_until, key)
@@ -110,6 +112,18 @@ class Execution:
                 del self.running[rec.key]
         self._batched -= len(recs) - 1
         self._kick.set()
+
+    def _unreported(self, rec: Running, outcome: Outcome) -> None:
+        """An attempt that ended after the worker stopped reporting: said as it is (not as an outcome)."""
+        if self.running.get(rec.key) is rec:
+            del self.running[rec.key]
+        if rec.sync is not None and not rec.sync.finished:
+            return  # a sync job left running in its thread, said so when the worker stopped
+        log.warning("job_unreported job_id=%d attempt=%d ended=%s after the worker stopped: the store shows it "
+                    "running until its lease expires, then the reaper retries it (stalled if at most once)",
+                    outcome.job_id, outcome.attempt, outcome.kind,
+                    extra={"event": "job_unreported", "job_id": outcome.job_id, "attempt": outcome.attempt,
+                           "ended": outcome.kind, "worker": self.name})
 
     def _cancel(self, rec: Running) -> None:
         """Cancel ``rec``'s task. A task cancelled before its first step never runs its body, so nothing
@@ -214,6 +228,9 @@ class Execution:
                           payload_json, wait, c.run_id)
         if kind == lifecycle.SNOOZED and (spec := self.app.specs.get(c.binding)) is not None:
             outcome.max_snoozes = spec.max_snoozes
+        if self.reports_closed:  # the worker has stopped: nothing reports this outcome, and the store
+            self._unreported(rec, outcome)  # keeps the job running until its lease expires
+            return
         self.outcomes.append(outcome)
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]

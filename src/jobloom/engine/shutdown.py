@@ -11,18 +11,34 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobloom.engine import coordinator, registry
 from jobloom.engine.jobs import Outcome
 from jobloom.engine.running import CycleResult, Key, Running
-from jobloom.store.base import Tx
+from jobloom.store.base import Store, Tx
 
 if TYPE_CHECKING:
     from jobloom.engine.host import Host
 
 log = logging.getLogger("jobloom.worker")
 ABANDON_MARGIN = 2.0  # seconds after the grace period at which a stuck shutdown is abandoned
+
+
+@dataclass
+class Stopped:
+    """What a worker's shutdown did with the jobs it held, as the store holds it afterwards."""
+
+    interrupted: int = 0
+    """Attempts stopped at the end of the grace period (or at once, by :meth:`Shutdown.stop_now`) and
+    reported ``lost``: retried after their backoff, or ``stalled`` if at most once."""
+    released: int = 0
+    """Jobs claimed that never started, given back (``queued`` again, no attempt spent)."""
+    left_running: int = 0
+    """Sync jobs in threads that could not be stopped: ``running`` in the store until their leases expire."""
+    unreported: int = 0
+    """Outcomes the store could not take before the worker stopped: ``running`` until their leases expire."""
 
 
 class Shutdown:
@@ -40,6 +56,9 @@ class Shutdown:
     _abandoned: bool
     _main: asyncio.Task[None] | None
     _now: Callable[[], float]  # the store's clock: the worker's
+    stop_now_requested: bool  # stop_now() was called
+    reports_closed: bool  # set once the worker reports nothing more (an attempt ending then is only logged)
+    stopped: Stopped
 
     def _stop_job(self, key: Key, reason: str) -> None:  # pragma: no cover - the worker's
         raise NotImplementedError
@@ -70,9 +89,24 @@ class Shutdown:
         if self._main is not None:
             self._main.get_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
 
+    def stop_now(self) -> None:
+        """Stop at once (a second Ctrl-C): running jobs are interrupted now instead of at the end of the
+        grace period, as the grace period's end would (each reported ``lost``: retried by its backoff, or
+        ``stalled`` if at most once), claimed jobs that never started are released, and the worker returns.
+        A sync job in a thread cannot be interrupted: it is left running, unreported, and its lease
+        expires (the reaper then handles its job). Whatever still holds the stop up ``ABANDON_MARGIN``
+        seconds later is abandoned."""
+        self.stop()
+        self.stop_now_requested = True
+        self._stop_deadline = time.monotonic()
+        self._kick.set()
+        if self._main is not None:
+            self._main.get_loop().call_later(ABANDON_MARGIN, self._abandon)
+
     def _abandon(self) -> None:
         if self._main is not None and not self._main.done():
             self._abandoned = True
+            self.reports_closed = True
             log.error("worker %s did not stop within its grace period (%.1f s): abandoning %d running job(s) "
                       "and %d unreported outcome(s); their leases will expire", self.name, self.grace,
                       len(self.running), len(self.outcomes))
@@ -87,24 +121,14 @@ class Shutdown:
             seconds = min(seconds, max(0.0, self._stop_deadline - time.monotonic()))
         await asyncio.sleep(seconds)
 
-    async def _shutdown(self) -> None:
-        """Let running jobs finish within the grace period; interrupt the rest; report everything."""
-        if not self._stopping:
-            self.stop()
-        assert self._stop_deadline is not None
-        deadline = self._stop_deadline
-        while self.running and time.monotonic() < deadline:
-            self._kick.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    await self._kick.wait()
-            if self.outcomes:
-                await self._cycle_with_retry(claim=False)
-        unstarted = [(r.claimed.id, r.claimed.attempt, r.claimed.binding)
-                     for r in self.running.values() if not r.started]
+    async def _interrupt(self) -> set[Key]:
+        """Stop every running attempt (those not begun are cancelled) and wait for them to end, except
+        sync jobs in threads, which cannot be stopped; the attempts stopped and ended."""
+        stopped: set[Key] = set()
         for key, rec in list(self.running.items()):
             if rec.started:
                 self._stop_job(key, "shutdown")
+                stopped.add(key)
             else:
                 self._cancel(rec)
         # a sync thread cannot be stopped: its job is not reported while it runs; when this process
@@ -112,27 +136,59 @@ class Shutdown:
         hung = [r.claimed.id for r in self.running.values() if r.sync is not None and not r.sync.stoppable
                 and not r.sync.finished]
         if hung:
-            log.warning("sync job(s) %s still running in threads after the grace period: not reported; "
-                        "their leases will expire", hung)
+            stopped -= {k for k in stopped if k[0] in hung}
+            self.stopped.left_running = len(hung)
+            log.warning("sync job(s) %s still running in threads at the stop: not reported (the store "
+                        "shows them running); their leases will expire and the reaper handles them", hung)
         tasks = [r.task for r in self.running.values() if r.task is not None and r.claimed.id not in hung]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        return stopped
+
+    async def _give_back(self, store: Store, unstarted: list[tuple[int, int, str]], deadline: float) -> None:
+        """Release the claimed jobs that never started (``queued`` again, no attempt spent)."""
+        released = {(j, a) for j, a, _ in unstarted}
+        self.outcomes = [o for o in self.outcomes if (o.job_id, o.attempt) not in released]
+
+        async def work(tx: Tx) -> int:
+            return await coordinator.release(tx, self.name, unstarted, self._now())
+
+        try:
+            async with asyncio.timeout(max(0.5, deadline + ABANDON_MARGIN / 2 - time.monotonic())):
+                self.stopped.released = await store.transact(work)
+        except Exception as exc:
+            log.warning("could not give back %d unstarted job(s) (%s: %s); their leases will expire",
+                        len(unstarted), type(exc).__name__, exc)
+
+    async def _shutdown(self) -> None:
+        """Let running jobs finish within the grace period; interrupt the rest; report everything."""
+        if not self._stopping:
+            self.stop()
+        assert self._stop_deadline is not None
+        while self.running and time.monotonic() < self._stop_deadline:  # stop_now() moves the deadline
+            self._kick.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, self._stop_deadline - time.monotonic())):
+                    await self._kick.wait()
+            if self.outcomes:
+                await self._cycle_with_retry(claim=False)
+        deadline = self._stop_deadline
+        unstarted = [(r.claimed.id, r.claimed.attempt, r.claimed.binding)
+                     for r in self.running.values() if not r.started]
+        interrupted = await self._interrupt()
         store = await self.app.store()
         if unstarted:
-            released = {(j, a) for j, a, _ in unstarted}
-            self.outcomes = [o for o in self.outcomes if (o.job_id, o.attempt) not in released]
-
-            async def work(tx: Tx) -> int:
-                return await coordinator.release(tx, self.name, unstarted, self._now())
-
-            try:
-                async with asyncio.timeout(max(0.5, deadline + ABANDON_MARGIN / 2 - time.monotonic())):
-                    await store.transact(work)
-            except Exception as exc:
-                log.warning("could not give back %d unstarted job(s) (%s: %s); their leases will expire",
-                            len(unstarted), type(exc).__name__, exc)
+            await self._give_back(store, unstarted, deadline)
         if self.outcomes:
             await self._cycle_with_retry(claim=False)
+        self.reports_closed = True  # an attempt that ends from here on is never reported, so never logged as if
+        unreported = {(o.job_id, o.attempt) for o in self.outcomes}
+        self.stopped.interrupted = len(interrupted - unreported)
+        if unreported:
+            self.stopped.unreported = len(unreported)
+            log.warning("could not report %d outcome(s) before stopping (jobs %s): the store shows them running "
+                        "until their leases expire; the reaper then handles them", len(unreported),
+                        sorted({j for j, _ in unreported}))
         # the registry row goes with the worker, within what is left of the stop's budget (a store that
         # does not answer leaves it to be pruned as stale)
         budget = min(1.0, deadline + ABANDON_MARGIN - time.monotonic())

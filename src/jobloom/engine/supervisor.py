@@ -19,6 +19,7 @@ signalled too: the loop sees the flag after ``Popen`` returns, and then signals 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import selectors
@@ -195,13 +196,19 @@ class _Supervisor:
         self.backoff_max = backoff_max
         self.give_up_after = give_up_after
         self.stopping = False
+        self.signals: set[int] = set()  # the stop signals received
+        self.now = False  # a stop signal came twice: the processes are to stop at once
         self.status = 0
         self.sel = selectors.DefaultSelector()
         self.on_exit: Callable[[int], None] | None = None
         self.env = child_env()
 
-    def _on_stop_signal(self, _signum: int, _frame: FrameType | None) -> None:
-        self.stopping = True  # only the flag: the loop signals the children (no race with Popen)
+    def _on_stop_signal(self, signum: int, _frame: FrameType | None) -> None:
+        # only flags: the loop signals the children (no race with Popen)
+        if self.stopping and signum in self.signals:
+            self.now = True  # the same signal again: the children are told again, and so stop at once
+        self.signals.add(signum)
+        self.stopping = True
 
     def run(self, stop_timeout: float) -> int:
         wake_r, wake_w = os.pipe()
@@ -333,11 +340,25 @@ class _Supervisor:
             assert c.proc is not None
             if c.proc.poll() is None:
                 c.proc.send_signal(signal.SIGTERM)
+        if live:
+            again = "press Ctrl-C again" if signal.SIGINT in self.signals else "send SIGTERM again"
+            log.warning("supervisor_stopping processes=%d: each finishes its running jobs, up to %.0f s; %s to "
+                        "stop them now", len(live), timeout, again,
+                        extra={"event": "supervisor_stopping", "processes": len(live), "timeout": timeout})
         deadline = time.monotonic() + timeout
+        told_again = False
         for c in live:
             assert c.proc is not None
+            while c.proc.poll() is None and time.monotonic() < deadline:
+                if self.now and not told_again:  # a second SIGTERM stops each process at once
+                    told_again = True
+                    for other in live:
+                        if other.proc is not None and other.proc.poll() is None:
+                            other.proc.send_signal(signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    c.proc.wait(timeout=max(0.0, min(0.1, deadline - time.monotonic())))
             try:
-                c.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                c.proc.wait(timeout=0)
             except subprocess.TimeoutExpired:
                 log.warning("worker_process_killed slot=%d pid=%d (did not stop within the grace period)",
                             c.slot, c.proc.pid)

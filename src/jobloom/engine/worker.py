@@ -38,7 +38,7 @@ from jobloom.engine.performer import check_local
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.push import PushClient
 from jobloom.engine.running import CycleResult, Key, Running, worker_name
-from jobloom.engine.shutdown import ABANDON_MARGIN, Shutdown
+from jobloom.engine.shutdown import ABANDON_MARGIN, Shutdown, Stopped
 from jobloom.store.base import Store, Tx, Wakeups
 
 if TYPE_CHECKING:
@@ -99,6 +99,9 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         self._stopping = False
         self._stop_deadline: float | None = None
         self._abandoned = False
+        self.reports_closed = False
+        self.stop_now_requested = False
+        self.stopped = Stopped()
         self._main: asyncio.Task[None] | None = None
         self._rotation = Rotation(self.bindings)
         self._sync = runners.SyncRunner(app.specs)
@@ -155,6 +158,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
             if not self._abandoned:
                 raise
         finally:
+            self.reports_closed = True
             for task in helpers:
                 task.cancel()
             for rec in list(self.running.values()):

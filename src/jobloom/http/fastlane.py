@@ -11,6 +11,7 @@ answers it as documented.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -83,10 +84,31 @@ class FastLane:
             await self.app(scope, replay, send)  # FastAPI answers it, with its documented error
             return
         try:
-            status, content = await serve(self.ctx, request)
+            if serve is w.claim_jobs and isinstance(request, w.ClaimBody) and request.wait:
+                status, content = await _long_poll(self.ctx, request, receive)
+            else:
+                status, content = await serve(self.ctx, request)
         except JobloomError as exc:
             await error_response(exc)(scope, replay, send)
             return
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
+
+
+async def _long_poll(ctx: Context, body: w.ClaimBody, receive: Receive) -> tuple[int, bytes]:
+    """A claim that waits, ended (claiming nothing) as soon as the worker's connection closes: a worker
+    that stops aborts its long poll, and must not be handed jobs it will never see."""
+    gone = asyncio.Event()
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await w.claim_jobs(ctx, body, gone)
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)

@@ -11,6 +11,7 @@ compares them with its own clock.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter
@@ -99,9 +100,10 @@ class CompleteOut(BaseModel):
     applied: bool
 
 
-async def claim_jobs(ctx: Context, body: ClaimBody) -> tuple[int, bytes]:
-    """``POST /v1/worker/claim``: the status and the body of the response."""
-    jobs = await ctx.app.remote_claim(body.worker, body.bindings, body.max, body.wait)
+async def claim_jobs(ctx: Context, body: ClaimBody, gone: asyncio.Event | None = None) -> tuple[int, bytes]:
+    """``POST /v1/worker/claim``: the status and the body of the response; ``gone`` is set if the
+    worker's connection closes meanwhile (the long poll then ends, claiming nothing)."""
+    jobs = await ctx.app.remote_claim(body.worker, body.bindings, body.max, body.wait, gone)
     return 200, dumps({"jobs": [j.as_dict() for j in jobs]})
 
 
