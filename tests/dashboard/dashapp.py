@@ -77,6 +77,13 @@ class Shown(jobloom.Performer[dict[str, Any], int]):
         return 1
 
 
+class Latent(jobloom.Performer[dict[str, Any], int]):
+    """Returns at once (the overview's queue latency test pauses it)."""
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        return 1
+
+
 class Pausable(jobloom.Performer[dict[str, Any], None]):
     """Paused by the "why not running" test."""
 
@@ -91,14 +98,33 @@ class Unserved(jobloom.Performer[dict[str, Any], None]):
         return None
 
 
+class Picky(jobloom.Performer[dict[str, Any], int]):
+    """Fails (for good) when its payload says ``fail``; returns ``i`` otherwise."""
+
+    max_attempts = 1
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        if payload.get("fail"):
+            raise RuntimeError(f"item {payload.get('i')} refused")
+        return int(payload.get("i", 0))
+
+
 pipeline = jobloom.Flow("pipeline")
 _fetch = pipeline.node("fetch", Quick, input=lambda inp, up: {"n": 3, "sleep": inp.get("sleep", 0)})
 _resize = pipeline.map("resize", Quick, after=[_fetch], over=lambda inp, up: [{"n": i} for i in range(up["fetch"])])
 pipeline.node("publish", Quick, after=[_resize], input=lambda inp, up: {"n": up["resize"]["succeeded"]})
 
-PERFORMERS = [Quick, Flaky, Limited, Keyed, Rated, Throttled, Shown, Pausable, Unserved]
-app = jobloom.App(URL, performers=PERFORMERS, flows=[pipeline], lease=2.0,
+fanout = jobloom.Flow("fanout")
+_count = fanout.node("count", Quick, input=lambda inp, up: {"n": inp.get("n", 10)})
+_each = fanout.map("each", Picky, after=[_count],
+                   over=lambda inp, up: [{"i": i, "fail": i % 50 == 7} for i in range(up["count"])])
+fanout.node("tally", Quick, after=[_each], input=lambda inp, up: {"n": up["each"]["failed"]})
+
+PULLED = jobloom.RemoteBinding("Pulled", payload={"type": "object"})
+"""A remote binding: the tests claim its jobs as a remote (pull) worker would."""
+PERFORMERS = [Quick, Flaky, Limited, Keyed, Rated, Throttled, Shown, Pausable, Unserved, Picky, Latent, PULLED]
+app = jobloom.App(URL, performers=PERFORMERS, flows=[pipeline, fanout], lease=2.0,
                   schedules=[jobloom.Schedule("hourly-digest", every=3600, performer=Quick, payload={"n": 7},
                                               timezone="Europe/Berlin")])
-SERVED = "Quick,Flaky,Limited,Keyed,Rated,Throttled,Shown,Pausable,jobloom.map"
+SERVED = "Quick,Flaky,Limited,Keyed,Rated,Throttled,Shown,Pausable,Picky,Latent,jobloom.map"
 """The bindings the tests' workers serve (all but Unserved)."""

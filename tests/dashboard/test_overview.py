@@ -15,16 +15,16 @@ DURATION = re.compile(r"^\d+(\.\d+)? (ms|s)$|^\d+ min \d+ s$")
 
 def test_queue_latency_and_throughput_per_binding(page: Any, site: Site) -> None:
     app, d = site.app, site.dashapp
-    site.run(app.pause_binding("Shown"))
+    site.run(app.pause_binding("Latent"))
     try:
-        held = site.run(app.enqueue(d.Shown, {}))
+        held = site.run(app.enqueue(d.Latent, {}))
         page.goto(f"{site.url}/")
-        row = page.locator("#bindings tr[data-binding=Shown]")
+        row = page.locator("#bindings tr[data-binding=Latent]")
         expect(row.locator("td[data-latency]")).to_have_text(DURATION)
         expect(page.locator("[data-total=latency]")).to_have_text(DURATION)
-        expect(page.locator("[data-total=latency] + .label")).to_contain_text("Shown")
+        expect(page.locator("[data-total=latency] + .label")).to_contain_text("longest queue wait (")  # a binding
     finally:
-        site.run(app.resume_binding("Shown"))
+        site.run(app.resume_binding("Latent"))
     wait_until("the held job to succeed", lambda: site.job(held.id).state == "succeeded")
     expect(row.locator("td[data-latency]")).to_have_text("—")  # nothing waits now: live, without a reload
     expect(row.locator("td[data-throughput]")).not_to_have_text("0")  # the read model counted it

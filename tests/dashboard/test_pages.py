@@ -66,7 +66,10 @@ def test_each_page_renders_with_data(page: Any, site: Site) -> None:
     screenshot(page, site, "runs")
     page.locator("#runs a", has_text="pages-run").click()
     expect(page.locator("#run-state")).to_have_text("succeeded")
-    expect(page.locator("#nodes tbody tr")).to_have_count(6)  # fetch, resize, its 3 children, publish
+    expect(page.locator("#nodes tbody tr")).to_have_count(3)  # fetch, resize, publish
+    expect(page.locator("[data-children=resize]")).to_contain_text("3 children")  # counted, listed on demand
+    expect(page.locator("#run-counts [data-count=succeeded]")).to_contain_text("6")
+    expect(page.locator("#run-result")).to_have_text("3")  # publish's result: the children that succeeded
     screenshot(page, site, "run")
 
     page.goto(f"{site.url}/schedules")

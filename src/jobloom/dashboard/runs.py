@@ -1,8 +1,12 @@
-"""The runs pages: runs by flow and state, and a run's page with its DAG drawn (each node linking to
-its job, fan-out children summarized); cancel and resume."""
+"""The runs pages: runs by flow and state with their duration and jobs per state, and a run's page with
+its DAG drawn (each node linking to its job), its result, duration and jobs per state, fan-out children
+counted by state and listed a page at a time, and why a fan-out with failed children succeeded; cancel
+and resume."""
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -12,10 +16,11 @@ from starlette.routing import Route
 
 from jobloom.core.errors import JobloomError
 from jobloom.core.states import RUN_FINISHED_STATES, RUN_RESUMABLE_STATES
+from jobloom.core.types import NodeState, Run
 from jobloom.dashboard.dag import flow_dag, render_dag_svg
 from jobloom.dashboard.session import Session
 from jobloom.dashboard.web import Dashboard, Form
-from jobloom.flows.runs import RunNotFound
+from jobloom.flows.runs import RunNotFound, top_node
 
 PAGE_SIZE = 50
 """Runs per page."""
@@ -23,17 +28,75 @@ RUN_STATES = ("running", "cancelling", "failing", "succeeded", "failed", "cancel
 """The states a run filter offers."""
 
 
-async def run_values(d: Dashboard, run_id: str, base: str) -> dict[str, Any] | None:
+CHILD_PAGE = 100
+"""Fan-out or spawned children listed per page on a run's page (the others are counted by state)."""
+FAILED = frozenset({"failed", "stalled", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A node's fan-out or spawned children: how many in each state, and the page of them listed."""
+
+    node: str
+    total: int
+    states: list[tuple[str, int]]
+    page: list[NodeState]
+    page_no: int
+    pages: int
+
+    @property
+    def failed(self) -> int:
+        """Children that ended without succeeding (failed, stalled or cancelled)."""
+        return sum(n for s, n in self.states if s in FAILED)
+
+
+def run_facts(run: Run, now: float, shown: str | None = None, page_no: int = 1) -> dict[str, Any]:
+    """What a run's page shows of its nodes: the flow's own nodes, each node's children counted by state
+    (``shown``'s children listed, page ``page_no`` of :data:`CHILD_PAGE`), the jobs per state, the run's
+    duration, and its result (the results of the nodes nothing depends on)."""
+    tops: list[NodeState] = []
+    children: defaultdict[str, list[NodeState]] = defaultdict(list)
+    for n in run.nodes.values():
+        top = top_node(n.name) or n.name
+        if top == n.name:
+            tops.append(n)
+        else:
+            children[top].append(n)
+    groups = []
+    for name, kids in sorted(children.items()):
+        kids.sort(key=lambda n: n.job_id)
+        pages = max(1, -(-len(kids) // CHILD_PAGE))
+        at = min(max(1, page_no), pages) if name == shown else 1
+        listed = kids[(at - 1) * CHILD_PAGE:at * CHILD_PAGE] if name == shown else []
+        groups.append(Group(name, len(kids), Counter(n.state for n in kids).most_common(), listed, at, pages))
+    upstream = {u for ups in run.graph.values() for u in ups}
+    sinks = [n for n in tops if n.name not in upstream]
+    end = run.finished_at.timestamp() if run.finished_at else now
+    return {"tops": sorted(tops, key=lambda n: n.job_id), "groups": groups,
+            "counts": Counter(n.state for n in run.nodes.values()).most_common(),
+            "duration": max(0.0, end - run.created_at.timestamp()),
+            "result": {n.name: n.result for n in sinks if n.state == "succeeded"},
+            "failed_children": [g for g in groups if g.failed and run.nodes.get(g.node) is not None
+                                and run.nodes[g.node].state == "succeeded"]}
+
+
+async def run_values(d: Dashboard, run_id: str, base: str, shown: str | None = None,
+                     page_no: int = 1) -> dict[str, Any] | None:
     """What a run's page shows (its DAG drawn, its nodes); None if there is no such run."""
     try:
         run = await d.app.get_run(run_id)
     except RunNotFound:
         return None
     nodes, edges = flow_dag(run, job_href=lambda job_id: f"{base}/jobs/{job_id}")
-    listed = sorted(run.nodes.values(), key=lambda n: n.job_id)
-    return {"run": run, "page_url": f"/runs/{quote(run.id)}", "svg": render_dag_svg(nodes, edges), "nodes": listed,
+    now = (await d.app.store()).now()
+    return {"run": run, "page_url": f"/runs/{quote(run.id)}", "svg": render_dag_svg(nodes, edges),
             "finished": run.state in RUN_FINISHED_STATES, "can_resume": run.state in RUN_RESUMABLE_STATES,
-            "can_cancel": run.state not in RUN_FINISHED_STATES}
+            "can_cancel": run.state not in RUN_FINISHED_STATES, "shown": shown,
+            **run_facts(run, now, shown, page_no)}
+
+
+def _page_no(text: str | None) -> int:
+    return int(text) if text and text.isdigit() and 0 < int(text) < 10**9 else 1
 
 
 def routes(d: Dashboard) -> list[Route]:
@@ -52,22 +115,26 @@ def routes(d: Dashboard) -> list[Route]:
         runs = runs[:PAGE_SIZE]
         kept = {k: v for k, v in (("flow", flow), ("state", state)) if v}
         next_url = "/runs?" + urlencode({**kept, "before": runs[-1].id}) if more and runs else None
+        now = (await app.store()).now()
+        facts = {r.id: (Counter(n.state for n in r.nodes.values()).most_common(),
+                        max(0.0, (r.finished_at.timestamp() if r.finished_at else now) - r.created_at.timestamp()))
+                 for r in runs}
         values: dict[str, Any] = {"runs": runs, "flows": sorted(app.flows), "flow": flow or "", "state": state or "",
-                                  "states": RUN_STATES, "next_url": next_url}
+                                  "states": RUN_STATES, "next_url": next_url, "facts": facts}
         if problem:
             values["problem"] = problem
         return d.html(request, "runs.html", session, active="runs", **values)
 
     async def page(request: Request, session: Session) -> Response:
-        run_id = request.path_params["run_id"]
-        values = await run_values(d, run_id, d.url(request, ""))
+        run_id, q = request.path_params["run_id"], request.query_params
+        values = await run_values(d, run_id, d.url(request, ""), q.get("node") or None, _page_no(q.get("page")))
         if values is None:
             return d.html(request, "missing.html", session, 404, active="runs", what=f"run {run_id}")
         return d.html(request, "run.html", session, active="runs", **values)
 
     async def live(request: Request, session: Session) -> Response:
-        run_id = request.path_params["run_id"]
-        values = await run_values(d, run_id, d.url(request, ""))
+        run_id, q = request.path_params["run_id"], request.query_params
+        values = await run_values(d, run_id, d.url(request, ""), q.get("node") or None, _page_no(q.get("page")))
         if values is None:
             return d.html(request, "missing.html", session, 404, what=f"run {run_id}")
         return d.html(request, "run_live.html", session, **values)
