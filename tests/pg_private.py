@@ -55,10 +55,13 @@ def server_binaries() -> tuple[str, str] | str:
 class PrivateServer:
     """A PostgreSQL server of this test's own: initdb into a temporary folder, its own port."""
 
-    def __init__(self, *, listen: tuple[str, ...] = (), trust: tuple[str, ...] = ()) -> None:
+    def __init__(self, *, listen: tuple[str, ...] = (), trust: tuple[str, ...] = (),
+                 settings: tuple[str, ...] = ()) -> None:
         """``listen``: addresses to listen on besides 127.0.0.1 (they must exist already); ``trust``:
-        networks (``10.1.2.0/24``) whose clients may connect without a password, besides loopback."""
+        networks (``10.1.2.0/24``) whose clients may connect without a password, besides loopback;
+        ``settings``: server settings (``name=value``) it starts with."""
         self.pg_ctl: str | None = None
+        self.settings = settings
         self.listen = ("127.0.0.1", *listen)
         found = server_binaries()
         if isinstance(found, str):
@@ -92,7 +95,8 @@ class PrivateServer:
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""
         opts = (f"-p {self.port} -c listen_addresses={','.join(self.listen)} "
-                f"-c unix_socket_directories={self.folder} -c fsync=off")
+                f"-c unix_socket_directories={self.folder} -c fsync=off"
+                + "".join(f" -c {setting}" for setting in self.settings))
         self._run(str(self.pg_ctl), "-D", self.data, "-o", opts, "-l", os.path.join(self.folder, "log"),
                   "-w", "-t", "60", "start")
 

@@ -36,7 +36,7 @@ def server_address(url: str) -> str:
     return f"{host}:{info.get('port') or 5432}"
 
 
-async def connect_when_up(url: str, wait: float) -> AsyncConn:
+async def connect_when_up(url: str, wait: float, cls: type[AsyncConn] = psycopg.AsyncConnection) -> AsyncConn:
     """A connection to ``url`` once the server answers. A server that is down or starting is waited for,
     with backoff, up to ``wait`` seconds (then :class:`StoreUnreachable`); a refused login, a missing
     database or a URL libpq cannot read fails at once (:class:`StoreError`, with the server's message)."""
@@ -45,8 +45,7 @@ async def connect_when_up(url: str, wait: float) -> AsyncConn:
     delays = Delays(0.05, 5.0)
     while True:
         try:
-            conn: AsyncConn = await psycopg.AsyncConnection.connect(url, autocommit=True,
-                                                                    connect_timeout=int(CONNECT_TIMEOUT))
+            conn: AsyncConn = await cls.connect(url, autocommit=True, connect_timeout=int(CONNECT_TIMEOUT))
             return conn
         except psycopg.Error as exc:
             reason = " ".join(str(exc).split())

@@ -32,8 +32,10 @@ CONNECT_TIMEOUT = 10
 class Listener:
     """The listening connection of one store and the subscribers it wakes."""
 
-    def __init__(self, conninfo: str, channel: str) -> None:
+    def __init__(self, conninfo: str, channel: str,
+                 cls: type[psycopg.AsyncConnection[TupleRow]] = psycopg.AsyncConnection) -> None:
         self.conninfo = conninfo
+        self.cls = cls  # the store's connection class (it may choose among several servers)
         self.channel = channel
         self.subscribers: set[asyncio.Event] = set()
         self.callbacks: dict[asyncio.Event, list[Callable[[], None]]] = {}  # a subscriber's, by its event
@@ -63,9 +65,7 @@ class Listener:
                 callback()
 
     async def _listen(self) -> psycopg.AsyncConnection[TupleRow]:
-        conn = await psycopg.AsyncConnection.connect(
-            self.conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT
-        )
+        conn = await self.cls.connect(self.conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
         try:
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         except BaseException:

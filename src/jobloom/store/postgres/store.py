@@ -28,6 +28,7 @@ from jobloom.store.base import Store, Tx, Wakeups, retried
 from jobloom.store.postgres.caller import in_callers_transaction, in_callers_transaction_sync
 from jobloom.store.postgres.connect import ServerClock, connect_when_up
 from jobloom.store.postgres.faults import _connection_lost, _has_unread, is_transient
+from jobloom.store.postgres.hosts import Servers, connection_class
 from jobloom.store.postgres.listen import Listener
 from jobloom.store.postgres.tx import AsyncConn, PostgresTx, SyncPostgresTx, to_psycopg
 from jobloom.store.sql import load_migrations
@@ -99,6 +100,11 @@ class PostgresStore(Store):
         self._held_until = 0.0
         self._held_busy = False
         self._clock_task: asyncio.Task[None] | None = None
+        # a URL naming several servers (a primary and standbys): connections skip an old primary (fencing)
+        self._servers = Servers(url)
+        self._conn_class: type[AsyncConn] = (
+            connection_class(self._servers) if self._servers.several else psycopg.AsyncConnection)
+        self._checking: asyncio.Task[None] | None = None  # a check of the pool's idle connections
 
     # -- connections --------------------------------------------------------------------------------
 
@@ -123,6 +129,7 @@ class PostgresStore(Store):
             pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
                 self.url, min_size=self.pool_min, max_size=self.pool_max, open=False,
                 kwargs={"autocommit": True}, configure=self._configure, name="jobloom",
+                connection_class=self._conn_class,
                 # the pool's reconnect backoff doubles without a cap; giving up after a few seconds makes
                 # the next request start a fresh attempt, so a worker is back soon after a long outage
                 reconnect_timeout=RECONNECT_GIVE_UP,
@@ -131,7 +138,7 @@ class PostgresStore(Store):
             self._pool = pool
 
     async def _check_server(self) -> None:
-        conn = await connect_when_up(self.url, self.connect_wait)
+        conn = await connect_when_up(self.url, self.connect_wait, self._conn_class)
         try:
             self.clock_offset = await self._clock.measure(conn)
         finally:
@@ -260,6 +267,8 @@ class PostgresStore(Store):
                         f"the connection failed during {unsure_step} ({type(exc).__name__}: {exc}); "
                         "it may or may not have been applied"
                     ) from exc
+                if _connection_lost(exc):
+                    self._check_pool(pool)
                 if not is_transient(exc) or time.monotonic() + delays.current > deadline:
                     raise
                 conflict = isinstance(exc, pg_errors.LockNotAvailable | pg_errors.SerializationFailure)
@@ -267,6 +276,18 @@ class PostgresStore(Store):
                         "jobloom transaction retried after %s: %s", type(exc).__name__, exc)
                 retried("postgresql", type(exc).__name__)
                 await asyncio.sleep(delays.next())
+
+    def _check_pool(self, pool: AsyncConnectionPool[AsyncConn]) -> None:
+        """A connection was lost (the server restarted, or failed over): check the pool's idle connections
+        at once, in the background, so the next transactions do not each meet a dead one."""
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.get_running_loop().create_task(self._check_idle(pool))
+
+    async def _check_idle(self, pool: AsyncConnectionPool[AsyncConn]) -> None:
+        try:
+            await pool.check()
+        except Exception as exc:  # the pool replaces what it can; the next failure asks again
+            log.debug("checking the pool's connections failed (%s: %s)", type(exc).__name__, exc)
 
     async def _on_held(self, pool: AsyncConnectionPool[AsyncConn], once: Callable[[AsyncConn, _Phase], Awaitable[T]],
                        phase: _Phase, timeout: float) -> T:
@@ -348,7 +369,7 @@ class PostgresStore(Store):
             self._listening = asyncio.Lock()
         async with self._listening:
             if self._listener is None:
-                listener = Listener(self.url, self.channel)
+                listener = Listener(self.url, self.channel, self._conn_class)
                 await listener.start()
                 self._listener = listener
         return self._listener.subscribe()
