@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import jobloom
+from jobloom.app.notes import add_notes, job_notes
 from jobloom.core.errors import InvalidOption, InvalidTransition, JobNotFound
 
 
@@ -62,7 +63,15 @@ async def test_deleting_one_finished_job(app: jobloom.App) -> None:
     if (await app.store()).dialect == "sqlite":  # SQLite would hand the newest id out again: it stays
         with pytest.raises(InvalidTransition, match="newest job"):
             await app.delete(waiting.id)
+    store = await app.store()
+    await add_notes(store, [done.id, waiting.id], "ops", "looked at it")
+
+    async def notes(job_id: int) -> list[Any]:
+        return await store.transact(lambda tx: job_notes(tx, job_id), exclusive=False)
+
+    assert [(n.actor, n.what) for n in await notes(done.id)] == [("ops", "looked at it")]
     await app.delete(done.id)
+    assert await notes(done.id) == [] and len(await notes(waiting.id)) == 1, "its notes go with it"
     with pytest.raises(JobNotFound):
         await app.get_job(done.id)
     with pytest.raises(JobNotFound):

@@ -77,7 +77,7 @@ async def test_the_migration_rolls_up_the_minutes_there(sqlite_url: str, monkeyp
 
         await store.transact(write)
         monkeypatch.undo()
-        assert await store.migrate() == ["0018_stats_hourly"]
+        assert (await store.migrate())[0] == "0018_stats_hourly"
         hours = await read_hours(store, since=timedelta(hours=3))
         assert hours.total.succeeded == 5 and hours.total.runs == 5
         assert hours.total.p50 is None, "the minutes' histograms are not rolled up"

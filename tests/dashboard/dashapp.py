@@ -7,6 +7,8 @@ import asyncio
 import os
 from typing import Any
 
+import pydantic
+
 import jobloom
 
 URL = os.environ.get("JOBLOOM_DASH_URL", "sqlite:///dash.db")
@@ -77,6 +79,25 @@ class Shown(jobloom.Performer[dict[str, Any], int]):
         return 1
 
 
+class Order(pydantic.BaseModel):
+    sku: str
+    qty: int
+
+
+class Ship(jobloom.Performer[Order, int]):
+    """A typed payload (the enqueue form checks it against its schema); returns the quantity."""
+
+    async def perform(self, payload: Order) -> int:
+        return payload.qty
+
+
+class Approval(jobloom.Performer[dict[str, Any], Any]):
+    """Waits for the event ``approved`` and returns its data."""
+
+    async def perform(self, payload: dict[str, Any]) -> Any:
+        return await self.wait_for_event("approved")
+
+
 class Latent(jobloom.Performer[dict[str, Any], int]):
     """Returns at once (the overview's queue latency test pauses it)."""
 
@@ -122,9 +143,10 @@ fanout.node("tally", Quick, after=[_each], input=lambda inp, up: {"n": up["each"
 
 PULLED = jobloom.RemoteBinding("Pulled", payload={"type": "object"})
 """A remote binding: the tests claim its jobs as a remote (pull) worker would."""
-PERFORMERS = [Quick, Flaky, Limited, Keyed, Rated, Throttled, Shown, Pausable, Unserved, Picky, Latent, PULLED]
+PERFORMERS = [Quick, Flaky, Limited, Keyed, Rated, Throttled, Shown, Pausable, Unserved, Picky, Latent, Ship, Approval,
+              PULLED]
 app = jobloom.App(URL, performers=PERFORMERS, flows=[pipeline, fanout], lease=2.0,
                   schedules=[jobloom.Schedule("hourly-digest", every=3600, performer=Quick, payload={"n": 7},
                                               timezone="Europe/Berlin")])
-SERVED = "Quick,Flaky,Limited,Keyed,Rated,Throttled,Shown,Pausable,Picky,Latent,jobloom.map"
+SERVED = "Quick,Flaky,Limited,Keyed,Rated,Throttled,Shown,Pausable,Picky,Latent,Ship,Approval,jobloom.map"
 """The bindings the tests' workers serve (all but Unserved)."""

@@ -38,6 +38,7 @@ def test_filtering_jobs(page: Any, site: Site) -> None:
     page.get_by_label("State").select_option("scheduled")
     page.get_by_label("Binding").select_option("Quick")
     page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(re.compile(r"state=scheduled&binding=Quick"))  # the filtered page, not the one before
     rows = page.locator("#jobs tbody tr[data-job]")
     expect(rows.filter(has_text="scheduled")).to_have_count(rows.count())
     expect(page.locator(f"#jobs tr[data-job='{keyed.id}']")).to_be_visible()
@@ -107,6 +108,8 @@ def test_cancel_from_the_job_page(page: Any, site: Site) -> None:
     expect(page.get_by_role("status")).to_have_text(f"job {job.id} cancelled")
     expect(page.locator("#job-state")).to_have_text("cancelled")
     assert site.job(job.id).state == "cancelled"
+    expect(page.locator("#timeline")).to_contain_text("cancelled from the dashboard")  # with who did it
+    expect(page.locator("#timeline")).to_contain_text("by ops")
     expect(page.get_by_role("button", name="Retry")).to_be_visible()
 
 

@@ -31,7 +31,7 @@ from jobloom.flows.hooks import FlowHooks
 from jobloom.flows.stop import RunDeadlines
 from jobloom.housekeeping.retention import RetentionKeeper
 from jobloom.housekeeping.stats import Projector, read_stats
-from jobloom.schedules.api import ScheduleInfo, ScheduleOps, check_schedules
+from jobloom.schedules.api import DEFAULT, ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
 from jobloom.store import Store, open_store
 from jobloom.store.sql import load_migrations
@@ -432,9 +432,10 @@ class App:
         """Fire a paused schedule again from its next tick (ticks while paused are not made up)."""
         return await self._schedule_ops.resume_schedule(name)
 
-    async def trigger_schedule(self, name: str) -> Any:
-        """Run a schedule now, paused or not, whatever its overlap policy: returns the job (or flow run)."""
-        return await self._schedule_ops.trigger_schedule(name)
+    async def trigger_schedule(self, name: str, payload: Any = DEFAULT) -> Any:
+        """Run a schedule now, paused or not, whatever its overlap policy: returns the job (or flow run).
+        ``payload``: the job's payload (or the run's input) for this once, instead of the schedule's."""
+        return await self._schedule_ops.trigger_schedule(name, payload)
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule: the app's and the stored ones, with next run, last run and last error."""

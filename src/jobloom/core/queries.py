@@ -38,6 +38,7 @@ from jobloom.core.rows import (
     NodeResultRow,
     NodeRow,
     NodeStateRow,
+    NoteRow,
     PolicyRow,
     PriorAttemptRow,
     ProjectedEventRow,
@@ -130,6 +131,7 @@ class Q:
     get_snoozes = Query("get_snoozes", SnoozeRow)
     count_unprojected = Query("count_unprojected", CountRow)
     oldest_queued = Query("oldest_queued", MomentRow)
+    job_notes = Query("job_notes", NoteRow)
     overdue_scheduled = Query("overdue_scheduled", BindingMomentRow)
     next_lease_expiry = Query("next_lease_expiry", MomentRow)
     next_run_deadline = Query("next_run_deadline", MomentRow)

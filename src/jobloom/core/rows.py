@@ -196,6 +196,14 @@ class MomentRow(NamedTuple):
     at: float | None
 
 
+class NoteRow(NamedTuple):
+    """A note on a job: when, who (an API token's name) and what they did."""
+
+    at: float
+    actor: str
+    what: str
+
+
 class BindingMomentRow(NamedTuple):
     """A binding and the earliest moment of something about it."""
 

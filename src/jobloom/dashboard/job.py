@@ -4,6 +4,7 @@ durable steps, and why it is not running when it is not; cancel and retry."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,8 +14,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from jobloom.app.diagnose import Diagnosis, why_not_running
+from jobloom.app.notes import add_notes
 from jobloom.core.errors import JobNotFound
-from jobloom.core.rows import EventRow
+from jobloom.core.rows import EventRow, NoteRow
 from jobloom.core.states import FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ID
 from jobloom.core.types import Attempt, Job
@@ -44,9 +46,10 @@ class Moment:
     detail: str = ""
 
 
-def timeline(job: Job, attempts: list[Attempt], events: list[EventRow]) -> list[Moment]:
-    """The job's history: enqueued, each attempt's start and end, and the events still in the outbox
-    that those do not already show (a retry by hand, a cancel), oldest first."""
+def timeline(job: Job, attempts: list[Attempt], events: list[EventRow], notes: Sequence[NoteRow] = ()) -> list[Moment]:
+    """The job's history: enqueued, each attempt's start and end, the events still in the outbox that
+    those do not already show (a retry by hand, a cancel), and what people did to it (with the name of
+    their token), oldest first."""
     out = [Moment(job.created_at, "enqueued", f"as {job.state}" if job.state in ("waiting",) else "")]
     if job.run_at is not None and job.run_at > job.created_at and not attempts:
         out.append(Moment(job.run_at, "due", "runs from then on"))
@@ -65,6 +68,10 @@ def timeline(job: Job, attempts: list[Attempt], events: list[EventRow]) -> list[
             out.append(Moment(at, e.kind, f"attempt {e.attempt}" if e.attempt else ""))
     if job.finished_at is not None and job.state in FINISHED_STATES:
         out.append(Moment(job.finished_at, job.state, ""))
+    for n in notes:
+        at = as_datetime(n.at)
+        if at is not None:
+            out.append(Moment(at, n.what, f"by {n.actor}"))
     return sorted(out, key=lambda m: m.at)
 
 
@@ -93,14 +100,16 @@ async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
     app = d.app
     job = await app.get_job(job_id)
     attempts = await app.attempts(job_id)
-    steps, events = await reads.steps_and_events(await app.store(), job_id)
+    steps, events, notes = await reads.steps_and_events(await app.store(), job_id)
     diagnosis: Diagnosis | None = None
     if job.state in WAITING_STATES:
         diagnosis = await why_not_running(app, job_id)
     return {
         "job": job, "page_url": f"/jobs/{job.id}", "payload": payload_text(job), "attempts": list(reversed(attempts)),
         "steps": [(s.name, _decode(s.result)) for s in steps],
-        "moments": timeline(job, attempts, events), "diagnosis": diagnosis, "finished": job.state in FINISHED_STATES,
+        "moments": timeline(job, attempts, events, notes),
+        "awaited": [s.name[len("wait:"):] for s in steps if s.name.startswith("wait:")],
+        "diagnosis": diagnosis, "finished": job.state in FINISHED_STATES,
         "due_states": DUE_STATES, "duration": duration, "now": (await app.store()).now(),
         "can_retry": job.state in RETRYABLE_STATES, "can_cancel": job.state not in FINISHED_STATES,
         "tags": json.loads(job.tags_json) if job.tags_json else [],
@@ -137,11 +146,13 @@ def routes(d: Dashboard) -> list[Route]:
 
     async def cancel(request: Request, session: Session, form: Form) -> Response:
         job = await app.cancel(_job_id(request))
+        await add_notes(await app.store(), [job.id], session.name, "cancelled from the dashboard")
         said = "cancelled" if job.state == "cancelled" else "asked to stop (it is running)"
         return d.back(request, form, done=f"job {job.id} {said}")
 
     async def retry(request: Request, session: Session, form: Form) -> Response:
         job = await app.retry(_job_id(request))
+        await add_notes(await app.store(), [job.id], session.name, "retried from the dashboard")
         return d.back(request, form, done=f"job {job.id} queued again")
 
     return [Route("/jobs/{job_id}", d.page(page)), Route("/jobs/{job_id}/live", d.page(live)),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from jobloom.app.search import JobFilter, page_rows
 from jobloom.core.decide import refill
 from jobloom.core.queries import Q
-from jobloom.core.rows import BindingMomentRow, BindingRow, EventRow, HeldRow, KeyCountRow, MomentRow, StepRow
+from jobloom.core.rows import BindingMomentRow, BindingRow, EventRow, HeldRow, KeyCountRow, MomentRow, NoteRow, StepRow
 from jobloom.core.types import Bucket, Policy
 from jobloom.engine import registry
 from jobloom.engine.registry import WorkerInfo
@@ -91,12 +91,14 @@ async def workers(store: Store) -> list[WorkerView]:
     return sorted(views, key=lambda v: (not v.alive, v.info.name))
 
 
-async def steps_and_events(store: Store, job_id: int) -> tuple[list[StepRow], list[EventRow]]:
-    """A job's durable steps and its events not yet folded into the read model."""
+async def steps_and_events(store: Store, job_id: int) -> tuple[list[StepRow], list[EventRow], list[NoteRow]]:
+    """A job's durable steps, its events not yet folded into the read model, and the notes people left on it."""
 
-    async def work(tx: Tx) -> tuple[list[StepRow], list[EventRow]]:
-        steps, events = await tx.fetch_batch([(Q.get_steps, {"job_id": job_id}), (Q.job_events, {"job_id": job_id})])
-        return steps, events
+    async def work(tx: Tx) -> tuple[list[StepRow], list[EventRow], list[NoteRow]]:
+        steps, events, notes = await tx.fetch_batch([(Q.get_steps, {"job_id": job_id}),
+                                                     (Q.job_events, {"job_id": job_id}),
+                                                     (Q.job_notes, {"job_id": job_id})])
+        return steps, events, notes
 
     return await store.transact(work, exclusive=False)
 

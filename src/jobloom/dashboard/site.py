@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobloom.app.facade import App
-from jobloom.dashboard import job, jobs, limits, login, overview, runs, schedules, workers
+from jobloom.dashboard import actions, job, jobs, limits, login, overview, runs, schedules, workers
 from jobloom.dashboard.session import Sessions
 from jobloom.dashboard.web import Dashboard
 from jobloom.http.auth import AuthMode, Guard
@@ -33,7 +33,7 @@ def create_dashboard(app: App, guard: Guard, *, session_key: bytes | None = None
     """The dashboard alone (Starlette), taking the tokens ``guard`` checks."""
     d = Dashboard(app, Sessions(guard, session_key))
     routes: list[Any] = [Mount("/static", StaticFiles(packages=[("jobloom.dashboard", "static")]), name="static")]
-    for module in (login, overview, jobs, job, runs, schedules, limits, workers):  # jobs before job: /jobs/confirm
+    for module in (login, overview, actions, jobs, job, runs, schedules, limits, workers):  # jobs before job
         routes += module.routes(d)
     return Starlette(routes=routes)
 

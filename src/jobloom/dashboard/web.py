@@ -28,7 +28,8 @@ SECURITY_HEADERS = {
 }
 """Headers of every page and fragment: nothing from elsewhere, no framing (clickjacking), not cached."""
 NAV = (("overview", "/", "Overview"), ("jobs", "/jobs", "Jobs"), ("runs", "/runs", "Runs"),
-       ("schedules", "/schedules", "Schedules"), ("limits", "/limits", "Limits"), ("workers", "/workers", "Workers"))
+       ("schedules", "/schedules", "Schedules"), ("limits", "/limits", "Limits"), ("workers", "/workers", "Workers"),
+       ("actions", "/actions/enqueue", "Enqueue"))
 
 
 class Form:

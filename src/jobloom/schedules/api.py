@@ -17,6 +17,17 @@ from jobloom.engine.enqueue import build_job
 from jobloom.schedules.keeper import SchedulerKeeper, _flow_of, read_rows, save_state
 from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 
+
+class _Default:
+    """The payload of a trigger given none: the schedule's own."""
+
+    def __repr__(self) -> str:
+        return "<the schedule's payload>"
+
+
+DEFAULT: Any = _Default()
+"""``trigger_schedule``'s payload when none is given: the schedule's own."""
+
 if TYPE_CHECKING:
     from jobloom.schedules.host import ScheduleHost
     from jobloom.store.base import Store, Tx
@@ -168,14 +179,15 @@ class ScheduleOps:
         await self._set_paused(name, False)
         return await self._schedule_info(name)
 
-    async def trigger_schedule(self, name: str) -> Any:
-        """Run a schedule now, paused or not, whatever its overlap policy: returns the job (or flow run)."""
+    async def trigger_schedule(self, name: str, payload: Any = DEFAULT) -> Any:
+        """Run a schedule now, paused or not, whatever its overlap policy: returns the job (or flow run).
+        ``payload``: the job's payload (or the run's input) instead of the schedule's."""
         store = await self.host.store()
         now = store.now()
         row = await self._ensure_row(store, name, now)
         schedule = self.schedules.get(name) or _runtime_schedule(name, row)
         key = f"schedule:{name}:manual:{datetime.fromtimestamp(now, UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
-        arguments = schedule.arguments(schedule.local(now))
+        arguments = schedule.arguments(schedule.local(now)) if payload is DEFAULT else payload
         if schedule.flow is not None:
             run = await self.host.start(_flow_of(self.host, schedule), arguments, id=key)
 

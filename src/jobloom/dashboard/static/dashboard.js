@@ -1,4 +1,5 @@
-// jobloom dashboard: charts (uPlot) fed by the overview's live part, and "select all" on the jobs page.
+// jobloom dashboard: charts (uPlot) fed by the overview's live part, "select all" on the jobs page, scroll
+// hints, and the action forms' JSON checks.
 (function () {
   "use strict";
   var charts = {};
@@ -80,6 +81,53 @@
     });
   }
 
+  // The action forms: JSON checked as it is typed, and a payload against the top of its binding's JSON
+  // Schema (type, required properties, their types); the server checks it all again before acting.
+  var TYPES = {string: "string", integer: "number", number: "number", boolean: "boolean", array: "object", object: "object"};
+
+  function schemaProblem(schema, value) {
+    if (!schema || typeof schema !== "object") { return ""; }
+    if (schema.type === "object" && (value === null || typeof value !== "object" || Array.isArray(value))) { return "a JSON object is expected"; }
+    if (schema.type === "array" && !Array.isArray(value)) { return "a JSON array is expected"; }
+    if (schema.type !== "object" || value === null || typeof value !== "object") { return ""; }
+    var missing = (schema.required || []).filter(function (k) { return !(k in value); });
+    if (missing.length) { return "missing: " + missing.join(", "); }
+    var props = schema.properties || {};
+    for (var key in value) {
+      var p = props[key];
+      if (!p || !p.type || value[key] === null) { continue; }
+      var ok = typeof value[key] === TYPES[p.type] && (p.type !== "integer" || Number.isInteger(value[key])) &&
+               (p.type !== "array" || Array.isArray(value[key]));
+      if (!ok) { return key + ": " + p.type + " expected"; }
+    }
+    return "";
+  }
+
+  function schemas() {
+    var node = document.getElementById("schemas");
+    return node ? JSON.parse(node.textContent) : {};
+  }
+
+  function checkJson() {
+    document.querySelectorAll("textarea[data-json]").forEach(function (area) {
+      var out = document.getElementById("json-problem"), problem = "";
+      var value = null;
+      try { value = area.value.trim() ? JSON.parse(area.value) : {}; } catch (e) { problem = "not JSON: " + e.message; }
+      var select = document.querySelector("[data-schema-select]");
+      if (!problem && select) { problem = schemaProblem(schemas()[select.value], value); }
+      area.setCustomValidity(problem);
+      if (out) { out.textContent = problem; }
+    });
+  }
+
+  function showSchema() {
+    var select = document.querySelector("[data-schema-select]"), pre = document.getElementById("schema");
+    if (!select || !pre) { return; }
+    var schema = schemas()[select.value];
+    pre.textContent = schema ? JSON.stringify(schema, null, 2) : "no schema: any JSON";
+    document.getElementById("schema-name").textContent = select.value;
+  }
+
   function selectAll(event) {
     var box = event.target;
     if (!box.matches("[data-select-all]")) { return; }
@@ -93,8 +141,13 @@
     out.textContent = document.querySelectorAll("input[name=ids]:checked").length + " selected";
   }
 
-  document.addEventListener("change", function (event) { selectAll(event); if (event.target.name === "ids") { updateCount(); } });
-  function refresh() { draw(); scrollHints(); }
+  document.addEventListener("change", function (event) {
+    selectAll(event);
+    if (event.target.name === "ids") { updateCount(); }
+    if (event.target.matches("[data-schema-select]")) { showSchema(); checkJson(); }
+  });
+  document.addEventListener("input", function (event) { if (event.target.matches("textarea[data-json]")) { checkJson(); } });
+  function refresh() { draw(); scrollHints(); checkJson(); }
   document.addEventListener("DOMContentLoaded", refresh);
   document.addEventListener("htmx:afterSettle", refresh);
   window.addEventListener("resize", refresh);

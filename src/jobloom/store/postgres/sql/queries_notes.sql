@@ -1,0 +1,10 @@
+-- Named queries of the notes people leave on jobs (jobloom_job_notes).
+
+-- name: add_job_note
+INSERT INTO jobloom_job_notes (job_id, at, actor, what) VALUES (:job_id, :at, :actor, :what)
+
+-- name: job_notes
+SELECT at, actor, what FROM jobloom_job_notes WHERE job_id = :job_id ORDER BY id
+
+-- name: prune_history_notes
+DELETE FROM jobloom_job_notes WHERE job_id = ANY(:ids::bigint[])
