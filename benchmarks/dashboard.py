@@ -1,4 +1,5 @@
-"""The dashboard on a big store: every page's time with 1,000,000 finished jobs, on SQLite and PostgreSQL.
+"""The dashboard on a big store: every page's time with 1,000,000 finished jobs and 10,000 runs, on SQLite
+and PostgreSQL.
 
     .venv/bin/python benchmarks/dashboard.py                        # both stores, 1,000,000 finished jobs
     .venv/bin/python benchmarks/dashboard.py --store sqlite --finished 200000 --repeat 10
@@ -9,8 +10,10 @@ Each store is private (a fresh SQLite file, or a fresh PostgreSQL schema) and se
 - the history, with one ``INSERT ... SELECT`` per table (set-up, not measured): finished jobs of five
   bindings over the last 20 hours (97.5 % succeeded, 2 % failed with an error, 0.5 % cancelled; some
   tagged, some with a unique key or a concurrency key), an attempt row for each attempt (three for a
-  failed job), and the read model: a ``jobloom_stats`` row per binding and minute for the last 24 hours
-  (written by the projector's own ``upsert_stats``);
+  failed job), ``--runs`` finished flow runs of four jobs each (1 % failed), one more run whose fan-out
+  made 10,000 children (50 failed), and the read model: a ``jobloom_stats`` row per binding and minute
+  for the last 24 hours and a ``jobloom_stats_hourly`` row per binding and hour for 7 days (written by
+  the projector's own ``upsert_stats`` and ``upsert_stats_hourly``);
 - the active set, through the app itself: 2,000 queued jobs, 300 scheduled ones, 40 running (claimed by
   the coordinator's ``dispatch`` for two registered workers), a binding at its concurrency limit (3/3),
   an email tenant at its key limit, a flow run with a 200-child fan-out (120 children succeeded), six
@@ -53,7 +56,52 @@ TARGET_MS = 200.0
 # -- seeding -------------------------------------------------------------------------------------------
 
 
-def seed_history(box: Sandbox, rows: int) -> None:
+GRAPH = '{"fetch": [], "resize": ["fetch"], "publish": ["resize"]}'
+BIG_RUN = "ingest-big-fanout"
+BIG_CHILDREN = 10_000
+
+
+def run_statements(dialect: str, runs: int, t0: float, step: float) -> list[str]:
+    """``runs`` finished runs of the ingest flow (fetch, resize with one child, publish: four jobs each; 1 %
+    failed at publish), and run :data:`BIG_RUN` in the middle of them, whose fan-out made
+    :data:`BIG_CHILDREN` children (every 200th failed)."""
+    seq = ("WITH RECURSIVE seq(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM seq WHERE x < @N@) "
+           if dialect == "sqlite" else "")
+    src = "seq" if dialect == "sqlite" else "generate_series(1, @N@) AS x"
+    created = f"({t0} + x * {step})"
+    state = "CASE WHEN x % 100 = 3 THEN 'failed' ELSE 'succeeded' END"
+    runs_sql = (seq + "INSERT INTO jobloom_runs (id, flow, state, input, graph, depth, error, created_at, finished_at) "
+                f"SELECT 'ingest-' || x, 'ingest', {state}, '{{\"n\":1}}', '{GRAPH}', 0, "
+                f"CASE WHEN x % 100 = 3 THEN 'node publish failed' END, {created}, {created} + 2.5 FROM {src}")
+    nodes = ("(SELECT 'fetch' AS node, 'ingest.fetch' AS b UNION ALL SELECT 'resize', 'jobloom.map' UNION ALL "
+             "SELECT 'resize:0', 'image.resize' UNION ALL SELECT 'publish', 'ingest.publish') AS n")
+    node_state = "CASE WHEN x % 100 = 3 AND n.node = 'publish' THEN 'failed' ELSE 'succeeded' END"
+    jobs_sql = (seq + "INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, attempt, max_attempts, "
+                "delivery, result, error, created_at, started_at, finished_at, run_id, node) "
+                f"SELECT n.b, {node_state}, '{{}}', 0, {created}, 1, 3, 'at_least_once', '1', "
+                f"CASE WHEN x % 100 = 3 AND n.node = 'publish' THEN 'ValueError: nothing to publish' END, "
+                f"{created}, {created} + 0.1, {created} + 2.0, 'ingest-' || x, n.node FROM {src} CROSS JOIN {nodes}")
+    mid = t0 + runs * step / 2
+    big_run = ("INSERT INTO jobloom_runs (id, flow, state, input, graph, depth, created_at, finished_at) "
+               f"VALUES ('{BIG_RUN}', 'ingest', 'succeeded', '{{\"n\":{BIG_CHILDREN}}}', '{GRAPH}', 0, "
+               f"{mid}, {mid} + 600)")
+    big_tops = ("INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, attempt, max_attempts, delivery, "
+                "result, created_at, started_at, finished_at, run_id, node) "
+                f"SELECT b, 'succeeded', '{{}}', 0, {mid}, 1, 3, 'at_least_once', '1', {mid}, {mid}, {mid} + 600, "
+                f"'{BIG_RUN}', node FROM (SELECT 'fetch' AS node, 'ingest.fetch' AS b UNION ALL "
+                "SELECT 'resize', 'jobloom.map' UNION ALL SELECT 'publish', 'ingest.publish') AS t")
+    child_state = "CASE WHEN x % 200 = 17 THEN 'failed' ELSE 'succeeded' END"
+    big_children = (seq + "INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, attempt, max_attempts, "
+                    "delivery, result, error, created_at, started_at, finished_at, run_id, node) "
+                    f"SELECT 'image.resize', {child_state}, '1', 0, {mid}, 1, 3, 'at_least_once', "
+                    f"CASE WHEN x % 200 = 17 THEN NULL ELSE '2' END, "
+                    f"CASE WHEN x % 200 = 17 THEN 'OSError: image truncated' END, {mid}, {mid} + 1, {mid} + 2, "
+                    f"'{BIG_RUN}', 'resize:' || (x - 1) FROM {src}")
+    return [runs_sql.replace("@N@", str(runs)), jobs_sql.replace("@N@", str(runs)), big_run, big_tops,
+            big_children.replace("@N@", str(BIG_CHILDREN))]
+
+
+def seed_history(box: Sandbox, rows: int, runs: int = 10_000) -> None:
     """``rows`` finished jobs over the last 20 hours (within the default retention of succeeded jobs, a
     day: a worker's pruning leaves them; a million is about 14 jobs a second), their attempts and tags
     (plain SQL, one statement per table)."""
@@ -91,7 +139,7 @@ def seed_history(box: Sandbox, rows: int) -> None:
                "FROM jobloom_jobs CROSS JOIN (SELECT 2 AS a UNION ALL SELECT 3) AS n WHERE state = 'failed'")
     tags = ("INSERT INTO jobloom_job_tags (tag, job_id) "
             "SELECT 'tenant:acme', id FROM jobloom_jobs WHERE tags IS NOT NULL")
-    statements = [jobs, attempts, retries, tags]
+    statements = [jobs, attempts, retries, tags, *run_statements(box.dialect, runs, t0, HISTORY_SPAN / max(runs, 1))]
     if box.dialect == "sqlite":
         box.execute("BEGIN IMMEDIATE")
         for s in statements:
@@ -128,6 +176,20 @@ async def seed_stats(app: Any, bindings: tuple[str, ...]) -> None:
         await tx.executemany("upsert_stats", params)
 
     await store.transact(work)
+    hours = []
+    now_hour = now_minute - now_minute % 60
+    for b_index, binding in enumerate(bindings):
+        for h in range(now_hour - 7 * 24 * 60, now_hour + 1, 60):
+            tally = Tally()
+            for i in range(60 * (20 + b_index)):
+                tally.add_event("started", None)
+                tally.add_event("failed" if i % 29 == 0 else "succeeded", 0.02 + (i % 10) * 0.03 + b_index * 0.05)
+            hours.append(tally.params(binding, h))
+
+    async def hourly(tx: Any) -> None:
+        await tx.executemany("upsert_stats_hourly", hours)
+
+    await store.transact(hourly)
 
 
 async def seed_active(app: Any) -> dict[str, Any]:
@@ -176,12 +238,12 @@ async def seed_active(app: Any) -> dict[str, Any]:
     return {"token": token, "running": running[0], "held": held[0].id, "run": run.id, "children_sql": box_sql}
 
 
-async def seed(box: Sandbox, finished: int) -> dict[str, Any]:
+async def seed(box: Sandbox, finished: int, runs: int = 10_000) -> dict[str, Any]:
     """Migrate, seed the history and the active set; the ids the pages visit."""
     await box.prepare()
     t = time.monotonic()
-    seed_history(box, finished)
-    print(f"  history: {finished:,} finished jobs in {time.monotonic() - t:.0f} s", flush=True)
+    seed_history(box, finished, runs)
+    print(f"  history: {finished:,} finished jobs and {runs:,} runs in {time.monotonic() - t:.0f} s", flush=True)
     app = bench_app(box)
     try:
         import dashboard_app as da
@@ -214,15 +276,24 @@ def pages(ids: dict[str, Any]) -> list[tuple[str, str]]:
     """(name, path) of each page and live fragment to time."""
     return [
         ("overview", "/"), ("overview (live part)", "/overview/live"),
+        ("overview: 24 h", "/?window=24h"), ("overview: 7 d", "/?window=7d"),
+        ("overview (live part, 7 d)", "/overview/live?window=7d"),
         ("jobs", "/jobs"), ("jobs: failed", "/jobs?state=failed"), ("jobs: succeeded", "/jobs?state=succeeded"),
         ("jobs: queued", "/jobs?state=queued"), ("jobs: binding", "/jobs?binding=billing.charge"),
         ("jobs: failed + text", "/jobs?state=failed&text=TimeoutError"), ("jobs: text", "/jobs?text=TimeoutError"),
         ("jobs: unique key", "/jobs?binding=billing.charge&unique_key=invoice-99"),
         ("jobs: text, no match", "/jobs?text=no-such-error"),
         ("jobs: binding, 1 job", "/jobs?binding=ingest.fetch"),
+        ("jobs: tag", "/jobs?tag=tenant:acme&state=all"),
+        ("jobs: payload text", "/jobs?state=all&payload_text=%22i%22:4242"),
+        ("jobs: payload text, no match", "/jobs?state=all&payload_text=no-such-thing"),
         ("job: succeeded", f"/jobs/{ids['finished']}"), ("job: failed", f"/jobs/{ids['failed']}"),
         ("job: queued, held", f"/jobs/{ids['held']}"), ("job: running", f"/jobs/{ids['running']}"),
         ("runs", "/runs"), ("run (200-child fan-out)", f"/runs/{ids['run']}"),
+        ("run (10,000-child fan-out)", f"/runs/{BIG_RUN}"),
+        ("run: its children, page 50", f"/runs/{BIG_RUN}?node=resize&page=50"),
+        ("runs: flow ingest, page", "/runs?flow=ingest"),
+        ("enqueue form", "/actions/enqueue"), ("start-a-run form", "/actions/start"),
         ("schedules", "/schedules"), ("limits", "/limits"), ("workers", "/workers"),
     ]
 
@@ -349,13 +420,14 @@ def table(results: dict[str, dict[str, list[float]]]) -> str:
     return "\n".join(lines)
 
 
-async def one_store(url: str, finished: int, repeat: int, reads_only: bool, keep: bool) -> dict[str, list[float]]:
+async def one_store(url: str, finished: int, repeat: int, reads_only: bool, keep: bool,
+                    runs: int = 10_000) -> dict[str, list[float]]:
     """Seed a private store on ``url`` and time it."""
     target = Target(url)
     box = target.sandbox()
     try:
         print(f"{target.dialect}: seeding", flush=True)
-        ids = await seed(box, finished)
+        ids = await seed(box, finished, runs)
         print(f"{target.dialect}: measuring", flush=True)
         if reads_only:
             return await measure_reads(box, ids, repeat)
@@ -372,6 +444,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--finished", type=int, default=1_000_000, help="finished jobs in the history")
+    parser.add_argument("--runs", type=int, default=10_000, help="finished flow runs (four jobs each)")
     parser.add_argument("--repeat", type=int, default=20, help="timed requests per page")
     parser.add_argument("--reads-only", action="store_true", help="time the App reads in-process, no HTTP")
     parser.add_argument("--sqlite-dir", default=None, help="folder of the SQLite file (default: a temporary one)")
@@ -383,13 +456,13 @@ def main() -> None:
         folder = args.sqlite_dir or os.path.join(os.environ.get("TMPDIR", "/tmp"), "jobloom-dashboard-bench")
         os.makedirs(folder, exist_ok=True)
         results["SQLite"] = asyncio.run(one_store(f"sqlite:///{folder}/bench.db", args.finished, args.repeat,
-                                                  args.reads_only, args.keep))
+                                                  args.reads_only, args.keep, args.runs))
     if args.store in ("postgres", "both"):
         results["PostgreSQL"] = asyncio.run(one_store(args.postgres_url, args.finished, args.repeat,
-                                                      args.reads_only, args.keep))
+                                                      args.reads_only, args.keep, args.runs))
     print()
     load = os.getloadavg()
-    print(f"{args.finished:,} finished jobs; {args.repeat} timed requests per page (ms); "
+    print(f"{args.finished:,} finished jobs, {args.runs:,} runs; {args.repeat} timed requests per page (ms); "
           f"load average at the end {load[0]:.1f} on {os.cpu_count()} cores:")
     print(table(results))
 
