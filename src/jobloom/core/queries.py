@@ -17,6 +17,7 @@ from jobloom.core.rows import (
     BindingOfRow,
     BindingRow,
     CandidateRow,
+    ChildCountRow,
     ChildRow,
     ClaimRow,
     CountRow,
@@ -132,6 +133,9 @@ class Q:
     count_unprojected = Query("count_unprojected", CountRow)
     oldest_queued = Query("oldest_queued", MomentRow)
     job_notes = Query("job_notes", NoteRow)
+    run_top_jobs = Query("run_top_jobs", RunJobRow)
+    run_child_counts = Query("run_child_counts", ChildCountRow)
+    run_children_page = Query("run_children_page", RunJobRow)
     overdue_scheduled = Query("overdue_scheduled", BindingMomentRow)
     next_lease_expiry = Query("next_lease_expiry", MomentRow)
     next_run_deadline = Query("next_run_deadline", MomentRow)

@@ -196,6 +196,14 @@ class MomentRow(NamedTuple):
     at: float | None
 
 
+class ChildCountRow(NamedTuple):
+    """How many children of a run's node ``top`` are in ``state``."""
+
+    top: str
+    state: str
+    n: int
+
+
 class NoteRow(NamedTuple):
     """A note on a job: when, who (an API token's name) and what they did."""
 

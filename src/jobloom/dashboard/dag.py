@@ -315,13 +315,15 @@ def _summary(what: str, states: Counter[str]) -> str:
     return f"{total} {what}: {by_state}"
 
 
-def flow_dag(run: Run, *, job_href: Callable[[int], str] | None = None) -> tuple[list[DagNode], list[tuple[str, str]]]:
+def flow_dag(run: Run, *, job_href: Callable[[int], str] | None = None,
+             counted: dict[str, Counter[str]] | None = None) -> tuple[list[DagNode], list[tuple[str, str]]]:
     """The nodes and edges of ``run``'s DAG: one node per flow node (its job's state, a link to its job:
     ``job_href(job_id)``, by default ``/jobs/<id>``), a fan-out's children and what a node spawned
     summarised on their node by state ("120 children: 100 succeeded, 20 running"), and an edge from each
-    upstream node to its downstream node."""
+    upstream node to its downstream node. ``counted``: each node's children per state, read apart (then
+    ``run.nodes`` may hold the flow's own nodes only)."""
     link = job_href or (lambda job_id: f"/jobs/{job_id}")
-    children: dict[str, Counter[str]] = {}
+    children: dict[str, Counter[str]] = dict(counted or {})
     spawned: dict[str, Counter[str]] = {}
     tops: dict[str, int | None] = {name: None for name in run.graph}
     for name, node in run.nodes.items():
@@ -331,7 +333,11 @@ def flow_dag(run: Run, *, job_href: Callable[[int], str] | None = None) -> tuple
             continue
         top = name[:cut]
         tops.setdefault(top, None)
+        if counted is not None:
+            continue
         (children if name[cut] == ":" else spawned).setdefault(top, Counter())[node.state] += 1
+    for top in children:
+        tops.setdefault(top, None)
     nodes: list[DagNode] = []
     for name, job_id in tops.items():
         state = run.nodes[name].state if name in run.nodes else "pending"

@@ -1,18 +1,22 @@
 """The dashboard's own reads, each through an active-state index or a small table: bindings' token
-buckets, running jobs per concurrency key and per worker, a job's steps and its events still in the
-outbox, and counting the jobs a bulk action would touch."""
+buckets, queue latency, running jobs per concurrency key and per worker, a run with its children
+counted and paged, a job's steps, its events still in the outbox and its notes, and counting the jobs a
+bulk action would touch."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from jobloom.app.search import JobFilter, page_rows
 from jobloom.core.decide import refill
 from jobloom.core.queries import Q
 from jobloom.core.rows import BindingMomentRow, BindingRow, EventRow, HeldRow, KeyCountRow, MomentRow, NoteRow, StepRow
-from jobloom.core.types import Bucket, Policy
+from jobloom.core.types import Bucket, NodeState, Policy, Run
 from jobloom.engine import registry
 from jobloom.engine.registry import WorkerInfo
+from jobloom.flows.api import _run_from as run_from
 from jobloom.store import Store, Tx
 
 COUNT_CAP = 100_000
@@ -91,6 +95,39 @@ async def workers(store: Store) -> list[WorkerView]:
     return sorted(views, key=lambda v: (not v.alive, v.info.name))
 
 
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run as its page shows it: the flow's own nodes (``run.nodes``), each node's children counted by
+    state, and one page of one node's children."""
+
+    run: Run
+    children: dict[str, Counter[str]]
+    page: list[NodeState]
+
+
+async def run_view(store: Store, run_id: str, shown: str | None, offset: int, limit: int) -> RunView | None:
+    """A run without reading each of its children (a fan-out may have made 10,000): its row, the jobs of its
+    own nodes, its children counted per node and state, and ``limit`` children of node ``shown`` from
+    ``offset`` (None if there is no such run)."""
+
+    async def work(tx: Tx) -> RunView | None:
+        row = await tx.fetchone(Q.get_run, {"id": run_id})
+        if row is None:
+            return None
+        queries: list[tuple[Any, dict[str, Any]]] = [(Q.run_top_jobs, {"run_id": run_id}),
+                                                     (Q.run_child_counts, {"run_id": run_id})]
+        if shown is not None:
+            queries.append((Q.run_children_page, {"run_id": run_id, "top": shown, "limit": limit, "offset": offset}))
+        found = await tx.fetch_batch(queries)
+        children: dict[str, Counter[str]] = {}
+        for c in found[1]:
+            children.setdefault(c.top, Counter())[c.state] += int(c.n)
+        page = list(run_from(row, found[2]).nodes.values()) if shown is not None else []
+        return RunView(run_from(row, found[0]), children, sorted(page, key=lambda n: n.job_id))
+
+    return await store.transact(work, exclusive=False)
+
+
 async def steps_and_events(store: Store, job_id: int) -> tuple[list[StepRow], list[EventRow], list[NoteRow]]:
     """A job's durable steps, its events not yet folded into the read model, and the notes people left on it."""
 
@@ -124,5 +161,16 @@ async def count_matching(store: Store, f: JobFilter, allowed: frozenset[str], ca
     return min(n, cap)
 
 
-__all__ = ["COUNT_CAP", "WorkerView", "binding_rows", "count_matching", "queue_latency", "running_keys",
-           "steps_and_events", "tokens_now", "workers"]
+__all__ = [
+    "COUNT_CAP",
+    "RunView",
+    "WorkerView",
+    "binding_rows",
+    "count_matching",
+    "queue_latency",
+    "run_view",
+    "running_keys",
+    "steps_and_events",
+    "tokens_now",
+    "workers",
+]

@@ -5,7 +5,7 @@ and resume."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -16,11 +16,11 @@ from starlette.routing import Route
 
 from jobloom.core.errors import JobloomError
 from jobloom.core.states import RUN_FINISHED_STATES, RUN_RESUMABLE_STATES
-from jobloom.core.types import NodeState, Run
+from jobloom.core.types import NodeState
+from jobloom.dashboard import reads
 from jobloom.dashboard.dag import flow_dag, render_dag_svg
 from jobloom.dashboard.session import Session
 from jobloom.dashboard.web import Dashboard, Form
-from jobloom.flows.runs import RunNotFound, top_node
 
 PAGE_SIZE = 50
 """Runs per page."""
@@ -50,49 +50,44 @@ class Group:
         return sum(n for s, n in self.states if s in FAILED)
 
 
-def run_facts(run: Run, now: float, shown: str | None = None, page_no: int = 1) -> dict[str, Any]:
+def run_facts(view: reads.RunView, now: float, shown: str | None = None, page_no: int = 1) -> dict[str, Any]:
     """What a run's page shows of its nodes: the flow's own nodes, each node's children counted by state
-    (``shown``'s children listed, page ``page_no`` of :data:`CHILD_PAGE`), the jobs per state, the run's
-    duration, and its result (the results of the nodes nothing depends on)."""
-    tops: list[NodeState] = []
-    children: defaultdict[str, list[NodeState]] = defaultdict(list)
-    for n in run.nodes.values():
-        top = top_node(n.name) or n.name
-        if top == n.name:
-            tops.append(n)
-        else:
-            children[top].append(n)
+    (``shown``'s children listed: page ``page_no`` of :data:`CHILD_PAGE`, read as such), the jobs per
+    state, the run's duration, and its result (the results of the nodes nothing depends on)."""
+    run = view.run
+    tops = sorted(run.nodes.values(), key=lambda n: n.job_id)
     groups = []
-    for name, kids in sorted(children.items()):
-        kids.sort(key=lambda n: n.job_id)
-        pages = max(1, -(-len(kids) // CHILD_PAGE))
+    for name, states in sorted(view.children.items()):
+        total = sum(states.values())
+        pages = max(1, -(-total // CHILD_PAGE))
         at = min(max(1, page_no), pages) if name == shown else 1
-        listed = kids[(at - 1) * CHILD_PAGE:at * CHILD_PAGE] if name == shown else []
-        groups.append(Group(name, len(kids), Counter(n.state for n in kids).most_common(), listed, at, pages))
+        groups.append(Group(name, total, states.most_common(), view.page if name == shown else [], at, pages))
+    counts: Counter[str] = Counter(n.state for n in tops)
+    for states in view.children.values():
+        counts.update(states)
     upstream = {u for ups in run.graph.values() for u in ups}
-    sinks = [n for n in tops if n.name not in upstream]
     end = run.finished_at.timestamp() if run.finished_at else now
-    return {"tops": sorted(tops, key=lambda n: n.job_id), "groups": groups,
-            "counts": Counter(n.state for n in run.nodes.values()).most_common(),
+    return {"tops": tops, "groups": groups, "counts": counts.most_common(),
             "duration": max(0.0, end - run.created_at.timestamp()),
-            "result": {n.name: n.result for n in sinks if n.state == "succeeded"},
+            "result": {n.name: n.result for n in tops if n.name not in upstream and n.state == "succeeded"},
             "failed_children": [g for g in groups if g.failed and run.nodes.get(g.node) is not None
                                 and run.nodes[g.node].state == "succeeded"]}
 
 
 async def run_values(d: Dashboard, run_id: str, base: str, shown: str | None = None,
                      page_no: int = 1) -> dict[str, Any] | None:
-    """What a run's page shows (its DAG drawn, its nodes); None if there is no such run."""
-    try:
-        run = await d.app.get_run(run_id)
-    except RunNotFound:
+    """What a run's page shows (its DAG drawn, its nodes); None if there is no such run. The run's children
+    are counted and paged by the store, never read all at once."""
+    store = await d.app.store()
+    view = await reads.run_view(store, run_id, shown, (max(1, page_no) - 1) * CHILD_PAGE, CHILD_PAGE)
+    if view is None:
         return None
-    nodes, edges = flow_dag(run, job_href=lambda job_id: f"{base}/jobs/{job_id}")
-    now = (await d.app.store()).now()
+    run = view.run
+    nodes, edges = flow_dag(run, job_href=lambda job_id: f"{base}/jobs/{job_id}", counted=view.children)
     return {"run": run, "page_url": f"/runs/{quote(run.id)}", "svg": render_dag_svg(nodes, edges),
             "finished": run.state in RUN_FINISHED_STATES, "can_resume": run.state in RUN_RESUMABLE_STATES,
             "can_cancel": run.state not in RUN_FINISHED_STATES, "shown": shown,
-            **run_facts(run, now, shown, page_no)}
+            **run_facts(view, store.now(), shown, page_no)}
 
 
 def _page_no(text: str | None) -> int:

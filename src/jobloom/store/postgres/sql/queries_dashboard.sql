@@ -13,3 +13,28 @@ ORDER BY run_at, id LIMIT 1
 SELECT binding, min(run_at) AS at FROM jobloom_jobs
 WHERE state = 'scheduled' AND run_at <= :now
 GROUP BY binding
+
+-- name: run_top_jobs
+-- A run's page: the jobs of the flow's own nodes (not fan-out children ``name:i`` nor spawned ones
+-- ``name/x``), through the run's (run_id, node) index.
+SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs
+WHERE run_id = :run_id::text AND strpos(node, ':') = 0 AND strpos(node, '/') = 0
+ORDER BY id
+
+-- name: run_child_counts
+-- A run's page: its children per node and state (``top`` the node that made them), read from the run's
+-- index and the rows' states, without their payloads or results.
+SELECT CASE WHEN strpos(node, ':') > 0 AND (strpos(node, '/') = 0 OR strpos(node, ':') < strpos(node, '/'))
+            THEN substr(node, 1, strpos(node, ':') - 1) ELSE substr(node, 1, strpos(node, '/') - 1) END AS top,
+       state, count(*) AS n
+FROM jobloom_jobs
+WHERE run_id = :run_id::text AND (strpos(node, ':') > 0 OR strpos(node, '/') > 0)
+GROUP BY 1, 2
+
+-- name: run_children_page
+-- One page of a node's children (``top:i`` or ``top/x``: the run's index, its names checked), in the
+-- order they were made.
+SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs
+WHERE run_id = :run_id::text
+  AND left(node, length(:top::text) + 1) IN (:top::text || ':', :top::text || '/')
+ORDER BY id LIMIT :limit::bigint OFFSET :offset::bigint

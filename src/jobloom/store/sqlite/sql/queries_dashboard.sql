@@ -13,3 +13,27 @@ ORDER BY run_at, id LIMIT 1
 SELECT binding, min(run_at) AS at FROM jobloom_jobs INDEXED BY jobloom_jobs_scheduled
 WHERE state = 'scheduled' AND run_at <= :now
 GROUP BY binding
+
+-- name: run_top_jobs
+-- A run's page: the jobs of the flow's own nodes (not fan-out children ``name:i`` nor spawned ones
+-- ``name/x``), through the run's (run_id, node) index.
+SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs
+WHERE run_id = :run_id AND instr(node, ':') = 0 AND instr(node, '/') = 0
+ORDER BY id
+
+-- name: run_child_counts
+-- A run's page: its children per node and state (``top`` the node that made them), read from the run's
+-- index and the rows' states, without their payloads or results.
+SELECT CASE WHEN instr(node, ':') > 0 AND (instr(node, '/') = 0 OR instr(node, ':') < instr(node, '/'))
+            THEN substr(node, 1, instr(node, ':') - 1) ELSE substr(node, 1, instr(node, '/') - 1) END AS top,
+       state, count(*) AS n
+FROM jobloom_jobs
+WHERE run_id = :run_id AND (instr(node, ':') > 0 OR instr(node, '/') > 0)
+GROUP BY 1, 2
+
+-- name: run_children_page
+-- One page of a node's children (``top:i`` or ``top/x``: the run's index, its names checked), in the
+-- order they were made.
+SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs
+WHERE run_id = :run_id AND substr(node, 1, length(:top) + 1) IN (:top || ':', :top || '/')
+ORDER BY id LIMIT :limit OFFSET :offset
