@@ -130,6 +130,36 @@ def store_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[Any]:
+    """PgBouncer in transaction pooling mode in front of the test server (``tests/pg_bouncer.py``)."""
+    require_postgres()
+    from tests.pg_bouncer import PgBouncer
+
+    bouncer = PgBouncer()
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+@pytest.fixture
+def pgbouncer_url(pgbouncer: Any) -> Iterator[str]:
+    """A private schema of the test server, reached through PgBouncer (transaction pooling)."""
+    with private_schema() as url:
+        yield pgbouncer.through(url)
+
+
+@pytest.fixture(params=[*STORES, pytest.param("pgbouncer", marks=pytest.mark.postgres)])
+def pooled_store_url(request: pytest.FixtureRequest) -> str:
+    """Each store in turn, and PostgreSQL through PgBouncer: a module whose guarantees must hold behind a
+    pooler takes it as its ``store_url`` (``store_url = pooled_store_url`` is not enough: define a
+    ``store_url`` fixture that returns it)."""
+    if request.param == "pgbouncer":
+        return str(request.getfixturevalue("pgbouncer_url"))
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
 # -- with CI=true nothing skips ------------------------------------------------------------------------
 # A skipped test proves nothing, so in CI a skip is reported as a failure. A test that may skip even
 # there says why with ``@pytest.mark.allowed_skip(reason="...")`` (none does today).

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 
 from jobloom.app.facade import App
-from jobloom.app.loading import load_app
+from jobloom.app.loading import apply_connection_env, load_app
 from jobloom.core.retrying import Delays
 from jobloom.engine.logs import configure_logging
 from jobloom.engine.worker import Worker
@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging(args.log_level, log_format=args.log_format)
     app = load_app(args.app)
+    apply_connection_env(app)  # jobloom worker --listen-url, --pool-max
     if args.metrics:
         from jobloom.observe.metrics import enable_metrics
 

@@ -272,3 +272,9 @@ async def test_a_rolled_back_transition_leaves_no_event(app: jobloom.App) -> Non
         await tx(app, fail_after_claim)
     assert await events_of(app, job.id) == ["enqueued"]
     assert (await app.get_job(job.id)).state == "queued"
+
+
+@pytest.fixture
+def store_url(pooled_store_url: str) -> str:
+    """This module runs through PgBouncer (transaction pooling) too."""
+    return pooled_store_url

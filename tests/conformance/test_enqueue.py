@@ -297,3 +297,9 @@ async def test_one_callers_bad_job_in_a_coalesced_batch_fails_only_that_caller(s
 class _Plain(jobloom.Performer[dict[str, int], None]):
     async def perform(self, payload: dict[str, int]) -> None:
         return None
+
+
+@pytest.fixture
+def store_url(pooled_store_url: str) -> str:
+    """This module runs through PgBouncer (transaction pooling) too."""
+    return pooled_store_url

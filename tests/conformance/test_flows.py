@@ -232,3 +232,9 @@ def test_definition_errors_name_what_is_wrong() -> None:
         dup.node("a", Analyze)
     with pytest.raises(FlowError, match="unknown option.*unique_key.*not unique_key"):
         dup.node("b", Analyze, unique_key="k")
+
+
+@pytest.fixture
+def store_url(pooled_store_url: str) -> str:
+    """This module runs through PgBouncer (transaction pooling) too."""
+    return pooled_store_url

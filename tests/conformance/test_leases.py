@@ -154,3 +154,9 @@ async def test_an_attempt_stopped_before_its_task_began_is_reported_and_let_go(
         assert [a.outcome for a in await app.attempts(job.id)] == ["cancelled" if reason == "cancel" else "lost"]
     finally:
         await app.close()
+
+
+@pytest.fixture
+def store_url(pooled_store_url: str) -> str:
+    """This module runs through PgBouncer (transaction pooling) too."""
+    return pooled_store_url

@@ -310,3 +310,9 @@ def test_the_command_line_lists_pauses_resumes_and_triggers(store_url: str, tmp_
     assert not json.loads(invoke("schedules", "resume", "nightly", "--url", store_url, "--json"))[0]["paused"]
     assert "queued" in invoke("schedules", "trigger", "nightly", "--app", "schedapp:app")
     assert "nightly" in invoke("schedules", "list", "--app", "schedapp:app")
+
+
+@pytest.fixture
+def store_url(pooled_store_url: str) -> str:
+    """This module runs through PgBouncer (transaction pooling) too."""
+    return pooled_store_url

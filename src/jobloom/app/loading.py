@@ -37,3 +37,33 @@ def load_app(ref: str) -> App:
     if not isinstance(obj, App):
         raise JobloomError(f"{ref!r} is a {type(obj).__name__}, not a jobloom.App")
     return obj
+
+
+LISTEN_URL_ENV = "JOBLOOM_LISTEN_URL"
+"""Carries ``jobloom worker --listen-url`` to the worker processes (through the supervisor)."""
+POOL_MAX_ENV = "JOBLOOM_POOL_MAX"
+"""Carries ``jobloom worker --pool-max`` to the worker processes."""
+
+
+def connection_options(app: App, listen_url: str | None, pool_max: int | None) -> None:
+    """Apply the worker command's connection options to ``app`` and to the environment its worker
+    processes inherit; options of PostgreSQL given for another store are refused (``InvalidOption``)."""
+    from jobloom.core.errors import InvalidOption
+
+    for name, value, env in (("listen_url", listen_url, LISTEN_URL_ENV), ("pool_max", pool_max, POOL_MAX_ENV)):
+        if value is None:
+            continue
+        if not app.url.startswith(("postgresql:", "postgres:")):
+            raise InvalidOption(name, value, "an option of a PostgreSQL store (the app's store is not one)")
+        os.environ[env] = str(value)
+    apply_connection_env(app)
+
+
+def apply_connection_env(app: App) -> None:
+    """In a worker process: take ``--listen-url`` and ``--pool-max`` from the environment (see
+    :func:`connection_options`) into the app's store options."""
+    if url := os.environ.get(LISTEN_URL_ENV):
+        app.store_options["listen_url"] = url
+    if size := os.environ.get(POOL_MAX_ENV):
+        app.store_options["pool_max"] = int(size)
+        app.store_options["pool_min"] = min(int(app.store_options.get("pool_min", 1)), int(size))

@@ -26,7 +26,7 @@ from rich.text import Text
 from typer.exceptions import TyperException
 
 from jobloom.app.facade import App
-from jobloom.app.loading import load_app
+from jobloom.app.loading import connection_options, load_app
 from jobloom.cli.bindings import bindings_cli
 from jobloom.cli.common import (
     WAIT,
@@ -114,6 +114,15 @@ def worker(
     ] = 25.0,
     log_level: Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")] = LogLevel.info,
     log_format: LogFormatOption = LogFormat.text,
+    listen_url: Annotated[str | None, typer.Option(
+        help="PostgreSQL behind a transaction-pooling pooler (PgBouncer): a URL straight to the server, for "
+             "the wake-ups (LISTEN) that cannot go through the pooler. Without it such workers poll every second.",
+    )] = None,
+    pool_max: Annotated[int | None, typer.Option(
+        min=1, show_default=False,
+        help="PostgreSQL: at most this many pooled connections in each worker process [default: 10] (the "
+             "wake-ups' listening connection comes on top).",
+    )] = None,
     metrics_port: Annotated[
         int | None, typer.Option(min=0, max=65535, help="Serve Prometheus metrics of every worker process "
                                  "on this port (/metrics; 0 picks a free port).")
@@ -127,6 +136,7 @@ def worker(
 
     app = load_app(app_ref)
     check_sqlite_file(app.url, must_exist=False)
+    connection_options(app, listen_url, pool_max)  # in the worker processes too, through their environment
     names = [b.strip() for b in (bindings or "").split(",") if b.strip()] or None
     for name in names or ():
         app.spec(name)

@@ -27,9 +27,10 @@ from jobloom.core.retrying import Delays
 from jobloom.store.base import Store, Tx, Wakeups, retried
 from jobloom.store.postgres.caller import in_callers_transaction, in_callers_transaction_sync
 from jobloom.store.postgres.connect import ServerClock, connect_when_up
-from jobloom.store.postgres.faults import _connection_lost, _has_unread, is_transient
+from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, is_transient
 from jobloom.store.postgres.hosts import Servers, connection_class
 from jobloom.store.postgres.listen import Listener
+from jobloom.store.postgres.pooler import PollingWakeups, behind_pooler, say_polling, session_free
 from jobloom.store.postgres.tx import AsyncConn, PostgresTx, SyncPostgresTx, to_psycopg
 from jobloom.store.sql import load_migrations
 
@@ -74,6 +75,8 @@ class PostgresStore(Store):
         pool_max: int = 10,
         retry_deadline: float = _RETRY_DEADLINE,
         connect_wait: float | None = None,
+        listen_url: str | None = None,
+        pooled: bool | None = None,
     ) -> None:
         if schema is not None and (not isinstance(schema, str) or not schema or "\0" in schema):
             raise StoreError(f"invalid schema name {schema!r}")
@@ -86,6 +89,11 @@ class PostgresStore(Store):
         self.retry_deadline = retry_deadline
         self.connect_wait = retry_deadline if connect_wait is None else connect_wait
         self.channel = _channel(schema or "default")
+        self.listen_url = listen_url
+        self.pooled = pooled  # behind a transaction-pooling pooler (None: found out at open)
+        self._pool_url = url
+        self._search_path: str | None = None  # set in each transaction when pooled
+        self._callers_schema = schema  # the search path set inside a caller's transaction (transact_on)
         self._pool: AsyncConnectionPool[AsyncConn] | None = None
         self._opening: asyncio.Lock | None = None
         self._listener: Listener | None = None
@@ -109,7 +117,7 @@ class PostgresStore(Store):
     # -- connections --------------------------------------------------------------------------------
 
     async def _configure(self, conn: AsyncConn) -> None:
-        if self.schema is not None:
+        if self.schema is not None and not self.pooled:  # behind a pooler: set in each transaction
             await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
 
     async def open(self) -> None:
@@ -126,9 +134,17 @@ class PostgresStore(Store):
             if self._pool is not None:
                 return
             await self._check_server()
+            kwargs: dict[str, Any] = {"autocommit": True}
+            if self.pooled:  # no prepared statement, no session setting
+                kwargs["prepare_threshold"] = None
+                self._pool_url, self._search_path = session_free(self.url, self.schema)
+                if self.schema is None and self._search_path is not None:  # the URL's options said it
+                    self._callers_schema = self._search_path
+                if self.listen_url is None:
+                    say_polling(_safe_url(self.url))
             pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
-                self.url, min_size=self.pool_min, max_size=self.pool_max, open=False,
-                kwargs={"autocommit": True}, configure=self._configure, name="jobloom",
+                self._pool_url, min_size=self.pool_min, max_size=self.pool_max, open=False,
+                kwargs=kwargs, configure=self._configure, name="jobloom",
                 connection_class=self._conn_class,
                 # the pool's reconnect backoff doubles without a cap; giving up after a few seconds makes
                 # the next request start a fresh attempt, so a worker is back soon after a long outage
@@ -138,8 +154,11 @@ class PostgresStore(Store):
             self._pool = pool
 
     async def _check_server(self) -> None:
-        conn = await connect_when_up(self.url, self.connect_wait, self._conn_class)
+        url = session_free(self.url, None)[0] if self.pooled else self.url
+        conn = await connect_when_up(url, self.connect_wait, self._conn_class)
         try:
+            if self.pooled is None:
+                self.pooled = await behind_pooler(conn, self.url)
             self.clock_offset = await self._clock.measure(conn)
         finally:
             await conn.close()
@@ -203,7 +222,7 @@ class PostgresStore(Store):
         """
 
         async def once(conn: AsyncConn, phase: _Phase) -> T:
-            tx = PostgresTx(conn, begun=False, channel=self.channel)
+            tx = PostgresTx(conn, begun=False, channel=self.channel, search_path=self._search_path)
             try:
                 result = await fn(tx)
                 phase.unsure = True  # from here on, the COMMIT may be applied without our hearing so
@@ -224,6 +243,9 @@ class PostgresStore(Store):
         pool (a restart) is noticed before the statement is sent and replaced; a connection lost
         while the statement runs leaves its outcome unknown: :class:`CommitUnknown`.
         """
+
+        if self._search_path is not None:  # behind a pooler, a statement alone would miss the search path
+            return await self.transact(fn)
 
         async def once(conn: AsyncConn, phase: _Phase) -> T:
             if _has_unread(conn):  # idle connections hear only of their end (a FATAL, or EOF)
@@ -325,7 +347,7 @@ class PostgresStore(Store):
         are notified at commit (``NOTIFY`` is transactional). ``fn`` runs under a savepoint: if it
         fails, its writes are undone and the caller's transaction stays usable.
         """
-        return await in_callers_transaction(conn, fn, channel=self.channel, schema=self.schema)
+        return await in_callers_transaction(conn, fn, channel=self.channel, schema=self._callers_schema)
 
     def transact_on_sync(self, conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         """:meth:`transact_on` for a synchronous ``psycopg.Connection``.
@@ -333,7 +355,7 @@ class PostgresStore(Store):
         ``fn`` is the same kind of coroutine function as for :meth:`transact`, but it must await only
         the Tx it is given: it runs to completion in the calling thread, without an event loop.
         """
-        return in_callers_transaction_sync(conn, fn, channel=self.channel, schema=self.schema)
+        return in_callers_transaction_sync(conn, fn, channel=self.channel, schema=self._callers_schema)
 
     # -- wake-ups -----------------------------------------------------------------------------------
 
@@ -365,11 +387,14 @@ class PostgresStore(Store):
 
     async def wakeups(self) -> Wakeups:
         """Subscribe to this schema's channel (one ``LISTEN`` connection per store, shared)."""
+        if self.listen_url is None and self.pooled:
+            return PollingWakeups()
         if self._listening is None:
             self._listening = asyncio.Lock()
         async with self._listening:
             if self._listener is None:
-                listener = Listener(self.url, self.channel, self._conn_class)
+                listener = (Listener(self.url, self.channel, self._conn_class) if self.listen_url is None
+                            else Listener(self.listen_url, self.channel))
                 await listener.start()
                 self._listener = listener
         return self._listener.subscribe()

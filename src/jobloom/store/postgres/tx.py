@@ -104,9 +104,11 @@ class PostgresTx(Tx):
     """
 
     def __init__(
-        self, conn: AsyncConn, *, begun: bool = True, channel: str | None = None, statements: int | None = None
+        self, conn: AsyncConn, *, begun: bool = True, channel: str | None = None, statements: int | None = None,
+        search_path: str | None = None,
     ) -> None:
         self.conn = conn
+        self._search_path = search_path  # set for the transaction with BEGIN (behind a pooler)
         self._locks = _BindingLocks()
         self._begun = begun
         # deferred statements: (query, params, how): "many" runs once per parameter set, "one" once, and
@@ -160,6 +162,8 @@ class PostgresTx(Tx):
         if not self._begun:
             self._begun = True
             await self.conn.execute("BEGIN")
+            if self._search_path is not None:
+                await self.conn.execute("SELECT set_config('search_path', %s, true)", [self._search_path])
         pending, self._pending = self._pending, []
         later: list[tuple[Later[Any], psycopg.AsyncCursor[TupleRow]]] = []
         for query, params, how in pending:
