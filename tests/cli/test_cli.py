@@ -502,6 +502,14 @@ def test_limits_set_and_list(cli: Env) -> None:
         "concurrency"] == 0
     bad = cli.run("limits", "set", "SendMail", "--concurrency", "-1", "--url", cli.url, rc=1)
     assert "invalid concurrency" in bad.stderr and "from 0 to" in bad.stderr
+    cli.run("limits", "reset", "SendMail", "concurrency", "rate_limit", "--url", cli.url)
+    mail = next(r for r in cli.json("limits", "list", "--app", "jobs_app:app") if r["binding"] == "SendMail")
+    assert mail["overridden"] == ["key_concurrency", "priority_aging"] and mail["concurrency"] is None
+    cli.run("limits", "reset", "SendMail", "--url", cli.url)
+    assert next(r for r in cli.json("limits", "list", "--url", cli.url) if r["binding"] == "SendMail")[
+        "overridden"] == []
+    wrong = cli.run("limits", "reset", "SendMail", "speed", "--url", cli.url, rc=1)
+    assert "speed" in wrong.stderr
 
 
 # -- bindings ---------------------------------------------------------------------------------------

@@ -85,6 +85,9 @@ def test_bulk_retry_of_50_failed_jobs_with_a_count(page: Any, site: Site) -> Non
     page.get_by_role("button", name="Retry 50 jobs").click()
     expect(page.get_by_role("status")).to_have_text("50 jobs retried")
     wait_until("the 50 retried jobs to succeed", lambda: {site.job(i).state for i in ids} == {"succeeded"})
+    page.goto(f"{site.url}/jobs/{ids[0]}")
+    expect(page.locator("#timeline")).to_contain_text("retry from the dashboard's jobs page")  # who did it
+    expect(page.locator("#timeline")).to_contain_text("by ops")
 
     # "all that match": the count comes from the server, not from the page
     more = site.run(app.enqueue_many([(d.Flaky, {"n": f"every-{i}"}) for i in range(60)]))

@@ -190,6 +190,27 @@ def set_command(
     print_table(limits_table(run(app, apply)))
 
 
+@limits_cli.command("reset")
+def reset_command(
+    ctx: typer.Context,
+    binding: Annotated[str, typer.Argument(help="The binding (performer name).")],
+    names: Annotated[list[str] | None, typer.Argument(
+        help="The limits to reset: concurrency, key_concurrency, rate_limit, priority_aging (none: all).")] = None,
+    app_ref: AppOption = None,
+    url: UrlOption = None,
+    schema: SchemaOption = None,
+    wait: WaitOption = WAIT,
+) -> None:
+    """Drop run-time overrides set with ``limits set``: the code's values apply again at the next dispatch."""
+    app = open_target(ctx, app_ref, url, schema, wait)
+
+    async def apply(a: App) -> list[BindingLimits]:
+        await a.reset_limits(binding, *(names or ()))
+        return [r for r in await read_limits(a) if r.binding == binding]
+
+    print_table(limits_table(run(app, apply)))
+
+
 @limits_cli.command("list")
 def list_command(
     ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,

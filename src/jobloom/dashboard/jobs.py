@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from jobloom.app.notes import add_notes
 from jobloom.app.search import JobFilter
 from jobloom.core.errors import InvalidOption, InvalidTransition, JobloomError, JobNotFound
 from jobloom.core.states import ALL_STATES, FINISHED_STATES, RETRYABLE_STATES
@@ -122,14 +123,17 @@ def routes(d: Dashboard) -> list[Route]:
             f = filter_of(fields_of(form))
             n = await {"retry": app.retry_many, "cancel": app.cancel_many, "delete": app.delete_many}[action](f)
         else:
-            n = 0
             one = {"retry": app.retry, "cancel": app.cancel, "delete": app.delete}[action]
+            done: list[int] = []
             for job_id in _ids(form):
                 try:
                     await one(job_id)
-                    n += 1
+                    done.append(job_id)
                 except (InvalidTransition, JobNotFound):
                     continue  # its state changed since it was listed
+            n = len(done)
+            if action != "delete":  # a deleted job's notes go with it
+                await add_notes(await app.store(), done, session.name, f"{action} from the dashboard's jobs page")
         verb = {"retry": "retried", "cancel": "cancelled (or asked to stop)", "delete": "deleted"}[action]
         return d.back(request, form, done=f"{n} job{'s' if n != 1 else ''} {verb}")
 
