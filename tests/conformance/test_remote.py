@@ -224,3 +224,20 @@ async def test_a_remote_worker_is_registered_by_its_claims_and_counted_by_the_di
     assert mine[0].alive(app.now())
     assert (await why_not_running(app, job.id)).codes == ("scheduled",)
     assert not mine[0].alive(app.now() + 3 * app.lease + 2), "silent for longer than its lease allows: not alive"
+
+
+async def test_a_remote_workers_row_is_written_a_few_times_per_lease_not_per_claim(store_url: str) -> None:
+    from jobloom.engine import registry
+
+    app = jobloom.App(store_url, performers=[jobloom.RemoteBinding("Counted", payload=SCHEMA)], auto_migrate=True,
+                      lease=600.0)  # a third of it is far longer than the claims below take, however slow
+    try:
+        store = await app.store()
+        assert await app.remote_claim("pull-2", ["Counted"], max=1) == []
+        first = [w for w in await store.transact(registry.workers, exclusive=False) if w.name == "pull-2"][0]
+        for _ in range(5):
+            assert await app.remote_claim("pull-2", ["Counted"], max=1) == []
+        again = [w for w in await store.transact(registry.workers, exclusive=False) if w.name == "pull-2"][0]
+        assert again.seen_ts == first.seen_ts, "claims within a third of its lease do not write the row again"
+    finally:
+        await app.close()

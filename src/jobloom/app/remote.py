@@ -12,7 +12,7 @@ import asyncio
 import builtins
 import time
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobloom.core import options as opt
@@ -74,22 +74,23 @@ class RemoteOps:
         """Remote workers seen: bindings, claim size, how long they may stay silent, last registry write."""
 
     async def _register(self, tx: Tx, worker: str, now: float, bindings: Sequence[str] | None = None,
-                        max: int | None = None, wait: float | None = None) -> None:
+                        max: int | None = None, wait: float | None = None) -> Callable[[], None] | None:
         """Write the remote worker's registry row (see :func:`registry.beat_remote`) when it is new, its
         bindings changed, or a third of its silence allowance has passed since the last write: at most a
-        few writes per lease, not one per claim."""
+        few writes per lease, not one per claim. Returns what to remember once the transaction commits (a
+        transaction run again, or rolled back, writes the row again)."""
         known = self._seen.get(worker)
         if bindings is None:
             if known is None:
-                return  # a heartbeat from a worker this process has not seen claim: its claims write the row
+                return None  # a heartbeat from a worker this process has not seen claim: its claims write the row
             bindings, max = known[0], known[1]
         every = builtins.max(self.app.lease, wait or 0.0, known[2] if known and wait is None else 0.0)
         names = tuple(bindings)
         size = max or 1
         if known is not None and known[0] == names and now - known[3] < every / 3:
-            return
+            return None
         await registry.beat_remote(tx, worker, names, size, every, now)
-        self._seen[worker] = (names, size, every, now)
+        return lambda: self._seen.__setitem__(worker, (names, size, every, now))
 
     def _remote_spec(self, name: object) -> PerformerSpec:
         spec = self.app.specs.get(check_name("bindings", name, MAX_NAME_BYTES))
@@ -130,8 +131,10 @@ class RemoteOps:
         lease = self.app.lease
         wake = None
 
+        registered: list[Callable[[], None] | None] = [None]
+
         async def work(tx: Tx) -> remote.RemoteClaim:
-            await self._register(tx, worker, store.now(), names, count, limit)
+            registered[0] = await self._register(tx, worker, store.now(), names, count, limit)
             return await remote.claim(tx, worker=worker, bindings=names, max=count, now=store.now(), lease=lease,
                                       hooks=self.app.hooks, clock=store.now)
 
@@ -142,6 +145,9 @@ class RemoteOps:
                 if gone is not None and gone.is_set():
                     return []
                 got = await store.transact(work)
+                if registered[0] is not None:  # committed: remembered, so the next claims skip the write
+                    registered[0]()
+                    registered[0] = None
                 if got.notify:
                     await store.notify()
                 if got.claimed and gone is not None and gone.is_set():
@@ -181,11 +187,16 @@ class RemoteOps:
             return []
         store = await self._store()
 
+        registered: list[Callable[[], None] | None] = [None]
+
         async def work(tx: Tx) -> list[tuple[int, int]]:
-            await self._register(tx, worker, store.now())
+            registered[0] = await self._register(tx, worker, store.now())
             return await remote.heartbeat(tx, worker, keys, store.now(), self.app.lease)
 
-        return await store.transact(work)
+        held = await store.transact(work)
+        if registered[0] is not None:
+            registered[0]()
+        return held
 
     async def complete(
         self, worker: str, job_id: int, attempt: int, outcome: str, result: Any = None, error: str | None = None,
