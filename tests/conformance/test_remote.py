@@ -234,10 +234,10 @@ async def test_a_remote_workers_row_is_written_a_few_times_per_lease_not_per_cla
     try:
         store = await app.store()
         assert await app.remote_claim("pull-2", ["Counted"], max=1) == []
-        first = [w for w in await store.transact(registry.workers, exclusive=False) if w.name == "pull-2"][0]
+        first = next(w for w in await store.transact(registry.workers, exclusive=False) if w.name == "pull-2")
         for _ in range(5):
             assert await app.remote_claim("pull-2", ["Counted"], max=1) == []
-        again = [w for w in await store.transact(registry.workers, exclusive=False) if w.name == "pull-2"][0]
+        again = next(w for w in await store.transact(registry.workers, exclusive=False) if w.name == "pull-2")
         assert again.seen_ts == first.seen_ts, "claims within a third of its lease do not write the row again"
     finally:
         await app.close()
