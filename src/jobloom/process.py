@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from jobloom.app.facade import App
 from jobloom.app.loading import apply_connection_env, load_app
+from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
 from jobloom.engine.logs import configure_logging
 from jobloom.engine.worker import Worker
@@ -117,7 +118,7 @@ async def serve_process(app: App, *, concurrency: int | None, bindings: list[str
                     "concurrency": worker.concurrency, "sync_concurrency": worker.sync_concurrency,
                     "pid": os.getpid()})
     try:
-        await app.store()
+        await app.store()  # with --pool-max: every connection taken now, or a StoreError naming the budget
         running = asyncio.create_task(worker.run())
         on_ready()
         await running
@@ -190,8 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         enable_metrics(app.telemetry)
     bindings = [b for b in args.bindings.split(",") if b] or None
     settle_heap()
-    asyncio.run(serve_process(app, concurrency=args.concurrency, bindings=bindings, grace=args.grace,
-                              on_ready=on_ready, sync_concurrency=args.sync_concurrency))
+    try:
+        asyncio.run(serve_process(app, concurrency=args.concurrency, bindings=bindings, grace=args.grace,
+                                  on_ready=on_ready, sync_concurrency=args.sync_concurrency))
+    except StoreError as exc:  # the store refused the worker at start (the connection budget, a bad URL)
+        log.error("worker_not_started error=%s", exc, extra={"event": "worker_not_started", "error": str(exc)})
+        logging.shutdown()
+        return 1
     return 0
 
 

@@ -46,8 +46,9 @@ POOL_MAX_ENV = "JOBLOOM_POOL_MAX"
 
 
 def connection_options(app: App, listen_url: str | None, pool_max: int | None) -> None:
-    """Apply the worker command's connection options to ``app`` and to the environment its worker
-    processes inherit; options of PostgreSQL given for another store are refused (``InvalidOption``)."""
+    """Put the worker command's connection options in the environment its worker processes inherit (each
+    applies them: :func:`apply_connection_env`); options of PostgreSQL given for another store are
+    refused (``InvalidOption``)."""
     from jobloom.core.errors import InvalidOption
 
     for name, value, env in (("listen_url", listen_url, LISTEN_URL_ENV), ("pool_max", pool_max, POOL_MAX_ENV)):
@@ -56,7 +57,6 @@ def connection_options(app: App, listen_url: str | None, pool_max: int | None) -
         if not app.url.startswith(("postgresql:", "postgres:")):
             raise InvalidOption(name, value, "an option of a PostgreSQL store (the app's store is not one)")
         os.environ[env] = str(value)
-    apply_connection_env(app)
 
 
 def apply_connection_env(app: App) -> None:
@@ -65,5 +65,5 @@ def apply_connection_env(app: App) -> None:
     if url := os.environ.get(LISTEN_URL_ENV):
         app.store_options["listen_url"] = url
     if size := os.environ.get(POOL_MAX_ENV):
-        app.store_options["pool_max"] = int(size)
-        app.store_options["pool_min"] = min(int(app.store_options.get("pool_min", 1)), int(size))
+        app.store_options["pool_max"] = app.store_options["pool_min"] = int(size)
+        app.store_options["reserve"] = True  # the server's budget checked, and every connection taken, at start

@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from jobloom.core.errors import CommitUnknown, StoreError
 from jobloom.core.retrying import Delays
 from jobloom.store.base import Store, Tx, Wakeups, retried
+from jobloom.store.postgres.budget import check_budget
 from jobloom.store.postgres.caller import in_callers_transaction, in_callers_transaction_sync
 from jobloom.store.postgres.connect import ServerClock, connect_when_up
 from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, is_transient
@@ -77,6 +78,7 @@ class PostgresStore(Store):
         connect_wait: float | None = None,
         listen_url: str | None = None,
         pooled: bool | None = None,
+        reserve: bool = False,
     ) -> None:
         if schema is not None and (not isinstance(schema, str) or not schema or "\0" in schema):
             raise StoreError(f"invalid schema name {schema!r}")
@@ -90,6 +92,7 @@ class PostgresStore(Store):
         self.connect_wait = retry_deadline if connect_wait is None else connect_wait
         self.channel = _channel(schema or "default")
         self.listen_url = listen_url
+        self.reserve = reserve  # check the server's connection budget at open, and open the pool full
         self.pooled = pooled  # behind a transaction-pooling pooler (None: found out at open)
         self._pool_url = url
         self._search_path: str | None = None  # set in each transaction when pooled
@@ -150,7 +153,12 @@ class PostgresStore(Store):
                 # the next request start a fresh attempt, so a worker is back soon after a long outage
                 reconnect_timeout=RECONNECT_GIVE_UP,
             )
-            await pool.open(wait=False)
+            try:
+                await pool.open(wait=self.reserve, timeout=30.0)  # reserved: every connection now, or fail
+            except Exception as exc:
+                await pool.close()
+                raise StoreError(f"could not open {self.pool_min} connections to PostgreSQL at "
+                                 f"{_safe_url(self.url)} ({type(exc).__name__}: {exc})") from exc
             self._pool = pool
 
     async def _check_server(self) -> None:
@@ -159,6 +167,8 @@ class PostgresStore(Store):
         try:
             if self.pooled is None:
                 self.pooled = await behind_pooler(conn, self.url)
+            if self.reserve and not self.pooled:
+                await check_budget(conn, _safe_url(self.url), self.pool_max, listens=True)
             self.clock_offset = await self._clock.measure(conn)
         finally:
             await conn.close()
