@@ -89,3 +89,31 @@ async def test_enqueue_in_the_applications_own_transaction_through_pgbouncer(pgb
         assert (await app.get_job(kept.id)).result == 2
     finally:
         await app.close()
+
+
+async def test_jobloom_worker_listen_url_reaches_the_worker_process(pgbouncer: Any, pgbouncer_url: str,
+                                                                      tmp_path: Any) -> None:
+    """``jobloom worker APP --listen-url URL`` behind PgBouncer: the worker process listens on the direct
+    URL (no word of polling), and runs what is enqueued through the pooler."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "poolapp.py").write_text(
+        "import os\nimport jobloom\n\n\nclass Add(jobloom.Performer[dict, int]):\n"
+        "    async def perform(self, payload: dict) -> int:\n        return payload['a'] + payload['b']\n\n\n"
+        "app = jobloom.App(os.environ['POOL_URL'], performers=[Add], auto_migrate=True)\n")
+    app = jobloom.App(pgbouncer_url, performers=[Add], auto_migrate=True)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "POOL_URL": pgbouncer_url}
+    log = tmp_path / "worker.log"
+    proc = subprocess.Popen([sys.executable, "-m", "jobloom.cli", "worker", "poolapp:app", "--log-level", "warning",
+                             "--listen-url", _direct(pgbouncer, pgbouncer_url)], cwd=tmp_path, env=env,
+                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        job = await app.enqueue(Add, {"a": 20, "b": 22})
+        assert (await app.wait(job.id, timeout=60)).result == 42
+        assert "connection pooler" not in log.read_text(), log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        await app.close()

@@ -57,6 +57,8 @@ def connection_options(app: App, listen_url: str | None, pool_max: int | None) -
         if not app.url.startswith(("postgresql:", "postgres:")):
             raise InvalidOption(name, value, "an option of a PostgreSQL store (the app's store is not one)")
         os.environ[env] = str(value)
+    if listen_url is not None:  # the command's own look at the store too (the pool is the processes' to take)
+        app.store_options["listen_url"] = listen_url
 
 
 def apply_connection_env(app: App) -> None:
