@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 import jobloom
 from jobloom.http.factory import create_asgi
 from tests.http.conftest import Api, httpx
@@ -206,3 +208,9 @@ def test_the_fast_lane_and_the_routes_answer_alike(api: Api) -> None:
                                headers={**h, "Content-Type": content_type})
         answers.append((many.status_code, len(many.json()["jobs"])))
     assert answers[:3] == answers[3:]
+
+
+@pytest.fixture
+def store_url(pooled_store_url: str) -> str:
+    """The API runs through PgBouncer (transaction pooling) too."""
+    return pooled_store_url

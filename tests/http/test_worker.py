@@ -147,3 +147,9 @@ def test_the_fast_lane_and_the_routes_answer_alike(api: Api) -> None:
     half = len(answers) // 2
     assert answers[:half] == answers[half:]
     assert answers[1] == (200, {"applied": True}) and answers[2] == (409, "StaleAttempt")
+
+
+@pytest.fixture
+def store_url(pooled_store_url: str) -> str:
+    """The worker protocol runs through PgBouncer (transaction pooling) too."""
+    return pooled_store_url
