@@ -296,6 +296,8 @@ async function main() {
   });
   worker.log.info?.(`jobloom worker ${worker.name} serving ${worker.bindings.join(", ")} from ${worker.url}`);
   await worker.run();
+  // nothing is left to do once run() returns: exit now rather than when idle sockets and timers expire
+  process.exit(0);
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {

@@ -46,11 +46,14 @@ async def per_child(app: jobloom.App, n: int) -> float:
     return seconds / n
 
 
+@pytest.mark.serial  # a ratio of two timings: run alone, as other processes slow one timing and not the other
 async def test_a_fan_out_costs_the_same_per_child_at_ten_times_the_size(app: jobloom.App) -> None:
     await per_child(app, 10)  # warm up: connections, statements, imports
     # the best of a few runs each: a loaded machine slows single runs, not the best of them
     small = min([await per_child(app, SMALL) for _ in range(3)])
     large = await per_child(app, LARGE)
-    if large > 2 * small:
+    for _ in range(2):
+        if large <= 2 * small:
+            break
         large = min(large, await per_child(app, LARGE))
     assert large <= 2 * small, f"per child: {SMALL} children {small * 1e3:.3f} ms, {LARGE} {large * 1e3:.3f} ms"

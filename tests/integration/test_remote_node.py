@@ -185,12 +185,17 @@ async def test_node_worker_says_how_it_stops_an_idle_one_at_once_and_a_second_si
         assert "stopping now" in busy_log.read_text() and "interrupting 1 running job(s)" in busy_log.read_text()
         [attempt] = await app.attempts(long.id)
         assert (attempt.outcome, attempt.error) == ("failed", "Error: worker stopping")
+        await app.cancel(long.id)  # its retry (600 s) must not keep the idle worker below busy
+
 
         idle, idle_log = start("node-idle")
         first = await app.enqueue("Transcode", {"seconds": 0.01})
         await eventually(lambda: ran_by(first.id, "node-idle"), timeout=30, what="node-idle ran a job")
         idle.send_signal(signal.SIGTERM)  # its next claim is waiting (a long poll of 30 s)
-        idle.wait(timeout=15)
+        try:
+            idle.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the idle worker did not exit on SIGTERM:\n{idle_log.read_text()}") from None
         assert "SIGTERM: no running jobs; stopping" in idle_log.read_text()
         later = await app.enqueue("Transcode", {"seconds": 0.01})
         start("node-next")
