@@ -283,7 +283,7 @@ def test_sigterm_at_any_moment_around_a_restart_reaches_every_process_and_leaves
                "backoff_max": 0.005, "give_up_after": 1_000_000}
     args = ["-c", SUPERVISE, supervisor.__file__, json.dumps([sys.executable, "-S", "-c", STUB]), json.dumps(options)]
     rng = random.Random(int(os.environ.get("JOBLOOM_TEST_SEED", "0")) or None)
-    started = 0
+    started = reached = 0
     for i in range(30):
         stop_marker = tmp_path / f"stop-{i}"
         sup = Supervisor(tmp_path, {**os.environ, "STUB_STOP": str(stop_marker)}, args)
@@ -299,7 +299,10 @@ def test_sigterm_at_any_moment_around_a_restart_reaches_every_process_and_leaves
         assert_no_orphans(sup)
         # Every process alive at the stop got SIGTERM (one that was missed would run on and be killed).
         ends = {e["pid"]: e.fields.get("signal") or e["code"] for e in sup.events("worker_process_stopped")}
-        assert ends and set(ends.values()) <= {"SIGTERM", "3"}, sup.log()
+        # (none at all when every process happened to be between a crash and its restart: nothing to signal)
+        assert set(ends.values()) <= {"SIGTERM", "3"}, sup.log()
         assert "worker_process_killed" not in sup.log()
         started += len(sup.events("worker_process_started"))
+        reached += bool(ends)
     assert started > 150, f"the signals must come among many restarts ({started} starts in all)"
+    assert reached, "no stop found a process alive: the signals never reached a worker"
