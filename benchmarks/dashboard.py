@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -316,13 +317,15 @@ def measure_http(box: Sandbox, ids: dict[str, Any], repeat: int) -> dict[str, li
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    client.get("/login")
+                    form = client.get("/login")  # sets the login form's cookie; the form carries its token
                     break
                 except httpx.TransportError:
                     if time.monotonic() > deadline or server.poll() is not None:
                         raise SystemExit("the server did not start") from None
                     time.sleep(0.2)
-            login = client.post("/login", data={"token": ids["token"], "next": "/"})
+            found = re.search(r'name="csrf" value="([^"]+)"', form.text)
+            csrf = found.group(1) if found else ""
+            login = client.post("/login", data={"token": ids["token"], "next": "/", "csrf": csrf})
             if login.status_code != 303 or not client.cookies:
                 raise SystemExit(f"login refused: {login.status_code} {login.text[:200]}")
             visits = pages(ids)

@@ -11,7 +11,7 @@ from welcome_jobs import Signup, Welcome, app
 from jobloom.contrib.fastapi import lifespan, mount
 
 api = FastAPI(title="signups", lifespan=lifespan(app))   # the store is opened and checked at start-up
-mount(api, app, "/jobs", auth="auto")    # jobloom's API at /jobs/v1/... (open on loopback until a token exists)
+mount(api, app, "/jobs")    # jobloom's API at /jobs/v1/... (a token on every call: jobloom tokens create)
 
 
 @api.post("/signups", status_code=201)

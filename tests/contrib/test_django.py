@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 import jobloom
+from jobloom.http.tokens import create_token
 from tests.conftest import require_module
 from tests.contrib.conftest import EXAMPLES, Services, free_port
 from tests.helpers import eventually_sync
@@ -187,19 +188,21 @@ def test_the_django_example_enqueues_in_its_transaction_and_a_worker_runs_the_jo
     orders = eventually_sync(receipts_sent, timeout=60, interval=0.2, what=f"receipts sent\n{services.logs()}")
     assert [o["email"] for o in orders] == ["ada@example.com", "cy@example.com"]  # the declined ones rolled back
 
-    async def jobs() -> tuple[jobloom.Job, list[jobloom.Job]]:
+    async def jobs() -> tuple[jobloom.Job, list[jobloom.Job], str]:
         # a job marks its receipt sent inside perform; its outcome is reported by the worker's next cycle
         reader = jobloom.App(store_url)
         try:
             listed = list(await reader.list_jobs(binding="SendReceipt"))
             every = [await reader.wait(j.id, timeout=30) for j in listed]
-            return await reader.wait(job_id, timeout=30), every
+            token, _ = await create_token(await reader.store(), "ops", "read")
+            return await reader.wait(job_id, timeout=30), every, token
         finally:
             await reader.close()
 
-    job, every = asyncio.run(jobs())
+    job, every, token = asyncio.run(jobs())
     services.wait_http(f"http://127.0.0.1:{api_port}/v1/health")
-    served = httpx.get(f"http://127.0.0.1:{api_port}/v1/jobs/{job_id}", timeout=30)  # manage.py jobloom serve
+    served = httpx.get(f"http://127.0.0.1:{api_port}/v1/jobs/{job_id}", timeout=30,  # manage.py jobloom serve
+                       headers={"Authorization": f"Bearer {token}"})
     assert served.status_code == 200 and served.json()["state"] == "succeeded", served.text
     assert job.state == "succeeded" and job.result == f"receipt for order {order} sent to ada@example.com"
     assert sorted(j.payload["order"] for j in every) == [o["order"] for o in orders]  # no job without its order

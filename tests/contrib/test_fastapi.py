@@ -54,6 +54,9 @@ async def test_a_store_without_its_tables_fails_the_start_up(postgres_url: str) 
 def test_the_fastapi_example_enqueues_and_a_worker_runs_the_job(sqlite_url: str, services: Services) -> None:
     env = {"JOBLOOM_URL": sqlite_url}
     services.run("migrate", ["-m", "jobloom.cli", "migrate", "--app", "welcome_jobs:app"], cwd=PROJECT, env=env)
+    token = services.run("token", ["-m", "jobloom.cli", "tokens", "create", "reader", "--scopes", "read", "--app",
+                                   "welcome_jobs:app"], cwd=PROJECT, env=env)
+    reader = {"Authorization": f"Bearer {next(w for w in token.split() if w.startswith('jlt_'))}"}
     port = free_port()
     services.start("worker", ["-m", "jobloom.cli", "worker", "welcome_jobs:app"], cwd=PROJECT, env=env)
     services.start("uvicorn", ["-m", "uvicorn", "service:api", "--port", str(port)], cwd=PROJECT, env=env)
@@ -68,11 +71,12 @@ def test_the_fastapi_example_enqueues_and_a_worker_runs_the_job(sqlite_url: str,
     assert bad.status_code == 422  # FastAPI validated the body: nothing enqueued
 
     def finished() -> dict[str, object] | None:
-        job = httpx.get(f"{base}/jobs/v1/jobs/{made.json()['job']}", timeout=30).json()
+        job = httpx.get(f"{base}/jobs/v1/jobs/{made.json()['job']}", headers=reader, timeout=30).json()
         return job if job["state"] == "succeeded" else None  # type: ignore[no-any-return]
 
     job = eventually_sync(finished, timeout=60, interval=0.2, what=f"the Welcome job to succeed\n{services.logs()}")
     assert job["result"] == "welcome mail sent to Ada <ada@example.com>"
-    listed = httpx.get(f"{base}/jobs/v1/jobs", params={"binding": "Welcome"}, timeout=30).json()
+    assert httpx.get(f"{base}/jobs/v1/jobs", timeout=30).status_code == 401  # no token: refused
+    listed = httpx.get(f"{base}/jobs/v1/jobs", params={"binding": "Welcome"}, headers=reader, timeout=30).json()
     assert len(listed["jobs"]) == 1
 

@@ -23,7 +23,9 @@ def test_the_site_mounted_under_a_prefix(store_url: str) -> None:
             assert client.get("/ops/v1/health").status_code == 200
             r = client.get("/ops/jobs")
             assert r.status_code == 303 and r.headers["location"] == "/ops/login?next=/jobs"
-            r = client.post("/ops/login", data={"token": "", "next": "/jobs"})  # auth off: no token needed
+            form = re.search(r'name="csrf" value="([^"]+)"', client.get("/ops/login").text)
+            assert form is not None  # the login form's own CSRF token (its cookie is set with the form)
+            r = client.post("/ops/login", data={"token": "", "next": "/jobs", "csrf": form.group(1)})  # auth off
             assert r.status_code == 303 and r.headers["location"] == "/ops/jobs"
             page = client.get("/ops/")
             assert page.status_code == 200

@@ -107,14 +107,15 @@ def test_a_new_token_works_at_once_and_a_revoked_one_stops(api: Api) -> None:
     assert api.client.get("/v1/counts", headers={"Authorization": f"Bearer {token}"}).status_code == 401
 
 
-@pytest.mark.parametrize("mode", ["auto", "off"])
-def test_auto_is_open_until_a_token_exists_and_off_is_always_open(sqlite_url: str, mode: str) -> None:
+def test_off_is_always_open_and_auto_is_gone(sqlite_url: str) -> None:
     app = make_app(sqlite_url)
     app.run_sync(app.migrate())
     try:
-        with serving(create_asgi(app, auth=mode, token_ttl=0.0)) as url, httpx.Client(base_url=url) as client:
+        with pytest.raises(ValueError, match="'auto'.*was removed"):
+            create_asgi(app, auth="auto")  # type: ignore[arg-type]
+        with serving(create_asgi(app, auth="off", token_ttl=0.0)) as url, httpx.Client(base_url=url) as client:
             assert client.get("/v1/counts").status_code == 200
             Api(url, app, client).token("first", "read")
-            assert client.get("/v1/counts").status_code == (401 if mode == "auto" else 200)
+            assert client.get("/v1/counts").status_code == 200
     finally:
         app.close_sync()

@@ -1,4 +1,4 @@
-"""Which auth ``jobloom serve`` chooses for an address (loopback or not, tokens or not)."""
+"""Which auth ``jobloom serve`` chooses for an address: tokens always; ``--insecure-no-auth`` on loopback only."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from jobloom.cli.serve import choose_auth, is_loopback
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"])
 def test_loopback_addresses(host: str) -> None:
     assert is_loopback(host)
-    assert choose_auth(host, 0, False) == "auto"
+    assert choose_auth(host, False) == "required"
+    assert choose_auth(host, True) == "off"
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.5", "example.com", "192.168.1.1"])
-def test_other_addresses_need_a_token_or_the_insecure_flag(host: str) -> None:
+def test_other_addresses_always_need_a_token(host: str) -> None:
     assert not is_loopback(host)
+    assert choose_auth(host, False) == "required"
     with pytest.raises(UsageProblem, match="not a loopback address"):
-        choose_auth(host, 0, False)
-    assert choose_auth(host, 1, False) == "required"
-    assert choose_auth(host, 0, True) == "off"
+        choose_auth(host, True)

@@ -64,22 +64,25 @@ def test_tokens_are_shown_once_and_stored_as_hashes(cli: Env) -> None:
 
 
 def test_serve_refuses_an_open_api_off_loopback(cli: Env) -> None:
-    done = cli.run("serve", "--url", cli.url, "--host", "0.0.0.0", "--port", str(free_port()), rc=1)
+    done = cli.run("serve", "--url", cli.url, "--host", "0.0.0.0", "--port", str(free_port()), "--insecure-no-auth",
+                   rc=1)
     assert "not a loopback address" in done.stderr and "--insecure-no-auth" in done.stderr
 
 
-def test_serve_a_bare_store_enqueues_by_name_and_requires_tokens_once_one_exists(cli: Env) -> None:
+def test_serve_a_bare_store_enqueues_by_name_and_always_requires_tokens(cli: Env) -> None:
     cli.run("jobs", "list", "--url", cli.url)
     code = "import asyncio, jobs_app; asyncio.run(jobs_app.app.register_bindings())"
     subprocess.run([cli.command()[0], "-c", code], cwd=cli.path, env=cli.env, check=True, timeout=60)
     with serving(cli, "--url", cli.url) as url:
         r = httpx.post(f"{url}/v1/jobs", json={"binding": "SendMail", "payload": {"to": "a"}})
-        assert r.status_code == 201, r.text  # loopback and no token yet: open
-        r = httpx.post(f"{url}/v1/jobs", json={"binding": "Unknown", "payload": {}})
+        assert r.status_code == 401, r.text  # no token exists: nothing is open
+        made = cli.run("tokens", "create", "ops", "--scopes", "read,enqueue", "--url", cli.url).stdout
+        auth = {"Authorization": f"Bearer {next(w for w in made.split() if w.startswith('jlt_'))}"}
+        r = httpx.post(f"{url}/v1/jobs", json={"binding": "SendMail", "payload": {"to": "a"}}, headers=auth)
+        assert r.status_code == 201, r.text
+        r = httpx.post(f"{url}/v1/jobs", json={"binding": "Unknown", "payload": {}}, headers=auth)
         assert r.status_code == 422 and r.json()["error"]["type"] == "UnknownBinding"
-        token = cli.run("tokens", "create", "ops", "--scopes", "read", "--url", cli.url).stdout.split()[0]
-        wait_for("tokens to be required", lambda: httpx.get(f"{url}/v1/counts").status_code == 401)
-        r = httpx.get(f"{url}/v1/counts", headers={"Authorization": f"Bearer {token}"})
+        r = httpx.get(f"{url}/v1/counts", headers=auth)
         assert r.json() == {"counts": {"SendMail": {"queued": 1}}}
     cli.drain()
     assert cli.json("jobs", "list", "--url", cli.url)[0]["result"] == "sent to a"
@@ -98,8 +101,8 @@ def test_serve_puts_the_dashboard_at_the_root_unless_told_not_to(cli: Env) -> No
 
 def test_serve_logs_json_lines_and_serves_metrics(cli: Env) -> None:
     cli.run("jobs", "list", "--url", cli.url)
-    with serving(cli, "--url", cli.url, "--log-format", "json") as url:
-        r = httpx.get(f"{url}/metrics")  # loopback and no token: open, like every other GET
+    with serving(cli, "--url", cli.url, "--log-format", "json", "--insecure-no-auth") as url:
+        r = httpx.get(f"{url}/metrics")  # --insecure-no-auth on loopback: open, like every other GET
         assert r.status_code == 200 and "jobloom_store_up 1.0" in r.text
     lines = (cli.path / "serve.log").read_text().splitlines()
     records = [json.loads(line) for line in lines if line.strip()]  # every line is one JSON object

@@ -38,18 +38,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def choose_auth(host: str, tokens: int, insecure_no_auth: bool) -> AuthMode:
-    """The auth mode for serving on ``host`` with ``tokens`` active tokens; refuses an open API off loopback."""
-    if insecure_no_auth:
-        return "off"
-    if is_loopback(host):
-        return "auto"
-    if tokens == 0:
+def choose_auth(host: str, insecure_no_auth: bool) -> AuthMode:
+    """The auth mode for serving on ``host``: tokens always, unless ``--insecure-no-auth``, which is refused
+    off loopback."""
+    if not insecure_no_auth:
+        return "required"
+    if not is_loopback(host):
         raise UsageProblem(
-            f"refusing to serve on {host}, which is not a loopback address, while no token exists: "
-            "create one with `jobloom tokens create NAME --scopes ...` (or pass --insecure-no-auth)"
+            f"refusing --insecure-no-auth on {host}, which is not a loopback address: anyone who reaches the "
+            "port could act on jobs. Create a token (`jobloom tokens create NAME --scopes ...`) instead"
         )
-    return "required"
+    return "off"
 
 
 def serve(
@@ -60,7 +59,7 @@ def serve(
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="The port to listen on.")] = 8080,
     insecure_no_auth: Annotated[
-        bool, typer.Option("--insecure-no-auth", help="Serve without tokens, even on a non-loopback address.")
+        bool, typer.Option("--insecure-no-auth", help="Serve without tokens (loopback only; logged loudly).")
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
     dashboard: Annotated[bool, typer.Option(help="Serve the web dashboard at / (log in with a token).")] = True,
@@ -91,15 +90,19 @@ def serve(
     async def count(a: object) -> int:
         return len(await active_tokens(await app.store()))
 
-    tokens = run(app, count)
-    auth = choose_auth(host, tokens, insecure_no_auth)
+    auth = choose_auth(host, insecure_no_auth)
     if auth == "off":
-        say("serving without authentication (--insecure-no-auth): anyone who reaches the port can act on jobs")
-    elif auth == "auto" and tokens == 0:
-        say("no token exists: the API is open to anyone on this host until one is created "
-             "(jobloom tokens create NAME --scopes ...)")
+        say("WARNING: serving WITHOUT AUTHENTICATION (--insecure-no-auth): any program or user on this host "
+            "can read and act on every job; other web sites are refused (Host check, no cross-site forms)")
+    elif run(app, count) == 0:
+        say("no token exists: every request will be refused until one is created "
+            "(jobloom tokens create NAME --scopes ...)")
     options: dict[str, Any] = {}
     if log_format == LogFormat.json:  # uvicorn's loggers propagate to the root logger, which writes JSON
         options["log_config"] = None
     site = create_site(app, auth=auth, named=named, dashboard=dashboard, metrics=metrics)
+    if auth == "off":
+        from jobloom.http.shield import OpenShield, host_names
+
+        site = OpenShield(site, host_names(host))
     uvicorn.run(site, host=host, port=port, log_level=log_level, lifespan="on", **options)

@@ -49,8 +49,8 @@ def lifespan(
 def mount(api: Any, app: App, path: str = "/jobs", **options: Any) -> None:
     """Mount ``app``'s HTTP API (``app.asgi(**options)``) on the FastAPI or Starlette app ``api`` at ``path``.
 
-    ``options`` are :meth:`App.asgi`'s: ``auth="required"`` (the default: a token on every call),
-    ``"auto"`` (open until the first token exists) or ``"off"`` (behind the service's own authentication),
+    ``options`` are :meth:`App.asgi`'s: ``auth="required"`` (the default: a token on every call)
+    or ``"off"`` (behind the service's own authentication),
     ``max_body=``. The mounted API shares the service's event loop, so the store opened by
     :func:`lifespan` serves both."""
     api.mount(path, app.asgi(**options))

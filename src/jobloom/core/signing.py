@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -70,6 +71,11 @@ def verify_signature(
     timestamp is more than ``tolerance`` seconds from ``now`` (default: this host's clock), or when no
     ``v1`` signature matches the body (compared in constant time)."""
     key = secret_bytes(secret, "secret")
+    if not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance) and tolerance >= 0):
+        raise InvalidOption("tolerance", tolerance,
+                            "a finite number of seconds >= 0 (NaN or inf would accept any time)")
+    if now is not None and not (isinstance(now, (int, float)) and math.isfinite(now)):
+        raise InvalidOption("now", now, "a finite timestamp")
     data = body.encode() if isinstance(body, str) else body
     raw = _header(headers, SIGNATURE_HEADER)
     if raw is None:
@@ -81,10 +87,9 @@ def verify_signature(
         if not sep:
             raise InvalidSignature(f"malformed {SIGNATURE_HEADER} header: {raw[:200]!r}")
         if name == "t":
-            try:
-                timestamp = int(value)
-            except ValueError:
-                raise InvalidSignature(f"malformed timestamp in {SIGNATURE_HEADER}: {value[:40]!r}") from None
+            if not (value.isascii() and value.isdigit()):
+                raise InvalidSignature(f"malformed timestamp in {SIGNATURE_HEADER}: {value[:40]!r}")
+            timestamp = int(value)
         elif name == "v1":
             given.append(value)
     if timestamp is None or not given:
@@ -96,7 +101,7 @@ def verify_signature(
     expected = signature(key, timestamp, data)
     matched = False
     for candidate in given:  # every candidate is compared, in constant time each
-        matched |= hmac.compare_digest(expected, candidate)
+        matched |= hmac.compare_digest(expected.encode(), candidate.encode("utf-8", "surrogatepass"))
     if not matched:
         raise InvalidSignature("the signature does not match the body (tampered with, or another secret)")
     return True

@@ -1,9 +1,9 @@
 """Bearer authentication and scopes for the API's operations.
 
-``auth`` modes: ``"required"`` (every operation but health and the docs needs a token),
-``"auto"`` (as required once any token exists in the store; open while none does, which ``jobloom
-serve`` allows on a loopback address only) and ``"off"`` (no checks: for an API mounted behind the
-user's own authentication, or ``--insecure-no-auth``).
+``auth`` modes: ``"required"`` (every operation but health and the docs needs a token, whether or not
+any token exists: revoking the last one never opens the API) and ``"off"`` (no checks: for an API
+mounted behind the user's own authentication, or ``jobloom serve --insecure-no-auth`` on a loopback
+address, where :mod:`jobloom.http.shield` guards it against other sites).
 
 The active tokens are read from the store and kept for ``ttl`` seconds; a token the cache does not
 know makes it read again at once (at most every ``miss_interval`` seconds), so a new token works
@@ -23,8 +23,8 @@ from jobloom.app.facade import App
 from jobloom.http.errors import Forbidden, Unauthorized
 from jobloom.http.tokens import StoredToken, active_tokens, parse_token
 
-AuthMode = Literal["required", "auto", "off"]
-AUTH_MODES = ("required", "auto", "off")
+AuthMode = Literal["required", "off"]
+AUTH_MODES = ("required", "off")
 SCHEME = "bearer"
 SECURITY_SCHEMES: dict[str, Any] = {SCHEME: {
     "type": "http", "scheme": "bearer",
@@ -68,17 +68,17 @@ class Guard:
 
     def __init__(self, app: App, mode: AuthMode, ttl: float = 1.0) -> None:
         if mode not in AUTH_MODES:
-            raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}; got {mode!r}")
+            removed = " ('auto', open until a token exists, was removed: revoking the last token opened the API)"
+            raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}; got {mode!r}"
+                             + (removed if str(mode) == "auto" else ""))
         self.mode = mode
         self.cache = TokenCache(app, ttl)
 
-    async def check(self, authorization: str | None, scope: str) -> None:
+    async def check(self, authorization: str | None, scope: str) -> StoredToken | None:
         """Raise ``Unauthorized`` or ``Forbidden`` unless the request (its ``Authorization`` header) may use
-        ``scope``."""
+        ``scope``; return the request's token (None when ``auth="off"``)."""
         if self.mode == "off":
-            return
-        if self.mode == "auto" and not await self.cache.tokens():
-            return
+            return None
         kind, _, credentials = (authorization or "").partition(" ")
         if kind.lower() != "bearer" or not credentials.strip():
             raise Unauthorized("this operation needs a token: Authorization: Bearer <token>")
@@ -88,13 +88,14 @@ class Guard:
             raise Unauthorized("the token is not valid (wrong or revoked)")
         if not token.allows(scope):
             raise Forbidden(f"token {token.name!r} lacks the {scope!r} scope this operation needs")
+        return token
 
     def scope(self, scope: str) -> Callable[..., Awaitable[None]]:
         """A FastAPI dependency that requires ``scope`` (the OpenAPI document gets the security scheme from
         :data:`SECURITY`, which every guarded route declares)."""
 
         async def dependency(request: Request) -> None:
-            await self.check(request.headers.get("authorization"), scope)
+            request.state.token = await self.check(request.headers.get("authorization"), scope)
 
         dependency.__name__ = f"require_{scope}"
         return dependency

@@ -71,8 +71,8 @@ def create_asgi(
 ) -> Any:
     """The ASGI application serving ``app``'s API under ``/v1``.
 
-    ``auth``: ``"required"`` (a token on every operation but health and docs), ``"auto"`` (required once
-    any token exists) or ``"off"`` (for an API mounted behind the user's own authentication).
+    ``auth``: ``"required"`` (a token on every operation but health and docs, whether or not any token
+    exists) or ``"off"`` (for an API mounted behind the user's own authentication).
     ``named``: the app is a bare store (``App(url)``), which enqueues bindings known to the store by name.
     ``max_body``: the largest request body (bytes; ``max_batch_body`` for a batch); 413 beyond.
     ``token_ttl``: how long the active tokens are kept before being read again (a revoked token stops

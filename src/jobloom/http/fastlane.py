@@ -24,9 +24,10 @@ from jobloom.http.bodycap import ASGIApp, Message, Receive, Scope, Send
 from jobloom.http.context import Context
 from jobloom.http.errors import error_response
 from jobloom.http.jobs import enqueue_many, enqueue_one
+from jobloom.http.tokens import StoredToken
 
 _JSON = (b"application/json", b"application/json; charset=utf-8")
-Serve = Callable[[Context, Any], Awaitable[tuple[int, bytes]]]
+Serve = Callable[[Context, Any, StoredToken | None], Awaitable[tuple[int, bytes]]]
 LANES: dict[str, tuple[str, type[pydantic.BaseModel], Serve]] = {
     "/v1/jobs": ("enqueue", s.EnqueueBody, enqueue_one),
     "/v1/jobs/batch": ("enqueue", s.BatchBody, enqueue_many),
@@ -78,7 +79,7 @@ class FastLane:
             await self.app(scope, replay, send)
             return
         try:
-            await self.ctx.guard.check(authorization, needed)
+            caller = await self.ctx.guard.check(authorization, needed)
             request = model.model_validate_json(body)
         except (JobloomError, pydantic.ValidationError, ValueError):
             await self.app(scope, replay, send)  # FastAPI answers it, with its documented error
@@ -87,7 +88,7 @@ class FastLane:
             if serve is w.claim_jobs and isinstance(request, w.ClaimBody) and request.wait:
                 status, content = await _long_poll(self.ctx, request, receive)
             else:
-                status, content = await serve(self.ctx, request)
+                status, content = await serve(self.ctx, request, caller)
         except JobloomError as exc:
             await error_response(exc)(scope, replay, send)
             return
@@ -108,7 +109,7 @@ async def _long_poll(ctx: Context, body: w.ClaimBody, receive: Receive) -> tuple
 
     watcher = asyncio.create_task(watch())
     try:
-        return await w.claim_jobs(ctx, body, gone)
+        return await w.claim_jobs(ctx, body, gone=gone)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)

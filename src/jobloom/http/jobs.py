@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query
+from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import Response
 
 from jobloom.core.errors import JobloomError
@@ -20,6 +20,7 @@ from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
 from jobloom.http.encode import attempt_json, dumps, job_json, jobs_json
 from jobloom.http.errors import field_of
+from jobloom.http.tokens import StoredToken
 from jobloom.store import Tx
 
 JobId = Annotated[int, Path(description="The job's id.", ge=-MAX_ID, le=MAX_ID)]
@@ -43,38 +44,67 @@ def options_of(body: s.JobOptions) -> EnqueueOptions:
     return DEFAULT_OPTIONS if o == DEFAULT_OPTIONS else o
 
 
-async def enqueue_unique(ctx: Context, spec: PerformerSpec, payload: Any, options: EnqueueOptions) -> tuple[Job, bool]:
-    """Enqueue a job with a unique key; return it and whether it was made now (or an unfinished holder)."""
+def reads(caller: StoredToken | None) -> bool:
+    """Whether the request's token may read jobs (no token: the API takes none)."""
+    return caller is None or caller.allows("read")
+
+
+def existed_json(job: Job) -> str:
+    """A job that was there already, as a caller without ``read`` sees it (``JobExistsOut``)."""
+    return f'{{"id":{job.id},"binding":{dumps(job.binding).decode()},"state":"{job.state}","existed":true}}'
+
+
+async def enqueue_flagged(ctx: Context, items: list[tuple[PerformerSpec, Any, EnqueueOptions]],
+                          ) -> list[tuple[Job, bool]]:
+    """Enqueue jobs (with unique keys) in one transaction; each with whether it was made now (else an
+    unfinished holder of its key)."""
     store = await ctx.app.store()
     now = store.now()
-    new = build_job(spec, payload, options, now)
+    news = []
+    for i, (spec, payload, options) in enumerate(items):
+        try:
+            news.append(build_job(spec, payload, options, now))
+        except JobloomError as exc:
+            if len(items) > 1:
+                exc.add_note(f"in item {i} of enqueue_many (counting from 0); nothing was enqueued")
+            raise
 
-    async def work(tx: Tx) -> tuple[Any, bool]:
-        [(job_id, created)] = await coordinator.enqueue(tx, [new], now)
-        return await tx.fetchone(Q.get_job, {"id": job_id}), created
+    async def work(tx: Tx) -> list[tuple[Any, bool]]:
+        made = await coordinator.enqueue(tx, news, now)
+        return [(await tx.fetchone(Q.get_job, {"id": job_id}), created) for job_id, created in made]
 
     tel = ctx.app.telemetry
-    token = tel.enqueue_started((new,)) if tel.per_enqueue else None
+    token = tel.enqueue_started(news) if tel.per_enqueue else None
     try:
-        row, created = await store.transact(work)
+        rows = await store.transact(work)
     except BaseException as exc:
         if token is not None:
-            tel.enqueued((new,), None, token, exc)
+            tel.enqueued(news, None, token, exc)
         raise
+    made_now = [n for n, (_, created) in zip(news, rows, strict=True) if created]
     if token is not None:  # a job that was there already was not enqueued now
-        tel.enqueued((new,) if created else (), [row.id] if created else [], token, None)
-    if created:
+        tel.enqueued(made_now, [r.id for r, created in rows if created], token, None)
+    if made_now:
         await store.notify()
-    return job_from_row(row), created
+    return [(job_from_row(r), created) for r, created in rows]
 
 
-async def enqueue_one(ctx: Context, body: s.EnqueueBody) -> tuple[int, bytes]:
-    """``POST /v1/jobs``: the status and the body of the response."""
+async def enqueue_unique(ctx: Context, spec: PerformerSpec, payload: Any, options: EnqueueOptions) -> tuple[Job, bool]:
+    """Enqueue a job with a unique key; return it and whether it was made now (or an unfinished holder)."""
+    [(job, created)] = await enqueue_flagged(ctx, [(spec, payload, options)])
+    return job, created
+
+
+async def enqueue_one(ctx: Context, body: s.EnqueueBody, caller: StoredToken | None = None) -> tuple[int, bytes]:
+    """``POST /v1/jobs``: the status and the body of the response (a job that was there already is shown
+    whole only to a caller that may read it)."""
     spec = await ctx.spec(body.binding)
     options = options_of(body)
     if options.unique_key is not None:
         job, created = await enqueue_unique(ctx, spec, body.payload, options)
-        return 201 if created else 200, job_json(job).encode()
+        if created:
+            return 201, job_json(job).encode()
+        return 200, (job_json(job) if reads(caller) else existed_json(job)).encode()
     job = await ctx.app.enqueue(spec.binding, body.payload, delay=options.delay, run_at=options.run_at,
                                 priority=options.priority, concurrency_key=options.concurrency_key,
                                 max_attempts=options.max_attempts, delivery=options.delivery, tags=options.tags,
@@ -82,8 +112,9 @@ async def enqueue_one(ctx: Context, body: s.EnqueueBody) -> tuple[int, bytes]:
     return 201, job_json(job).encode()
 
 
-async def enqueue_many(ctx: Context, body: s.BatchBody) -> tuple[int, bytes]:
-    """``POST /v1/jobs/batch``: the status and the body of the response."""
+async def enqueue_many(ctx: Context, body: s.BatchBody, caller: StoredToken | None = None) -> tuple[int, bytes]:
+    """``POST /v1/jobs/batch``: the status and the body of the response (to a caller without ``read``,
+    jobs that were there already by their unique keys are shown as ``JobExistsOut``)."""
     requests = []
     for i, item in enumerate(body.jobs):
         try:
@@ -94,7 +125,12 @@ async def enqueue_many(ctx: Context, body: s.BatchBody) -> tuple[int, bytes]:
             raise
         requests.append(EnqueueRequest(spec.binding, item.payload, options_of(item)))
     try:
-        jobs = await ctx.app.enqueue_many(requests)
+        if reads(caller) or all(r.options.unique_key is None for r in requests):
+            jobs = await ctx.app.enqueue_many(requests)
+        else:
+            made = await enqueue_flagged(ctx, [(ctx.app.spec(r.performer), r.payload, r.options) for r in requests])
+            shown = (job_json(j) if created else existed_json(j) for j, created in made)
+            return 201, f'{{"jobs":[{",".join(shown)}]}}'.encode()
     except JobloomError as exc:
         found = next((m for n in getattr(exc, "__notes__", []) if (m := _ITEM.search(n))), None)
         if found:
@@ -111,16 +147,19 @@ def router(ctx: Context) -> APIRouter:
     app = ctx.app
 
     @api.post("", status_code=201, response_model=s.JobOut, **enqueue,
-              responses={200: {"model": s.JobOut, "description": "An unfinished job with that unique_key"}})
-    async def enqueue_job(body: s.EnqueueBody) -> Response:
-        """Enqueue one job (201); a ``unique_key`` held by an unfinished job returns that job (200)."""
-        status, content = await enqueue_one(ctx, body)
+              responses={200: {"model": s.JobOut | s.JobExistsOut,
+                               "description": "An unfinished job with that unique_key (without the read "
+                                              "scope: its id and state only)"}})
+    async def enqueue_job(request: Request, body: s.EnqueueBody) -> Response:
+        """Enqueue one job (201); a ``unique_key`` held by an unfinished job returns that job (200; to a token
+        without ``read``, its id and state only)."""
+        status, content = await enqueue_one(ctx, body, request.state.token)
         return json_response(content, status)
 
     @api.post("/batch", status_code=201, response_model=s.BatchOut, **enqueue)
-    async def enqueue_batch(body: s.BatchBody) -> Response:
+    async def enqueue_batch(request: Request, body: s.BatchBody) -> Response:
         """Enqueue jobs in one transaction: all of them, or none (the error names the bad item)."""
-        status, content = await enqueue_many(ctx, body)
+        status, content = await enqueue_many(ctx, body, request.state.token)
         return json_response(content, status)
 
     @api.get("/{job_id}", response_model=s.JobOut, **read)

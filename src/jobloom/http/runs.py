@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name
 from jobloom.flows.flow import FlowError
+from jobloom.flows.runs import RunNotFound
 from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
 from jobloom.http.encode import dumps, run_dict
-from jobloom.http.jobs import ERRORS
+from jobloom.http.jobs import ERRORS, reads
 
 RunState = Literal["running", "cancelling", "failing", "succeeded", "failed", "cancelled"]
 RunId = Annotated[str, Path(description="The run's id.")]
@@ -24,9 +25,12 @@ def router(ctx: Context) -> APIRouter:
     read, enqueue, operate = (ctx.guarded(n) for n in ("read", "enqueue", "operate"))
     app = ctx.app
 
-    @api.post("", status_code=201, response_model=s.RunOut, **enqueue)
-    async def start_run(body: s.RunBody) -> Response:
-        """Start a run of the app's flow ``flow`` (the same ``id`` again returns the same run)."""
+    @api.post("", status_code=201, response_model=s.RunOut | s.RunStartedOut, **enqueue,
+              responses={200: {"model": s.RunStartedOut, "description": "A run with that id existed (to a token "
+                                                                        "without read)"}})
+    async def start_run(request: Request, body: s.RunBody) -> Response:
+        """Start a run of the app's flow ``flow`` (the same ``id`` again returns the same run). A token
+        without ``read`` gets the run's id and state only (``RunStartedOut``), 200 if it existed."""
         check_name("flow", body.flow, MAX_NAME_BYTES)
         flow = app.flows.get(body.flow)
         if flow is None:
@@ -34,8 +38,23 @@ def router(ctx: Context) -> APIRouter:
             err = FlowError(f"unknown flow {body.flow!r}; this app's flows: {known}")
             err.api_field = "flow"  # type: ignore[attr-defined]
             raise err
-        run = await app.start(flow, body.input, id=body.id, deadline=body.deadline)
-        return json_response(dumps(run_dict(run)), 201)
+        if reads(request.state.token):
+            run = await app.start(flow, body.input, id=body.id, deadline=body.deadline)
+            return json_response(dumps(run_dict(run)), 201)
+        existed = body.id is not None and await run_exists(body.id)
+        if not existed:
+            run = await app.start(flow, body.input, id=body.id, deadline=body.deadline)
+        else:
+            run = await app.get_run(check_name("id", body.id or "", MAX_KEY_BYTES))
+        shown = {"id": run.id, "flow": run.flow, "state": run.state, "existed": existed}
+        return json_response(dumps(shown), 200 if existed else 201)
+
+    async def run_exists(run_id: str) -> bool:
+        try:
+            await app.get_run(check_name("id", run_id, MAX_KEY_BYTES))
+        except RunNotFound:
+            return False
+        return True
 
     @api.get("", response_model=s.RunsOut, **read)
     async def list_runs(

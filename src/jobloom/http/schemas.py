@@ -90,10 +90,21 @@ class JobOut(BaseModel):
     progress: ProgressOut | None
 
 
-class BatchOut(BaseModel):
-    """The jobs a batch made, in the order given."""
+class JobExistsOut(BaseModel):
+    """An enqueue's answer, to a token without ``read``, when a job with that ``unique_key`` exists: only
+    what the caller needs to act (that job's id and state), not its payload, result or error."""
 
-    jobs: list[JobOut]
+    id: int
+    binding: str
+    state: str
+    existed: bool = Field(description="Always true: the job was there already; nothing was enqueued.")
+
+
+class BatchOut(BaseModel):
+    """The jobs a batch made, in the order given (to a token without ``read``, a job that was there already
+    by its ``unique_key`` is shown as a ``JobExistsOut``)."""
+
+    jobs: list[JobOut | JobExistsOut]
 
 
 class AttemptOut(BaseModel):
@@ -130,6 +141,16 @@ class RunBody(Body):
     input: JsonValue = None
     id: str | None = Field(None, description="The run's id; the same id again returns the same run.")
     deadline: float | None = Field(None, description="Seconds; past it the run is stopped and fails.")
+
+
+class RunStartedOut(BaseModel):
+    """``POST /v1/runs``'s answer to a token without ``read``: the run's id and state, and whether a run
+    with that id existed already (then nothing was started), never its input or its nodes' results."""
+
+    id: str
+    flow: str
+    state: str
+    existed: bool
 
 
 class NodeOut(BaseModel):

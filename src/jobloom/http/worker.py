@@ -24,6 +24,7 @@ from jobloom.http.context import Context, json_response
 from jobloom.http.encode import dumps
 from jobloom.http.errors import ApiError
 from jobloom.http.jobs import ERRORS
+from jobloom.http.tokens import StoredToken
 
 Worker = Annotated[str, Field(description="The remote worker's name (unique among live workers).")]
 Outcome = Literal["succeeded", "failed", "retry", "permanent"]
@@ -100,20 +101,21 @@ class CompleteOut(BaseModel):
     applied: bool
 
 
-async def claim_jobs(ctx: Context, body: ClaimBody, gone: asyncio.Event | None = None) -> tuple[int, bytes]:
+async def claim_jobs(ctx: Context, body: ClaimBody, caller: StoredToken | None = None,
+                     gone: asyncio.Event | None = None) -> tuple[int, bytes]:
     """``POST /v1/worker/claim``: the status and the body of the response; ``gone`` is set if the
     worker's connection closes meanwhile (the long poll then ends, claiming nothing)."""
     jobs = await ctx.app.remote_claim(body.worker, body.bindings, body.max, body.wait, gone)
     return 200, dumps({"jobs": [j.as_dict() for j in jobs]})
 
 
-async def renew(ctx: Context, body: HeartbeatBody) -> tuple[int, bytes]:
+async def renew(ctx: Context, body: HeartbeatBody, caller: StoredToken | None = None) -> tuple[int, bytes]:
     """``POST /v1/worker/heartbeat``: the status and the body of the response."""
     held = await ctx.app.remote_heartbeat(body.worker, [(j.id, j.attempt) for j in body.jobs])
     return 200, dumps({"jobs": [{"id": i, "attempt": a} for i, a in held]})
 
 
-async def report(ctx: Context, body: CompleteBody) -> tuple[int, bytes]:
+async def report(ctx: Context, body: CompleteBody, caller: StoredToken | None = None) -> tuple[int, bytes]:
     """``POST /v1/worker/complete``: the status and the body of the response (``StaleAttempt``: 409)."""
     applied = await ctx.app.remote_complete(body.worker, body.id, body.attempt, body.outcome, body.result,
                                             body.error, body.retry_after)
