@@ -623,3 +623,22 @@ def test_the_command_line_loads_the_web_stack_only_to_serve() -> None:
             "print(sorted(m for m in ('fastapi', 'starlette', 'jinja2', 'uvicorn') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# -- job text is printed literally -------------------------------------------------------------------
+
+
+HOSTILE = "[/var/data/in.csv] [bold]x[/] \x1b]0;pwned\x07\x1b[31mred\x1b[0m :heartbeat: \u202eevil"
+
+
+def test_job_text_is_printed_literally_and_control_characters_escaped(cli: Env) -> None:
+    payload = json.dumps({"to": HOSTILE})
+    boom = cli.enqueue("Boom", payload, "--unique-key", "a[/oops]b")
+    cli.drain()
+    for args in (("jobs", "list", "--url", cli.url), ("jobs", "show", str(boom), "--url", cli.url)):
+        out = cli.run(*args).stdout  # a MarkupError would exit 1 with a traceback
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out, repr(out)
+        assert "[/var/data/in.csv]" in out and ":heartbeat:" in out, out
+    shown = cli.run("jobs", "show", str(boom), "--url", cli.url).stdout
+    assert "a[/oops]b" in shown and "[bold]x[/]" in shown, shown
+    assert "\\x1b]0;pwned\\x07" in shown and "\\u202e" in shown, shown  # shown as escapes

@@ -20,7 +20,6 @@ from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
@@ -28,13 +27,15 @@ from rich.text import Text
 
 from jobloom.app.facade import App
 from jobloom.app.loading import load_app
+from jobloom.cli.literal import LiteralConsole, literal
 from jobloom.core.errors import JobloomError
 from jobloom.core.types import Attempt, Job
 
 T = TypeVar("T")
 
-console = Console(soft_wrap=True)  # status lines stay whole; tables still fit the width
-err_console = Console(stderr=True, soft_wrap=True)
+# job text is printed literally: no markup, no emoji codes, control characters escaped (see literal.py)
+console = LiteralConsole(soft_wrap=True)  # status lines stay whole; tables still fit the width
+err_console = LiteralConsole(stderr=True, soft_wrap=True)
 
 APP_HELP = "The app, as MODULE:ATTR (e.g. myapp.jobs:app)."
 URL_HELP = "The store URL (sqlite:///jobloom.db or postgresql://...); no app code needed."
@@ -192,12 +193,12 @@ def redact_url(url: str) -> str:
 
 def fail(message: str) -> None:
     """Print ``error: message`` on one line to stderr."""
-    err_console.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False)
+    err_console.print(f"[bold red]error:[/bold red] {escape(literal(message))}", markup=True)
 
 
 def note(message: str) -> None:
     """Print a remark to stderr (kept out of stdout, which may be piped)."""
-    err_console.print(f"[yellow]note:[/yellow] {escape(message)}", highlight=False)
+    err_console.print(f"[yellow]note:[/yellow] {escape(literal(message))}", markup=True)
 
 
 def fmt_time(value: datetime | None, zone: str | None = None) -> str:

@@ -31,6 +31,7 @@ from jobloom.cli.common import (
     print_table,
     run,
 )
+from jobloom.cli.literal import literal
 from jobloom.core.errors import InvalidOption
 from jobloom.core.states import ALL_STATES
 from jobloom.core.types import Attempt, Job
@@ -123,9 +124,9 @@ def job_fields(job: Job) -> Table:
         ("finished", fmt_time(job.finished_at)),
         ("unique key", job.unique_key or "-"),
         ("concurrency key", job.concurrency_key or "-"),
-        ("payload", Text(fmt_value(job.payload))),
-        ("result", Text(fmt_value(job.result))),
-        ("error", Text(job.error or "-")),
+        ("payload", Text(literal(fmt_value(job.payload)))),
+        ("result", Text(literal(fmt_value(job.result)))),
+        ("error", Text(literal(job.error or "-"))),
     ]
     for name, value in rows:
         grid.add_row(name, value)
@@ -149,7 +150,7 @@ def attempts_table(attempts: list[Attempt]) -> Table:
         outcome = Text(a.outcome or "running", style=OUTCOME_STYLES.get(a.outcome or "", "yellow"))
         row: list[str | Text] = [
             str(a.attempt), a.worker or "-", fmt_time(a.started_at), fmt_time(a.finished_at),
-            fmt_duration(a.started_at, a.finished_at), outcome, Text(a.error.strip() if a.error else "-"),
+            fmt_duration(a.started_at, a.finished_at), outcome, Text(literal(a.error.strip()) if a.error else "-"),
         ]
         if late:
             row.append(f"{a.reported_outcome} at {fmt_time(a.reported_at)}" if a.reported_outcome else "-")
@@ -169,12 +170,12 @@ def print_job(job: Job, attempts: list[Attempt]) -> None:
         if a.traceback and a.outcome != "succeeded":
             console.print()
             console.print(f"traceback of attempt {a.attempt}:", style="bold")
-            console.print(Text(a.traceback.rstrip()), highlight=False)
+            console.print(Text(literal(a.traceback.rstrip())), highlight=False)
 
 
 def print_action(job: Job, verb: str) -> None:
     """One line after retry or cancel: the job and the state it is in now."""
-    line = Text(f"job {job.id} ({job.binding}) {verb}: ")
+    line = Text(literal(f"job {job.id} ({job.binding}) {verb}: "))
     line.append(styled_state(job))
     console.print(line)
 

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 import typer
 import typer.main
+from rich.markup import escape
 from rich.text import Text
 from typer.exceptions import TyperException
 
@@ -50,6 +51,7 @@ from jobloom.cli.common import (
 )
 from jobloom.cli.jobs import jobs_cli, styled_state
 from jobloom.cli.limits import limits_cli
+from jobloom.cli.literal import literal
 from jobloom.cli.scaffold import add_cli, init
 from jobloom.cli.schedules import schedules_cli
 from jobloom.cli.serve import serve
@@ -200,7 +202,7 @@ def migrate(
     where = redact_url(url) + (f" ({location})" if location and not url.startswith("sqlite:") else "")
     if applied:
         for name in applied:
-            console.print(f"applied [bold]{name}[/bold]", highlight=False)
+            console.print(f"applied [bold]{escape(name)}[/bold]", markup=True)
         console.print(f"{where}: {len(applied)} migration(s) applied", highlight=False)
     else:
         console.print(f"{where}: up to date", highlight=False)
@@ -253,7 +255,7 @@ def enqueue(
     if as_json:
         print_json(job)
         return
-    console.print(Text(f"job {job.id} ({job.binding}) ").append(styled_state(job)))
+    console.print(Text(literal(f"job {job.id} ({job.binding}) ")).append(styled_state(job)))
 
 
 def _register_bench() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from jobloom import __version__
 from jobloom.cli.common import console
@@ -34,7 +35,7 @@ def init(
     """Make a project that works at once: a jobs module (performers, a schedule, a flow), tests, README."""
     made = init_project(folder, package=package, force=force, jobloom_version=__version__)
     for path in made.files:
-        console.print(f"wrote [bold]{path.relative_to(made.folder)}[/bold]", highlight=False)
+        console.print(f"wrote [bold]{escape(str(path.relative_to(made.folder)))}[/bold]", markup=True)
     where = os.path.relpath(made.folder)
     console.print(f"\nproject {made.project} in {made.folder}. Next:\n", highlight=False)
     steps = ([f"cd {where}"] if where != "." else []) + [
@@ -60,7 +61,8 @@ def performer(
 ) -> None:
     """Add a documented performer skeleton (and a payload dataclass) to the project's jobs module."""
     added = add_performer(name, module=module, sync=sync)
-    console.print(f"added [bold]{name}[/bold] and {name}Payload to {added.module}", highlight=False)
+    console.print(f"added [bold]{escape(name)}[/bold] and {escape(name)}Payload to {escape(str(added.module))}",
+                  markup=True)
     if not added.registered:
         console.print(f"note: no App(performers=[...]) list found in {added.module}: add {name} to your "
                       "app's performers yourself", highlight=False)

@@ -27,6 +27,7 @@ from jobloom.cli.common import (
     require_app,
     run,
 )
+from jobloom.cli.literal import literal
 from jobloom.schedules.api import ScheduleInfo
 
 schedules_cli = typer.Typer(
@@ -69,8 +70,8 @@ def _show(rows: list[ScheduleInfo], as_json: bool) -> None:
     print_table(schedules_table(rows))
     for r in rows:
         if r.last_error:
-            console.print(Text(f"{r.name}: last error at {fmt_time(r.last_error_at, r.timezone)}: {r.last_error}",
-                               style="red"))
+            when = fmt_time(r.last_error_at, r.timezone)
+            console.print(Text(literal(f"{r.name}: last error at {when}: {r.last_error}"), style="red"))
 
 
 @schedules_cli.command("list")

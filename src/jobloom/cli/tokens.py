@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from jobloom.cli.common import (
     WAIT,
@@ -53,8 +54,8 @@ def create(
         print_json({**_info(info), "token": token})
         return
     console.print(token, highlight=False, markup=False)
-    console.print(f"[dim]token {info.name!r} with scopes {','.join(info.scopes)}; "
-                  "it is shown only now: store it safely[/dim]", highlight=False)
+    console.print(Text(f"token {info.name!r} with scopes {','.join(info.scopes)}; "
+                       "it is shown only now: store it safely", style="dim"))
 
 
 @tokens_cli.command("list")
