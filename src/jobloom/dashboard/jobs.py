@@ -18,7 +18,7 @@ from jobloom.core.states import ALL_STATES, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ID
 from jobloom.dashboard import reads
 from jobloom.dashboard.session import Session
-from jobloom.dashboard.web import Dashboard, Form
+from jobloom.dashboard.web import Dashboard, Form, local_path
 
 PAGE_SIZE = 50
 """Jobs per page."""
@@ -113,7 +113,7 @@ def routes(d: Dashboard) -> list[Route]:
             n = len(ids)
         return d.html(request, "confirm.html", session, active="jobs", action=action, label=label, n=n, ids=ids,
                       all=form.get("all") == "1", values=values, capped=n >= reads.COUNT_CAP,
-                      back=form.get("back") or "/jobs", states=", ".join(sorted(allowed)))
+                      back=local_path(form.get("back"), "/jobs"), states=", ".join(sorted(allowed)))
 
     async def bulk(request: Request, session: Session, form: Form) -> Response:
         action = form.get("action") or ""

@@ -22,6 +22,11 @@ def assets_dir() -> str:
     return str(resources.files("fastapi_offline").joinpath("static"))
 
 
+FRAMING = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'",
+           "X-Content-Type-Options": "nosniff"}
+"""The documentation pages may not be framed by another site (clickjacking of the "Authorize" form)."""
+
+
 def install(api: FastAPI, openapi_url: str) -> None:
     """Add the documentation pages and their assets to ``api``."""
     api.mount(ASSETS, StaticFiles(directory=assets_dir()), name="docs-assets")
@@ -29,16 +34,20 @@ def install(api: FastAPI, openapi_url: str) -> None:
     @api.get("/v1/docs", include_in_schema=False)
     async def swagger(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_swagger_ui_html(
+        page = get_swagger_ui_html(
             openapi_url=f"{root}{openapi_url}", title="jobloom API",
             swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{root}{ASSETS}/favicon.png",
         )
+        page.headers.update(FRAMING)
+        return page
 
     @api.get("/v1/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_redoc_html(
+        page = get_redoc_html(
             openapi_url=f"{root}{openapi_url}", title="jobloom API", redoc_js_url=f"{root}{ASSETS}/redoc.standalone.js",
             redoc_favicon_url=f"{root}{ASSETS}/favicon.png", with_google_fonts=False,
         )
+        page.headers.update(FRAMING)
+        return page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import datetime
 from typing import Annotated
 
@@ -18,6 +19,7 @@ from jobloom.http.jobs import ERRORS
 from jobloom.store.sql import load_migrations
 
 HEALTH_TIMEOUT = 5.0
+log = logging.getLogger("jobloom.http")
 
 
 def _store_kind(url: str) -> str:
@@ -45,9 +47,10 @@ def router(ctx: Context) -> APIRouter:
             missing = await asyncio.wait_for(check(), HEALTH_TIMEOUT)
         except MigrationsMissing as exc:
             missing = exc.missing
-        except Exception as exc:
+        except Exception as exc:  # the text may hold paths or hosts: logged here, not shown to anyone
+            log.warning("health check: the store did not answer: %s: %s", type(exc).__name__, exc)
             body = {"status": "unavailable", "store": kind, "migrations": "unknown",
-                    "detail": f"{type(exc).__name__}: {exc}"[:500]}
+                    "detail": "the store did not answer (the server's log says why)"}
             return json_response(dumps(body), 503)
         if missing:
             body = {"status": "unavailable", "store": kind, "migrations": "missing",
