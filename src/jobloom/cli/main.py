@@ -79,6 +79,23 @@ cli.command()(serve)
 cli.command()(init)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from jobloom import __version__
+
+        console.print(f"jobloom {__version__}", highlight=False, markup=False)
+        raise typer.Exit()
+
+
+@cli.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version, help="Print jobloom's version and exit.",
+    )] = False,
+) -> None:
+    """jobloom: background jobs for Python."""
+
+
 class LogLevel(enum.StrEnum):
     """Log levels of worker processes."""
 

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
-from rich.text import Text
 
 from jobloom.cli.common import (
     WAIT,
@@ -17,6 +16,7 @@ from jobloom.cli.common import (
     WaitOption,
     console,
     fmt_time,
+    note,
     open_target,
     print_json,
     print_table,
@@ -54,8 +54,7 @@ def create(
         print_json({**_info(info), "token": token})
         return
     console.print(token, highlight=False, markup=False)
-    console.print(Text(f"token {info.name!r} with scopes {','.join(info.scopes)}; "
-                       "it is shown only now: store it safely", style="dim"))
+    note(f"token {info.name!r} with scopes {','.join(info.scopes)}; it is shown only now: store it safely")
 
 
 @tokens_cli.command("list")

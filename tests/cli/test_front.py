@@ -1,0 +1,22 @@
+"""The command line a newcomer meets first: ``--version`` and a token that can be captured with ``$(...)``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jobloom
+from tests.cli.test_cli import Env, cli
+
+__all__ = ["cli"]
+
+
+def test_version_prints_the_package_version(tmp_path: Path) -> None:
+    done = Env(tmp_path).run("--version")
+    assert done.stdout.strip() == f"jobloom {jobloom.__version__}"
+
+
+def test_tokens_create_prints_only_the_token_on_stdout(cli: Env) -> None:
+    done = cli.run("tokens", "create", "deploy", "--scopes", "read", "--url", cli.url)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and " " not in lines[0].strip(), done.stdout
+    assert "shown only now" in done.stderr
