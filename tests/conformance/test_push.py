@@ -101,6 +101,39 @@ async def test_success_is_signed_and_the_json_body_is_the_result(running: list[A
             jobloom.verify_signature(SECRET, {}, req.body)
 
 
+async def test_the_signature_covers_the_idempotency_key_and_a_performer_may_have_its_own_secret(
+    running: list[Any], store_url: str
+) -> None:
+    own = "performer-own-secret-0123456789"
+    async with Receiver(answers(OK)) as rx:
+        class Plain(jobloom.HttpPerformer[dict[str, Any], dict[str, int]]):
+            url = rx.url
+
+        class Own(jobloom.HttpPerformer[dict[str, Any], dict[str, int]]):
+            url = rx.url
+            signing_secret = own
+
+        app = await start(running, store_url, Plain, Own)
+        plain = await app.enqueue(Plain, {"n": 1})
+        mine = await app.enqueue(Own, {"n": 2})
+        assert (await app.wait(plain.id, timeout=10)).state == "succeeded"
+        assert (await app.wait(mine.id, timeout=10)).state == "succeeded"
+        by_binding = {json.loads(r.body)["binding"]: r for r in rx.requests}
+        req = by_binding["Plain"]
+        assert jobloom.verify_signature(SECRET, req.headers, req.body) is True
+        replayed = {**req.headers, "idempotency-key": f"{plain.id}:9"}  # the same request under a new key
+        with pytest.raises(jobloom.InvalidSignature, match="Idempotency-Key"):
+            jobloom.verify_signature(SECRET, replayed, req.body)
+        assert jobloom.verify_signature(SECRET, replayed, req.body, scheme="v1")  # v1 covers the body only
+        stripped = {**req.headers, "jobloom-signature": req.headers["jobloom-signature"].rsplit(",v2=", 1)[0]}
+        with pytest.raises(jobloom.InvalidSignature, match="v2="):
+            jobloom.verify_signature(SECRET, stripped, req.body)  # a v1-only header is refused by default
+        other = by_binding["Own"]
+        assert jobloom.verify_signature(own, other.headers, other.body) is True
+        with pytest.raises(jobloom.InvalidSignature, match="does not match"):
+            jobloom.verify_signature(SECRET, other.headers, other.body)
+
+
 async def test_5xx_and_connection_errors_are_retried_with_backoff(running: list[Any], store_url: str) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

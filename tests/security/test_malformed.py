@@ -16,16 +16,16 @@ SECRET = "s" * 32
 
 
 def headers(value: str) -> dict[str, str]:
-    return {"Jobloom-Signature": value}
+    return {"Jobloom-Signature": value, "Idempotency-Key": "1:1"}
 
 
 @pytest.mark.parametrize("value", [
-    "t={t},v1=é" + "0" * 63,  # a non-ASCII signature: hmac.compare_digest refuses str with it
-    "t={t},v1=\udcff",  # a lone surrogate, as a server may hand over undecodable bytes
-    "t=\u0661\u0667\u0660\u0660,v1=00",  # digits int() would take, but not ASCII
-    "t=1_700_000_000,v1=00",
-    "t=,v1=00",
-    "v1=00",
+    "t={t},v2=é" + "0" * 63,  # a non-ASCII signature: hmac.compare_digest refuses str with it
+    "t={t},v2=\udcff",  # a lone surrogate, as a server may hand over undecodable bytes
+    "t=\u0661\u0667\u0660\u0660,v2=00",  # digits int() would take, but not ASCII
+    "t=1_700_000_000,v2=00",
+    "t=,v2=00",
+    "v2=00",
     "t={t}",
     "garbage",
 ])
@@ -36,16 +36,17 @@ def test_a_malformed_signature_is_refused_as_invalid(value: str) -> None:
 
 @pytest.mark.parametrize("tolerance", [float("nan"), float("inf"), -1.0])
 def test_a_tolerance_that_would_accept_any_time_is_refused(tolerance: float) -> None:
-    good = signature_header(SECRET.encode(), b"{}")
+    good = signature_header(SECRET.encode(), b"{}", idempotency_key="1:1")
     with pytest.raises(jobloom.InvalidOption, match="tolerance"):
         jobloom.verify_signature(SECRET, headers(good), b"{}", tolerance=tolerance)
 
 
 def test_a_signature_made_long_ago_is_refused_and_a_fresh_one_verifies() -> None:
-    old = signature_header(SECRET.encode(), b"{}", timestamp=int(time.time()) - 3600)
+    old = signature_header(SECRET.encode(), b"{}", timestamp=int(time.time()) - 3600, idempotency_key="1:1")
     with pytest.raises(jobloom.InvalidSignature, match="tolerance"):
         jobloom.verify_signature(SECRET, headers(old), b"{}")
-    assert jobloom.verify_signature(SECRET, headers(signature_header(SECRET.encode(), b"{}")), b"{}")
+    fresh = signature_header(SECRET.encode(), b"{}", idempotency_key="1:1")
+    assert jobloom.verify_signature(SECRET, headers(fresh), b"{}")
 
 
 def test_a_non_ascii_session_cookie_or_csrf_token_is_refused_not_a_500(store: str, tmp_path: Path) -> None:

@@ -206,7 +206,7 @@ def check_local(spec: PerformerSpec, signing_secret: bytes | None) -> None:
     if spec.remote is not None:
         raise InvalidOption("bindings", spec.binding, "bindings this app performs (a RemoteBinding's jobs are "
                             "claimed by remote workers)", spec.binding)
-    if spec.push and signing_secret is None:
+    if spec.push and signing_secret is None and getattr(spec.cls, "signing_secret", None) is None:
         raise InvalidOption("signing_secret", None, f"App(signing_secret=...) to sign the requests of the "
                             f"HttpPerformer {spec.binding}", spec.binding)
 

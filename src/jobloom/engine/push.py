@@ -20,7 +20,7 @@ import pydantic
 from jobloom.core.errors import InvalidOption
 from jobloom.core.options import MAX_DELAY
 from jobloom.core.signals import Permanent, Retry
-from jobloom.core.signing import SIGNATURE_HEADER, signature_header
+from jobloom.core.signing import SIGNATURE_HEADER, secret_bytes, signature_header
 from jobloom.core.text import name_problem
 from jobloom.engine.performer import MAX_RESULT_BYTES, Performer, describe_validation
 
@@ -48,13 +48,16 @@ class HttpPerformer(Performer[P, R]):
 
     The body is ``{"job_id", "attempt", "binding", "payload", "deadline"}`` (``deadline``: epoch seconds,
     or null without a timeout), with ``Idempotency-Key: <job_id>:<attempt>`` and ``Jobloom-Signature:
-    t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>">`` (the app's ``signing_secret``; the receiver checks it
-    with :func:`jobloom.verify_signature`). ``headers`` are sent too. Every performer option applies
+    t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>">,v2=<hex HMAC-SHA256 of "<t>.<Idempotency-Key>.<body>">``
+    (``signing_secret``, else the app's; the receiver checks it with :func:`jobloom.verify_signature`).
+    ``headers`` are sent too. Every performer option applies
     (``concurrency``, ``rate_limit``, ``max_attempts``, ``backoff``, ``timeout``...).
     """
 
     url: ClassVar[str] = ""
     headers: ClassVar[Mapping[str, str]] = {}
+    signing_secret: ClassVar[str | bytes | None] = None
+    """This performer's own signing secret (at least 16 bytes); None: the app's ``signing_secret``."""
     pushes: ClassVar[bool] = True
 
     _push: PushClient
@@ -75,6 +78,12 @@ class HttpPerformer(Performer[P, R]):
             parsed = None
         if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
             raise InvalidOption("url", url, "an http:// or https:// URL with a host", binding)
+        if cls.signing_secret is not None:
+            try:
+                secret_bytes(cls.signing_secret)
+            except InvalidOption as exc:
+                raise InvalidOption("signing_secret", "<hidden>", "a str or bytes secret of at least 16 bytes",
+                                    binding) from exc
         headers = cls.headers
         if not isinstance(headers, Mapping):
             raise InvalidOption("headers", headers, "a dict of header name -> value", binding)
@@ -117,9 +126,10 @@ class PushClient:
         ctx = performer.ctx
         spec = self.specs[ctx.binding]
         body = self.body(performer, payload)
-        headers = {**performer.headers, "Content-Type": "application/json",
-                   "Idempotency-Key": f"{ctx.job_id}:{ctx.attempt}",
-                   SIGNATURE_HEADER: signature_header(self.secret, body)}
+        key = f"{ctx.job_id}:{ctx.attempt}"
+        secret = self.secret if performer.signing_secret is None else secret_bytes(performer.signing_secret)
+        headers = {**performer.headers, "Content-Type": "application/json", "Idempotency-Key": key,
+                   SIGNATURE_HEADER: signature_header(secret, body, idempotency_key=key)}
         timeout = None if spec.timeout is None else spec.timeout + NETWORK_MARGIN
         request = self.client.build_request("POST", performer.url, content=body, headers=headers, timeout=timeout)
         try:
