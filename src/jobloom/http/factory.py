@@ -15,6 +15,7 @@ from jobloom.http.auth import SECURITY_SCHEMES, AuthMode, Guard
 from jobloom.http.bodycap import MAX_BATCH_BODY, MAX_BODY, BodyCap
 from jobloom.http.context import Context
 from jobloom.http.fastlane import FastLane
+from jobloom.http.jsononly import JsonOnly
 
 OPENAPI_URL = "/v1/openapi.json"
 DESCRIPTION = """\
@@ -80,4 +81,4 @@ def create_asgi(
     the app's enqueues for it.
     """
     api = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl, metrics=metrics)
-    return BodyCap(FastLane(api, api.state.jobloom), max_body, max_batch_body)
+    return BodyCap(JsonOnly(FastLane(api, api.state.jobloom)), max_body, max_batch_body)
