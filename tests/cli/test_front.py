@@ -20,3 +20,9 @@ def test_tokens_create_prints_only_the_token_on_stdout(cli: Env) -> None:
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and " " not in lines[0].strip(), done.stdout
     assert "shown only now" in done.stderr
+
+
+def test_worker_with_app_option_says_the_app_is_the_first_argument(cli: Env) -> None:
+    done = cli.run("worker", "--app", "jobs_app:app", rc=2)
+    assert "the app is the first argument" in done.stderr and "MODULE:ATTR" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -52,6 +52,13 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:] if text else text
 
 
+def _takes_app_argument(ctx: Any) -> bool:
+    """Whether the command takes the app as a positional ``MODULE:ATTR`` argument (``jobloom worker``)."""
+    params = getattr(getattr(ctx, "command", None), "params", ())
+    return any(not getattr(p, "opts", ["-"])[0].startswith("-") and getattr(p, "metavar", None) == "MODULE:ATTR"
+               for p in params)
+
+
 def usage_message(exc: Any) -> str:
     """One line for a parser error: what was wrong and what to give instead."""
     ctx = getattr(exc, "ctx", None)
@@ -64,6 +71,8 @@ def usage_message(exc: Any) -> str:
         if option == "--url" and "--app" in takes:
             return (f"{command} runs the app's own code, so it takes --app MODULE:ATTR (or JOBLOOM_APP), "
                     f"not --url")
+        if option == "--app" and _takes_app_argument(ctx):
+            return f"{command}: the app is the first argument: `{path} MODULE:ATTR`, not --app"
         if option == "--app" and "--url" in takes:
             return f"{command} takes --url URL (or JOBLOOM_URL), not --app"
         return f"{command}: {_lower_first(exc.format_message())}; {see}"
