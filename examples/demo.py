@@ -35,6 +35,15 @@ MAILS = 12
 PROCESSES = 2
 
 
+def jobloom_command() -> str:
+    """The ``jobloom`` command as it can be typed here: beside this Python (the venv's), relative if below."""
+    found = Path(sys.executable).parent / "jobloom"
+    try:
+        return str(found.relative_to(Path.cwd()))
+    except ValueError:
+        return str(found)
+
+
 @dataclass
 class Story:
     """One row of the screen: a job (or a group of jobs) and what happened to it."""
@@ -186,7 +195,7 @@ async def main() -> int:
         verdict = ("[green]all jobs finished; the mail limits held[/]" if ok else
                    "[red]some jobs did not finish in 40 s[/]" if not finished else "[red]a mail limit was broken[/]")
         console.print(verdict)
-        console.print(f"look closer: jobloom jobs list --url {app.url}", highlight=False)
+        console.print(f"look closer: {jobloom_command()} jobs list --url {app.url}", highlight=False)
         return 0 if ok else 1
     finally:
         worker.send_signal(signal.SIGTERM)

@@ -28,6 +28,11 @@ def test_the_demo_fits_80x24_and_shows_the_limits_it_promises(tmp_path: Path) ->
     assert "2 worker processes" in out and "all jobs finished; the mail limits held" in out
     assert "run img-cat.png: succeeded" in out and "run img-dog.png: succeeded" in out
     assert "Permanent: cannot charge -5 cents" in out and "timed out after 0.5 s" in out
+    # the closing command runs as printed (the venv's jobloom, not one that must be on PATH)
+    at = next(i for i, line in enumerate(lines) if line.startswith("look closer: "))
+    closer = " ".join(lines[at:]).removeprefix("look closer: ")  # wrapped at 80 columns: joined again
+    listed = subprocess.run(closer.split(), cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
     # the limits shown held, checked again here from the attempt history the demo left behind
     shown = re.search(r"at most (\d+) mails at once \(limit 3\), (\d+) started in ([\d.]+) s \(limit 10/s\)", out)
     assert shown, out
