@@ -26,3 +26,17 @@ def test_worker_with_app_option_says_the_app_is_the_first_argument(cli: Env) -> 
     done = cli.run("worker", "--app", "jobs_app:app", rc=2)
     assert "the app is the first argument" in done.stderr and "MODULE:ATTR" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_cron_value_out_of_range_names_the_field() -> None:
+    from jobloom.core.errors import JobloomError
+    from jobloom.schedules.schedule import Schedule
+
+    for cron, field in (("61 * * * *", "minute"), ("* 25 * * *", "hour"), ("* * 0 * *", "day"),
+                        ("* * * 13 *", "month"), ("* * * * 9", "weekday")):
+        try:
+            Schedule("n", cron=cron, performer="X")
+        except JobloomError as exc:
+            assert f"the {field} field" in str(exc), exc
+        else:
+            raise AssertionError(f"{cron!r} was accepted")

@@ -96,6 +96,7 @@ def _check_cron(name: str, expr: object, zone: ZoneInfo) -> tuple[str, bool]:
 
 _FIELDS = ("minute", "hour", "day", "month", "weekday")
 _MAX = {"second": 59, "minute": 59, "hour": 23, "day": 31, "month": 12, "weekday": 6}
+_MIN = {"day": 1, "month": 1}
 _NAMES = {
     "month": {m: i for i, m in enumerate(
         ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"), 1)},
@@ -112,8 +113,12 @@ def _field_problem(field_name: str, text: str) -> str | None:
             return (f"the {field_name} field has {item!r}: a step goes with a range or '*' "
                     f"(e.g. '{base}-{_MAX[field_name]}/{step}' or '*/{step}')")
         low, dash, high = base.partition("-")
+        names = _NAMES.get(field_name, {})
+        least, most = _MIN.get(field_name, 0), 7 if field_name == "weekday" else _MAX[field_name]
+        for value in (low, high) if dash else (low,):
+            if value.isdigit() and not least <= int(value) <= most:
+                return f"the {field_name} field has {value}: it goes from {least} to {most}"
         if dash:
-            names = _NAMES.get(field_name, {})
             a = names.get(low.upper(), int(low) if low.isdigit() else None)
             b = names.get(high.upper(), int(high) if high.isdigit() else None)
             if a is not None and b is not None and a > b:
