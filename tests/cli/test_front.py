@@ -40,3 +40,15 @@ def test_a_cron_value_out_of_range_names_the_field() -> None:
             assert f"the {field} field" in str(exc), exc
         else:
             raise AssertionError(f"{cron!r} was accepted")
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_1(cli: Env) -> None:
+    import socket
+
+    cli.run("tokens", "create", "deploy", "--scopes", "read", "--url", cli.url)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = cli.run("serve", "--url", cli.url, "--port", str(port), rc=1)
+    assert f"127.0.0.1:{port}" in done.stderr and "in use" in done.stderr, done.stderr

@@ -105,4 +105,25 @@ def serve(
         from jobloom.http.shield import OpenShield, host_names
 
         site = OpenShield(site, host_names(host))
+    check_port_free(host, port)
     uvicorn.run(site, host=host, port=port, log_level=log_level, lifespan="on", **options)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse with one line (exit 1) when ``host:port`` cannot be bound, e.g. another server holds it."""
+    import socket
+
+    from jobloom.core.errors import JobloomError
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return  # uvicorn reports a name it cannot resolve
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise JobloomError(f"cannot serve on {host}:{port}: {exc.strerror or exc} "
+                               "(another process holds the port? give --port)") from None
