@@ -104,7 +104,7 @@ _SUCCEEDED = lifecycle.Transition("succeeded")
 _FAILED = lifecycle.Transition("failed")
 
 
-async def report(
+async def report(  # noqa: C901 (tests/test_code_shape.py)
     tx: Tx, outcomes: Sequence[Outcome], now: float, *, hooks: EngineHooks,
     locked: list[RunningRow] | None = None,
 ) -> ReportResult:

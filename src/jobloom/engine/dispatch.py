@@ -34,7 +34,7 @@ TOKEN_SLACK = 0.00002
 shows the token accrued, not a hair short of it."""
 
 
-async def dispatch(
+async def dispatch(  # noqa: C901 (tests/test_code_shape.py)
     tx: Tx, binding: str, *, capacity: int, worker: str, now: float, lease: float,
     binding_rows: list[PolicyRow] | None = None, clock: Callable[[], float] | None = None,
     token_wait: float = 0.0, wait_for_lock: bool = True, prefetched: Prefetched | None = None,

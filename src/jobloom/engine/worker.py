@@ -316,7 +316,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         await reporting.release_orphans(await self.app.store(), self.name, known, now=self._now)
         self._unsure = False
 
-    async def _cycle(self, *, claim: bool) -> CycleResult:
+    async def _cycle(self, *, claim: bool) -> CycleResult:  # noqa: C901 (tests/test_code_shape.py)
         store = await self.app.store()
         outcomes = list(self.outcomes)
         free = self._free() if claim and not self._stopping else 0

@@ -133,7 +133,7 @@ Move = tuple[Query[Any] | str, dict[str, Any], str | None]
 """A statement on a run's jobs or its row, its parameters, and the event its returned jobs record."""
 
 
-async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str]], now: float) -> None:
+async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str]], now: float) -> None:  # noqa: C901 (tests/test_code_shape.py)
     """Nodes reached a terminal state: queue ready downstream nodes, skip failed branches, settle nodes
     waiting for what they spawned, end runs.
 
