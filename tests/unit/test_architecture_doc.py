@@ -1,4 +1,4 @@
-"""docs/architecture.md draws the job state machine; the drawing must be exactly ``jobloom.states``.
+"""docs/explanation/architecture.md draws the job state machine; the drawing must be exactly ``jobloom.states``.
 
 The mermaid ``stateDiagram-v2`` block of the document is parsed: one edge per (source, target) pair,
 labelled with the statements that make it, and a ``[*] -->`` edge per state a job is inserted in.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from jobloom.core.states import ALL_STATES, INITIAL_STATES, TRANSITIONS
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "explanation" / "architecture.md"
 _BLOCK = re.compile(r"```mermaid\n(stateDiagram-v2\n.*?)```", re.S)
 _EDGE = re.compile(r"^\s*(\[\*\]|\w+)\s*-->\s*(\w+)\s*(?::\s*(.*?))?\s*$")
 

@@ -8,7 +8,7 @@ by the attempt number so that a stale worker can never overwrite a newer truth.
 Lock order. Every transaction that takes row locks takes them in one order (a schedule's row, runs
 in id order, jobs in id order, bindings, the projector's cursor) so that on PostgreSQL no two can
 wait for each other; a lock needed out of that order is taken with ``SKIP LOCKED``. The order, its
-one safe exception and what follows from it are set out in docs/architecture.md ("Lock order");
+one safe exception and what follows from it are set out in docs/explanation/architecture.md ("Lock order");
 ``tests/conformance/test_lock_order.py`` exercises it.
 """
 

@@ -1,5 +1,5 @@
 """Dispatch: which runnable jobs of one binding a worker starts now, decided and claimed inside the
-worker's transaction (see docs/architecture.md, "Dispatch").
+worker's transaction (see docs/explanation/architecture.md, "Dispatch").
 
 :func:`dispatch` reads the binding's policy and, when the binding is limited, takes its row lock
 and the running count; it asks :func:`~jobloom.core.decide.decide` (pure) which candidates start,

@@ -7,7 +7,7 @@ until none of its jobs and none of its sub-flow runs is active any more; then it
 (or ``failed``). A sub-flow node that waits for its child run stays until that run has ended.
 
 The run and its sub-flow runs are locked in id order before any of their jobs (the lock order, set
-out in docs/architecture.md, "Lock order").
+out in docs/explanation/architecture.md, "Lock order").
 """
 
 from __future__ import annotations

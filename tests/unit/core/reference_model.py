@@ -1,5 +1,5 @@
 """A reference model of the dispatch decision, written from the dispatch rules alone
-(docs/architecture.md, "Dispatch").
+(docs/explanation/architecture.md, "Dispatch").
 
 It deliberately shares nothing with ``jobloom.decide`` beyond the input value types: no sort key,
 no shared helper. It simulates the greedy hand-out one step at a time: scan the remaining

@@ -1,0 +1,1 @@
+"""The app that the documentation's shell examples name as ``myapp.jobs:app``."""
