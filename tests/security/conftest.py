@@ -81,8 +81,9 @@ def store_for(store: str, folder: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def serve(store_url: str, folder: Path, *args: str, tokens: dict[str, str] | None = None,
-          wait_up: bool = True) -> Iterator[Served]:
-    """Migrate the store, make ``tokens`` (name: scopes), then run ``jobloom serve --app secapp`` on it."""
+          wait_up: bool = True, bare: bool = False) -> Iterator[Served]:
+    """Migrate the store, make ``tokens`` (name: scopes), then run ``jobloom serve --app secapp`` on it
+    (``bare``: ``jobloom serve --url``, without the app)."""
     app = make_app(store_url)
     port = free_port()
     served = Served(f"http://127.0.0.1:{port}", store_url, app, folder / f"serve-{port}.log")
@@ -92,8 +93,9 @@ def serve(store_url: str, folder: Path, *args: str, tokens: dict[str, str] | Non
         for name, scopes in (tokens or {}).items():
             served.token(name, scopes)
         env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBLOOM_SEC_URL": store_url}
-        command = [sys.executable, "-m", "jobloom.cli", "serve", "--app", "tests.security.secapp:app",
-                   "--port", str(port), "--log-level", "warning", *args]
+        target = ["--url", store_url] if bare else ["--app", "tests.security.secapp:app"]
+        command = [sys.executable, "-m", "jobloom.cli", "serve", *target, "--port", str(port), "--log-level",
+                   "warning", *args]
         with served.log_path.open("w") as log:
             served.proc = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
                                            start_new_session=True)

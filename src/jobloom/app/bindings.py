@@ -21,6 +21,7 @@ from jobloom.core.types import Policy, to_datetime
 from jobloom.engine import registry
 from jobloom.engine.performer import PerformerSpec
 from jobloom.engine.registry import WorkerInfo
+from jobloom.engine.rules import rules_json
 from jobloom.housekeeping.retention import retention_json
 from jobloom.store.base import Store, Tx
 
@@ -88,7 +89,7 @@ class BindingInfo:
 
 
 async def register_bindings(app: App, bindings: list[str] | None = None) -> None:
-    """Store the performers' limits and retention with their bindings (workers do it at start)."""
+    """Store the performers' limits, retention and enqueue rules with their bindings (workers do it at start)."""
     store = await app.store()
     now = store.now()
     rows = []
@@ -103,7 +104,7 @@ async def register_bindings(app: App, bindings: list[str] | None = None) -> None
             "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
             "retention": retention_json(spec.retention), "batch_size": p.batch_size,
             "batch_wait": p.batch_wait if p.batch_size else None, "keyed": spec.concurrency_key is not None,
-            "now": now,
+            "rules": rules_json(spec), "now": now,
         })
 
     async def work(tx: Tx) -> None:
@@ -112,18 +113,25 @@ async def register_bindings(app: App, bindings: list[str] | None = None) -> None
     await store.transact(work)
 
 
-async def set_limits(app: App, binding: str, limits: dict[str, Any]) -> None:
-    """See :meth:`App.set_limits`."""
+async def set_limits(app: App, binding: str, limits: dict[str, Any], *, known_only: bool = False) -> None:
+    """See :meth:`App.set_limits`. ``known_only``: refuse (``UnknownBinding``) a binding that the app does
+    not perform and the store has no row of, rather than make its row (the HTTP API never invents one)."""
     check_limits(binding, limits)
     store = await app.store()
 
-    async def work(tx: Tx) -> None:
+    async def work(tx: Tx) -> bool:
         row = await tx.fetchone(Q.get_binding, {"binding": binding})
+        if known_only and row is None and binding not in app.specs and binding not in app.internal_bindings:
+            return False
+        if known_only and not limits:
+            return True
         current = json.loads(row.overrides) if row and row.overrides else {}
         current.update(limits)
         await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current), "now": store.now()})
+        return True
 
-    await store.transact(work)
+    if not await store.transact(work):
+        raise UnknownBinding(binding, why="the app does not perform it and no worker has registered it")
     await store.notify()
 
 

@@ -10,10 +10,10 @@ class JobloomError(Exception):
 class UnknownBinding(JobloomError):
     """A job names a binding (performer) that the app does not know."""
 
-    def __init__(self, binding: str, known: list[str] | None = None) -> None:
+    def __init__(self, binding: str, known: list[str] | None = None, *, why: str | None = None) -> None:
         self.binding = binding
         hint = f"; known bindings: {', '.join(sorted(known))}" if known else ""
-        super().__init__(f"unknown binding {binding!r}{hint}")
+        super().__init__(f"unknown binding {binding!r}" + (f": {why}" if why else "") + hint)
 
 
 class InvalidPayload(JobloomError):

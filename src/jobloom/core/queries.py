@@ -46,6 +46,7 @@ from jobloom.core.rows import (
     ProjectorRow,
     PruneRow,
     RetentionRow,
+    RulesRow,
     RunIdRow,
     RunJobRow,
     RunningRow,
@@ -167,6 +168,7 @@ class Q:
     list_schedule_rows = Query("list_schedule_rows", StoredScheduleRow)
     lock_schedule_row = Query("lock_schedule_row", StoredScheduleRow)
     binding_retentions = Query("binding_retentions", RetentionRow)
+    binding_rules = Query("binding_rules", RulesRow)
     prune_pick = Query("prune_pick", PruneRow)
     prune_pick_others = Query("prune_pick_others", PruneRow)
     job_events = Query("job_events", EventRow)

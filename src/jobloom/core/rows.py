@@ -382,6 +382,14 @@ class StoredScheduleRow(NamedTuple):
     skipped: int
 
 
+class RulesRow(NamedTuple):
+    """A binding's stored enqueue rules (JSON; None: none stored), and whether a worker registered it."""
+
+    binding: str
+    registered: bool
+    rules: str | None
+
+
 class RetentionRow(NamedTuple):
     """A binding's stored retention (JSON)."""
 

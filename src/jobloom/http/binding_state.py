@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from jobloom.app.bindings import BindingInfo
 from jobloom.core.errors import UnknownBinding
 from jobloom.engine.performer import PerformerSpec
+from jobloom.engine.rules import StoredSpec
 from jobloom.http.context import Context, json_response
 from jobloom.http.encode import dumps
 from jobloom.http.errors import NotFound
@@ -83,6 +84,8 @@ def _options(spec: PerformerSpec) -> dict[str, Any]:
 
 def _schema(spec: PerformerSpec) -> dict[str, Any] | None:
     """The payload's JSON Schema, or None for a type that has none JSON can hold."""
+    if isinstance(spec, StoredSpec):  # a bare store's binding: the schema its performing app stored
+        return None if spec.validator is None else dict(spec.validator.schema)
     try:
         schema: dict[str, Any] = spec.payload_adapter.json_schema()
         json.dumps(schema, allow_nan=False)

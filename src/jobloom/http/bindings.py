@@ -10,12 +10,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
+from jobloom.app.bindings import set_limits as set_known_limits
+from jobloom.core.errors import UnknownBinding
 from jobloom.core.queries import Q
 from jobloom.core.rows import PolicyRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
 from jobloom.http.encode import dumps
+from jobloom.http.errors import NotFound
 from jobloom.http.jobs import ERRORS
 from jobloom.store import Tx
 
@@ -43,11 +46,13 @@ def router(ctx: Context) -> APIRouter:
     @api.put("/bindings/{name}/limits", response_model=s.LimitsOut, **operate)
     async def set_limits(name: Binding, body: s.LimitsBody) -> Response:
         """Change a binding's limits at run time (the fields given; null lifts a limit); effective at the
-        next dispatch in every worker."""
+        next dispatch in every worker. A binding that the app does not perform and that no worker has
+        registered (nor limits were stored for) is 404: nothing is stored for it."""
         check_name("binding", name, MAX_NAME_BYTES)
-        limits = body.model_dump(exclude_unset=True)
-        if limits:
-            await app.set_limits(name, **limits)
+        try:  # a name nothing performs is not found: never a row made for it
+            await set_known_limits(app, name, body.model_dump(exclude_unset=True), known_only=True)
+        except UnknownBinding as exc:
+            raise NotFound(str(exc), "name") from None
         return json_response(dumps({"binding": name, "overrides": await overrides(ctx, name)}))
 
     @api.get("/counts", response_model=s.CountsOut, **read)

@@ -1,4 +1,4 @@
-"""What every router of the API shares: the app, the auth guard, and (for a bare store) named bindings."""
+"""What every router of the API shares: the app, the auth guard, and (for a bare store) the bindings' stored rules."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from fastapi import Depends
 from fastapi.responses import Response
 
 from jobloom.app.facade import App
-from jobloom.core.errors import UnknownBinding
 from jobloom.core.queries import Q
-from jobloom.core.rows import BindingRow
+from jobloom.core.rows import RulesRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name
-from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
+from jobloom.engine.performer import PerformerSpec
+from jobloom.engine.rules import stored_spec
 from jobloom.http.auth import SCHEME, Guard
 from jobloom.store import Tx
 
@@ -25,19 +25,6 @@ def json_response(body: bytes, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type=JSON)
 
 
-def named_performer(binding: str) -> type[Performer[Any, Any]]:
-    """A stand-in performer for a binding known only by name: any JSON payload, default job options.
-
-    Used by an API serving a bare store (``jobloom serve --url``), which enqueues by name; the jobs run
-    on the workers of the app that performs the binding."""
-
-    async def perform(self: Any, payload: Any) -> Any:
-        raise RuntimeError(f"{binding} is performed by its own app's workers, not here")
-
-    attrs = {"binding": binding, "perform": perform, "__module__": __name__, "__doc__": f"{binding} (by name)"}
-    return type(f"Named_{abs(hash(binding))}", (Performer,), attrs)
-
-
 class Context:
     """The app behind the API, its guard, and whether it is a bare store (``named``)."""
 
@@ -46,7 +33,8 @@ class Context:
         self.guard = guard
         self.named = named
         self.known_ttl = known_ttl
-        self._known: set[str] = set()
+        self._rules: dict[str, tuple[bool, str | None]] = {}  # binding: (registered, its stored rules)
+        self._built: dict[str, str | None] = {}  # the rules each binding's spec in app.specs was built from
         self._known_at = float("-inf")
 
     def guarded(self, scope: str) -> dict[str, Any]:
@@ -55,24 +43,28 @@ class Context:
                 "openapi_extra": {"security": [{SCHEME: []}], "x-jobloom-scope": scope}}
 
     async def spec(self, binding: str) -> PerformerSpec:
-        """The spec of ``binding``; with ``named``, one the store knows (a worker registered it) is made up."""
+        """The spec of ``binding``; with ``named``, built from the enqueue rules that the app performing it
+        stored (read again after ``known_ttl`` seconds); a binding without rules raises ``UnknownBinding``."""
         spec = self.app.specs.get(binding)
-        if spec is not None or not self.named:
+        if not self.named:
             return spec if spec is not None else self.app.spec(binding)
         check_name("binding", binding, MAX_NAME_BYTES)
-        if binding not in self._known or time.monotonic() - self._known_at > self.known_ttl:
-            await self._read_known()
-        if binding not in self._known:
-            raise UnknownBinding(binding, sorted(self._known))
-        spec = inspect_performer(named_performer(binding))
-        self.app.specs[binding] = spec
+        if binding not in self._rules or time.monotonic() - self._known_at > self.known_ttl:
+            await self._read_rules()
+        registered, rules = self._rules.get(binding, (False, None))
+        if spec is None or self._built.get(binding) != rules or rules is None:
+            known = sorted(b for b, (_, r) in self._rules.items() if r is not None)
+            spec = stored_spec(binding, registered, rules, known)
+            self.app.specs[binding] = spec  # app.enqueue finds it by name
+            self._built[binding] = rules
         return spec
 
-    async def _read_known(self) -> None:
+    async def _read_rules(self) -> None:
         store = await self.app.store()
 
-        async def work(tx: Tx) -> list[BindingRow]:
-            return await tx.fetch(Q.list_bindings)
+        async def work(tx: Tx) -> list[RulesRow]:
+            return await tx.fetch(Q.binding_rules)
 
-        self._known = {r.binding for r in await store.transact(work, exclusive=False)}
+        rows = await store.transact(work, exclusive=False)
+        self._rules = {r.binding: (bool(r.registered), r.rules) for r in rows}
         self._known_at = time.monotonic()

@@ -63,16 +63,17 @@ SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overr
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: upsert_binding
--- By the app that performs the binding: its limits, and its retention (JSON) that every pruner uses.
+-- By the app that performs the binding: its limits, its retention (JSON) that every pruner uses, and
+-- its enqueue rules (JSON) that an app without its performer applies.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, batch_size, batch_wait, keyed, updated_at)
+                              retention, batch_size, batch_wait, keyed, rules, updated_at)
 VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
-        :batch_size, :batch_wait, :keyed, :now)
+        :batch_size, :batch_wait, :keyed, :rules, :now)
 ON CONFLICT (binding) DO UPDATE SET
     batch_size = excluded.batch_size, batch_wait = excluded.batch_wait, keyed = excluded.keyed,
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
-    retention = excluded.retention, updated_at = excluded.updated_at
+    retention = excluded.retention, rules = excluded.rules, updated_at = excluded.updated_at
 
 -- name: set_overrides
 INSERT INTO jobloom_bindings (binding, overrides, updated_at) VALUES (:binding, :overrides, :now)

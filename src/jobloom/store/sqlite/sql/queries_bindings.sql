@@ -17,6 +17,11 @@ ON CONFLICT (binding) DO UPDATE SET paused = excluded.paused, paused_at = exclud
 -- name: binding_known
 SELECT 1 FROM jobloom_bindings WHERE binding = :binding
 
+-- name: binding_rules
+-- Every binding's enqueue rules as the app performing it stored them (NULL: none stored), and whether
+-- a worker registered it at all (workers store the backoff; `limits set` does not).
+SELECT binding, backoff IS NOT NULL AS registered, rules FROM jobloom_bindings ORDER BY binding
+
 -- name: beat_worker
 -- A worker's registry row, written when it starts and renewed with its heartbeats.
 INSERT INTO jobloom_workers (name, host, pid, bindings, concurrency, beat, started_at, seen_at)
