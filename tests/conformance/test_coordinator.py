@@ -31,9 +31,17 @@ class Keyed(jobloom.Performer[dict[str, Any], None]):
         return None
 
 
+class KeyedPaced(jobloom.Performer[dict[str, Any], None]):
+    rate_limit = "1/h burst 3"
+    concurrency_key = staticmethod(lambda p: p.get("k"))
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        return None
+
+
 @pytest.fixture
 async def app(store_url: str):
-    app = jobloom.App(store_url, performers=[Echo, Once, Keyed], auto_migrate=True, lease=5.0)
+    app = jobloom.App(store_url, performers=[Echo, Once, Keyed, KeyedPaced], auto_migrate=True, lease=5.0)
     await app.register_bindings()
     yield app
     await app.close()
@@ -226,6 +234,19 @@ async def test_dispatch_respects_binding_and_key_limits(app: jobloom.App) -> Non
     keys = sorted([(await app.get_job(c.id)).concurrency_key or "" for c in first])
     assert keys == ["a", "b"]
     assert await claim(app, "Keyed", "w2", now=now) == []
+
+
+async def test_a_job_picked_in_one_round_of_a_dispatch_is_not_picked_again(app: jobloom.App) -> None:
+    # the first round picks the unkeyed job and one of key "a", and passes over the other (its key is full);
+    # the next round reads past key "a" and finds the unkeyed job still queued: it must not pick it (and
+    # spend a token on it) again, so the third token is left for the next dispatch
+    plain = (await app.enqueue(KeyedPaced, {})).id
+    keyed = (await app.enqueue(KeyedPaced, {"k": "a"})).id
+    await app.enqueue(KeyedPaced, {"k": "a"})
+    now = time.time()
+    assert sorted(c.id for c in await claim(app, "KeyedPaced", "w1", now=now)) == sorted([plain, keyed])
+    later = (await app.enqueue(KeyedPaced, {})).id
+    assert [c.id for c in await claim(app, "KeyedPaced", "w1", now=now)] == [later]
 
 
 async def test_capacity_bounds_one_claim(app: jobloom.App) -> None:

@@ -327,11 +327,15 @@ def _read(
     """A round's candidates: those read ahead if they stand for this read, else read now. Under the
     binding's lock, the running count per key comes along (cheap, and no round trip of its own; only used
     if a candidate has a key). Without the lock, the policy is read again after the candidates, unless the
-    transaction reads one snapshot (the policy read before them is as current as they are)."""
+    transaction reads one snapshot (the policy read before them is as current as they are). The jobs
+    picked in earlier rounds are not candidates again."""
     ahead = st.read_ahead(limit)
     if ahead is not None:
         return ahead, None, None
-    read: tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None] = yield ReadCandidates(
+    cands, key_rows, fresh = yield ReadCandidates(
         sorted(st.full), limit, bool(st.policy.priority_aging),
         with_keys=st.locked and st.by_key is None, with_policy=not st.locked and not st.ask.one_snapshot)
-    return read
+    if st.selected:  # the jobs picked in an earlier round are still queued until the claim: not twice
+        picked = set(st.selected)
+        cands = [c for c in cands if c.id not in picked]
+    return cands, key_rows, fresh
