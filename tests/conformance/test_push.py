@@ -197,6 +197,41 @@ async def test_other_4xx_fail_at_once_with_status_and_body(running: list[Any], s
         assert "HTTP 422" in (done.error or "") and "unsupported codec" in (done.error or "")
 
 
+async def test_a_failed_push_stores_a_bounded_summary_never_the_answer_verbatim(
+    running: list[Any], store_url: str
+) -> None:
+    """The job's error, which every read token sees, holds the status, a short escaped excerpt of the body
+    and URLs without user info, query or fragment: never a redirect's credentials or the whole body."""
+    noise = b"\x1b[2J\x1b]0;owned\x07" + b"<html>" + b"x" * 5000 + b"TAIL-SECRET</html>"
+    redirect = (302, {"Location": "https://alice:pw-SECRET@login.example/cb?token=tok-SECRET#frag"}, noise)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: a connection error
+    async with Receiver(answers(redirect)) as rx:
+        class Moved(jobloom.HttpPerformer[dict[str, Any], Any]):
+            url = rx.url
+
+        class Gone(jobloom.HttpPerformer[dict[str, Any], Any]):
+            url = f"http://bob:pw-SECRET@127.0.0.1:{port}/hook?key=key-SECRET"
+            max_attempts = 1
+
+        app = await start(running, store_url, Moved, Gone)
+        moved = await app.wait((await app.enqueue(Moved, {})).id, timeout=10)
+        gone = await app.wait((await app.enqueue(Gone, {})).id, timeout=10)
+    assert moved.state == "failed" and gone.state == "failed"
+    error = moved.error or ""
+    assert "HTTP 302" in error and "(redirects are not followed; Location: https://login.example/cb [...])" in error
+    assert "<html>xxx" in error and len(error) < 500, error
+    assert "\\x1b[2J" in error and "\x1b" not in error and "\x07" not in error, error
+    assert "SECRET" not in error and "alice" not in error and "frag" not in error, error
+    attempt = (await app.attempts(moved.id))[0]
+    assert attempt.error == error
+    failed = gone.error or ""
+    assert f"POST http://127.0.0.1:{port}/hook [...] failed: ConnectError" in failed, failed
+    assert "SECRET" not in failed and "bob" not in failed and len(failed) < 500, failed
+
+
 async def test_a_request_past_the_timeout_is_a_timed_out_attempt(running: list[Any], store_url: str) -> None:
     async with Receiver(answers(5.0, OK)) as rx:
         class Sluggish(jobloom.HttpPerformer[dict[str, Any], Any]):

@@ -5,6 +5,12 @@ What the answer means: 2xx, succeeded (the JSON body is the result); 429 or 503,
 time ``Retry-After`` names (or after the backoff without one); any other 3xx or 4xx, a permanent failure
 with the status and an excerpt of the body; 5xx, a timeout or a connection error, a failed attempt
 (retried after the backoff). The worker's own timer stops a request at the performer's ``timeout``.
+
+The error a failed attempt stores (which every ``read`` token sees) is a bounded summary, never the
+receiver's answer verbatim: the status line, at most :data:`EXCERPT_CHARS` characters of the body on
+one line with control characters escaped, and URLs (the performer's, a redirect's ``Location``) as
+scheme, host, port and path only: user info, query and fragment, which may hold credentials, are
+never recorded.
 """
 
 from __future__ import annotations
@@ -29,11 +35,17 @@ if TYPE_CHECKING:
 
     from jobloom.engine.performer import PerformerSpec
 
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # can reorder what is shown
+
 P = TypeVar("P")
 R = TypeVar("R")
 
-EXCERPT_BYTES = 1024
-"""How much of an error response's body a failure records."""
+EXCERPT_CHARS = 200
+"""How many characters of an error response's body a failure records (on one line, escaped)."""
+EXCERPT_BYTES = 4 * EXCERPT_CHARS
+"""How much of an error response's body is read (enough for :data:`EXCERPT_CHARS` characters)."""
+URL_CHARS = 200
+"""How many characters of a URL (scheme, host, port and path) a failure records."""
 NETWORK_MARGIN = 1.0
 """Seconds past the performer's ``timeout`` at which the HTTP client gives up by itself (the worker's
 timer, at ``timeout``, normally stops the request first, and the attempt ends as ``timeout``)."""
@@ -140,9 +152,10 @@ class PushClient:
             finally:
                 await response.aclose()
         except httpx.TimeoutException as exc:
-            raise PushFailed(f"POST {performer.url} timed out ({type(exc).__name__})") from None
+            raise PushFailed(f"POST {safe_url(performer.url)} timed out ({type(exc).__name__})") from None
         except httpx.HTTPError as exc:
-            raise PushFailed(f"POST {performer.url} failed: {type(exc).__name__}: {exc}") from None
+            said = _one_line(str(exc).replace(performer.url, safe_url(performer.url)), EXCERPT_CHARS)
+            raise PushFailed(f"POST {safe_url(performer.url)} failed: {type(exc).__name__}: {said}") from None
         return _outcome(spec, response, data)
 
 
@@ -159,12 +172,43 @@ async def _read(response: httpx.Response, limit: int) -> bytes:
 
 
 def _status(response: httpx.Response) -> str:
-    return f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    return _one_line(f"HTTP {response.status_code} {response.reason_phrase}", 100)
+
+
+def _one_line(text: str, limit: int) -> str:
+    """``text`` on one line (runs of whitespace as one space), control characters and bidirectional
+    overrides escaped (``\\x1b``), cut to ``limit`` characters (``...`` says so)."""
+    text = " ".join(text.split())
+    cut = len(text) > limit
+    text = text[:limit]
+    if not text.isprintable() or any(c in _BIDI for c in text):
+        text = "".join(c if c.isprintable() and c not in _BIDI else c.encode("unicode_escape").decode("ascii")
+                       for c in text)
+    return text + ("..." if cut else "")
 
 
 def _excerpt(data: bytes) -> str:
-    text = data[:EXCERPT_BYTES].decode("utf-8", errors="replace").strip()
+    """The start of an error response's body, as a failure records it (see the module)."""
+    text = _one_line(data[:EXCERPT_BYTES].decode("utf-8", errors="replace"), EXCERPT_CHARS)
     return text or "(empty body)"
+
+
+def safe_url(url: str | None) -> str:
+    """``url`` as a failure records it: scheme, host, port and path, cut to :data:`URL_CHARS` characters;
+    user info, query and fragment (which may hold credentials) are left out, and ``[...]`` says so."""
+    import httpx
+
+    if not url:
+        return "(none)"
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "(unreadable URL)"
+    origin = ""
+    if parsed.scheme and parsed.host:
+        origin = f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port is not None else "")
+    dropped = bool(parsed.userinfo or parsed.query or parsed.fragment or "#" in url)
+    return _one_line(origin + parsed.path, URL_CHARS) + (" [...]" if dropped else "")
 
 
 def _outcome(spec: PerformerSpec, response: httpx.Response, data: bytes) -> Any:
@@ -178,7 +222,7 @@ def _outcome(spec: PerformerSpec, response: httpx.Response, data: bytes) -> Any:
             return spec.result_adapter.validate_python(value)
         except pydantic.ValidationError as exc:
             raise Permanent(f"{_status(response)}, but the response body does not match the result type: "
-                            f"{describe_validation(exc)}") from None
+                            f"{_one_line(describe_validation(exc), 2 * EXCERPT_CHARS)}") from None
     if status in (429, 503):
         after = retry_after(response.headers.get("Retry-After"))
         when = "after the backoff" if after is None else f"in {after:g} s (Retry-After)"
@@ -186,7 +230,7 @@ def _outcome(spec: PerformerSpec, response: httpx.Response, data: bytes) -> Any:
     if status >= 500:
         raise PushFailed(f"{_status(response)}: {_excerpt(data)}")
     if 300 <= status < 400:
-        where = response.headers.get("Location")
+        where = safe_url(response.headers.get("Location"))
         raise Permanent(f"{_status(response)} (redirects are not followed; Location: {where}): {_excerpt(data)}")
     raise Permanent(f"{_status(response)}: {_excerpt(data)}")
 
