@@ -163,3 +163,13 @@ def test_limits_and_pause_of_an_unknown_name_are_404_and_store_nothing(bare: Bar
     assert "Ghost" not in [b.binding for b in performing.run_sync(performing.list_bindings())]
     known = httpx.put(f"{served.url}/v1/bindings/Flaky/limits", json={"concurrency": 2}, headers=auth)
     assert known.status_code == 200 and known.json()["overrides"] == {"concurrency": 2}, known.text
+
+
+def test_the_bindings_list_shows_the_rules_a_bare_server_applies(bare: Bare) -> None:
+    served, _ = bare
+    listed = httpx.get(f"{served.url}/v1/bindings", headers=served.auth("reader")).json()["bindings"]
+    shown = {b["binding"]: b for b in listed}
+    charge = shown["ChargeCard"]
+    assert (charge["options"]["delivery"], charge["options"]["max_attempts"]) == ("at_most_once", 5)
+    assert charge["payload_schema"]["required"] == ["account", "cents"]
+    assert charge["payload_schema"]["additionalProperties"] is False

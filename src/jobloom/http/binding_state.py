@@ -8,6 +8,7 @@ store only, as with ``jobloom serve --url``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import asdict
 from datetime import datetime
@@ -123,8 +124,13 @@ def router(ctx: Context) -> APIRouter:
 
     @api.get("", response_model=BindingsOut, **read)
     async def list_bindings() -> Response:
-        """Every binding: limits in force, paused or not, jobs by state, workers, options, payload schema."""
+        """Every binding: limits in force, paused or not, jobs by state, workers, options, payload schema
+        (on a bare store's server, those its performing app stored; null for a binding it cannot enqueue)."""
         found = await app.list_bindings()
+        if ctx.named:  # the options and schema each binding is enqueued by here
+            for info in found:
+                with contextlib.suppress(UnknownBinding):
+                    await ctx.spec(info.binding)
         return json_response(dumps({"bindings": [describe(ctx, b) for b in found]}))
 
     @api.post("/{name}/pause", response_model=BindingOut, **operate)
