@@ -106,9 +106,31 @@ def private_schema(prefix: str = "jl_test") -> Iterator[str]:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+@pytest.fixture(scope="session")
+def _schema_pool() -> Iterator[Any]:
+    """Migrated schemas of the test server, reused test after test (``tests/pg_schemas.py``)."""
+    from tests.pg_schemas import SchemaPool
+
+    pool = SchemaPool(POSTGRES_URL)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
 @pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A PostgreSQL URL with a private schema for this test, dropped afterwards."""
+def postgres_url(_schema_pool: Any) -> Iterator[str]:
+    """A PostgreSQL URL with a private schema for this test, migrated, that no other test sees
+    meanwhile; afterwards emptied back to what a new schema is, or dropped (``tests/pg_schemas.py``).
+    Its connections name the schema as their ``application_name``."""
+    require_postgres()
+    with _schema_pool.lease() as url:
+        yield url
+
+
+@pytest.fixture
+def empty_postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL with a private schema for this test that nothing has migrated, dropped afterwards."""
     with private_schema() as url:
         yield url
 

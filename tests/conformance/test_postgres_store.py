@@ -108,8 +108,8 @@ async def test_a_url_libpq_cannot_read_fails_at_once_naming_the_parameter() -> N
 # -- migrations ---------------------------------------------------------------------------------------
 
 
-async def test_migrations_apply_once_and_are_recorded(postgres_url: str) -> None:
-    s = PostgresStore(postgres_url)
+async def test_migrations_apply_once_and_are_recorded(empty_postgres_url: str) -> None:
+    s = PostgresStore(empty_postgres_url)
     try:
         assert await s.applied_migrations() == []
         names = [m.name for m in load_migrations("postgres")]

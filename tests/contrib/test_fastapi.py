@@ -42,8 +42,8 @@ async def test_the_lifespan_opens_the_store_at_start_up_and_closes_it(store_url:
     assert app.store_if_open() is None
 
 
-async def test_a_store_without_its_tables_fails_the_start_up(postgres_url: str) -> None:
-    app = jobloom.App(postgres_url, performers=[Ping])  # PostgreSQL: no auto-migration
+async def test_a_store_without_its_tables_fails_the_start_up(empty_postgres_url: str) -> None:
+    app = jobloom.App(empty_postgres_url, performers=[Ping])  # PostgreSQL: no auto-migration
     api = FastAPI(lifespan=lifespan(app))
     with pytest.raises(jobloom.MigrationsMissing):
         async with api.router.lifespan_context(api):

@@ -1,0 +1,79 @@
+"""The schema pool of ``postgres_url``: a reused schema is as new, and one that a test changed is not reused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import POSTGRES_URL, require_postgres
+from tests.pg_schemas import SchemaPool, _figures, _fingerprint
+
+
+@pytest.fixture
+def pool() -> Iterator[SchemaPool]:
+    require_postgres()
+    pool = SchemaPool(POSTGRES_URL, prefix="jl_pooltest")
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+_ROW = "(binding, payload, state, max_attempts, delivery, created_at, run_at) SELECT 'b', '{}', 'queued', 1, " \
+       "'at_least_once', 0, 0"
+
+
+def _write(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO jobloom_jobs {_ROW} FROM generate_series(1, 500)")
+        conn.execute("ANALYZE jobloom_jobs")
+
+
+def test_a_schema_comes_back_as_new(pool: SchemaPool) -> None:
+    import psycopg
+
+    with pool.lease() as url:
+        schema = url.rsplit("=", 1)[1]  # the application_name
+        _write(url)
+    assert pool.free == [schema], "an emptied schema is kept"
+    with pool.lease() as again, psycopg.connect(again, autocommit=True) as conn:
+        assert again == url
+        assert conn.execute("SELECT count(*) FROM jobloom_jobs").fetchone() == (0,)
+        assert conn.execute(f"INSERT INTO jobloom_jobs {_ROW} RETURNING id").fetchone() == (1,), "ids restart"
+        conn.execute("DELETE FROM jobloom_jobs")
+    with pool.lease() as third, psycopg.connect(third, autocommit=True) as conn:
+        fresh, figures, _ = pool.fresh[schema]
+        assert _fingerprint(conn, schema) == fresh
+        assert _figures(conn, schema) == figures, "the planner sees what it saw of the new schema"
+
+
+@pytest.mark.parametrize("change", [
+    "CREATE TABLE extra (x int)",
+    "CREATE INDEX extra ON jobloom_jobs (priority)",
+    "ALTER TABLE jobloom_jobs ALTER COLUMN priority SET DEFAULT 7",
+    "DELETE FROM jobloom_migrations WHERE version = (SELECT max(version) FROM jobloom_migrations)",
+])
+def test_a_schema_changed_beyond_its_rows_is_dropped(pool: SchemaPool, change: str) -> None:
+    import psycopg
+
+    with pool.lease() as url, psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(change)
+        schema = url.rsplit("=", 1)[1]
+    assert pool.free == []
+    with psycopg.connect(POSTGRES_URL) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema]).fetchone() == (0,)
+
+
+def test_a_schema_still_in_use_is_dropped(pool: SchemaPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    monkeypatch.setattr("tests.pg_schemas.CONNECTIONS_GONE", 0.1)
+    with pool.lease() as url:
+        left = psycopg.connect(url, autocommit=True)  # a worker the test forgot to stop
+    try:
+        assert pool.free == []
+    finally:
+        left.close()
