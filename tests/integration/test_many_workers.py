@@ -1,5 +1,6 @@
 """Many worker processes, few connections: 32 ``jobloom worker --pool-max 2`` processes against one
-PostgreSQL with ``max_connections`` as shipped (100) drain 20,000 jobs with a binding's limit exact;
+PostgreSQL with ``max_connections`` as shipped (100), all connected, drain 4,000 jobs with a binding's
+limit exact;
 a worker whose connections do not fit the server's budget fails at start, saying so.
 
 Both run on a private server (``tests/pg_private.py``): the shared test server's connections are other
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial]  # 32 processes on 2 cores: 
 
 PROCESSES = 32
 POOL_MAX = 2
-NOOPS, GATED, LIMIT = 18_000, 2_000, 4
+NOOPS, GATED, LIMIT = 3_600, 400, 4  # enqueued once every worker is connected: all 32 contend for them
 APP = '''
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ async def _app(folder: Path, url: str) -> jobloom.App:
     return app
 
 
-async def test_32_worker_processes_with_capped_pools_drain_20000_jobs_with_exact_limits(
+async def test_32_worker_processes_with_capped_pools_drain_4000_jobs_with_exact_limits(
         server: PrivateServer, tmp_path: Path) -> None:
     app = await _app(tmp_path, server.url)
     procs: list[subprocess.Popen[bytes]] = []
@@ -126,11 +127,15 @@ async def test_32_worker_processes_with_capped_pools_drain_20000_jobs_with_exact
 
     sampler = threading.Thread(target=sample, daemon=True)
     try:
-        await app.enqueue_many([("Noop", {"i": i}) for i in range(NOOPS)] + [("Gated", {"i": i}) for i in range(GATED)])
         sampler.start()
-        started = time.monotonic()
+        launched = time.monotonic()
         procs = [_worker(tmp_path, server.url, f"w{i}", "--pool-max", str(POOL_MAX), "--concurrency", "20")
                  for i in range(PROCESSES)]
+        await eventually(lambda: sum(name.startswith("w") for name in list(peaks)) == PROCESSES, timeout=120,
+                         interval=0.2, what=f"all {PROCESSES} worker processes connected")
+        started = time.monotonic()
+        connected = started - launched
+        await app.enqueue_many([("Noop", {"i": i}) for i in range(NOOPS)] + [("Gated", {"i": i}) for i in range(GATED)])
 
         async def drained() -> bool:
             counts = await app.counts(finished=True)
@@ -138,7 +143,7 @@ async def test_32_worker_processes_with_capped_pools_drain_20000_jobs_with_exact
             assert all(p.poll() is None for p in procs), "a worker process ended"
             return done == NOOPS + GATED
 
-        await eventually(drained, timeout=900, interval=1.0, what="20,000 jobs succeeded")
+        await eventually(drained, timeout=900, interval=1.0, what=f"{NOOPS + GATED} jobs succeeded")
         took = time.monotonic() - started
     finally:
         sampling.set()
@@ -153,7 +158,8 @@ async def test_32_worker_processes_with_capped_pools_drain_20000_jobs_with_exact
     assert now == 0 and peak <= LIMIT, f"peak simultaneous Gated runs was {peak}, the limit is {LIMIT}"
     workers = {name: n for name, n in peaks.items() if name.startswith("w")}
     assert len(workers) == PROCESSES and max(workers.values()) <= POOL_MAX + 1, workers
-    print(f"many workers: {PROCESSES} processes drained {NOOPS + GATED} jobs in {took:.1f} s; connections per "
+    print(f"many workers: {PROCESSES} processes connected in {connected:.1f} s and drained {NOOPS + GATED} jobs in "
+          f"{took:.1f} s; connections per "
           f"process at most {max(workers.values())}, the server's client connections at most {total_peak[0]}; "
           f"Gated peak {peak}")
 
