@@ -11,7 +11,7 @@ By language:
   myapp.jobs:app`` for the page on a free port (the blocks' ``localhost:8080`` is replaced by it)
   with ``$JOBLOOM_TOKEN`` (scope admin) and ``$WORKER_TOKEN`` (scope worker) set. ``curl`` fails the
   block on an answer that no example expects: no connection, 401, 403, 404, 405, 415 or a 5xx.
-- ```json, ```toml, ```yaml: parsed (a json block may also be JSON lines).
+- ```json, ```toml, ```yaml, ```ini: parsed (a json block may also be JSON lines; ini as systemd reads a unit).
 - ```text, ```mermaid and unlabelled blocks show output or drawings: nothing to run (the architecture
   page's state diagram is checked by tests/unit/test_architecture_doc.py).
 - any other language: only with a skip directive.
@@ -28,6 +28,7 @@ Any new block, on any page, is checked the same way, with no change here.
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import re
@@ -51,7 +52,7 @@ DIRECTIVE = re.compile(r"^<!--\s*snippet:\s*(?P<kind>[\w-]+)\s*(?P<reason>.*?)\s
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>[\w+-]*)\s*$")
 KINDS = ("continues", "postgres", "skip")
 SHELL = ("bash", "sh", "shell")
-PARSED = ("json", "toml", "yaml")
+PARSED = ("json", "toml", "yaml", "ini")
 SHOWN = ("", "text", "mermaid")
 SERVER = "localhost:8080"
 
@@ -193,10 +194,15 @@ def test_data_block_parses(snippet: Snippet) -> None:
                 json.loads(line)
     elif snippet.lang == "toml":
         tomllib.loads(snippet.code)
+    elif snippet.lang == "ini":
+        units = configparser.ConfigParser(strict=False, interpolation=None)
+        units.optionxform = str  # type: ignore[assignment,method-assign]
+        units.read_string(snippet.code)
+        assert units.sections(), f"{snippet.where}: no section"
     else:
         import yaml
 
-        yaml.safe_load(snippet.code)
+        list(yaml.safe_load_all(snippet.code))
 
 
 # -- shell ------------------------------------------------------------------------------------------
@@ -280,3 +286,25 @@ def test_shell_blocks_of_the_page_run_as_written(page: str, tmp_path: Path) -> N
 @contextmanager
 def _nothing() -> Iterator[tuple[str, dict[str, str]]]:
     yield "", {}
+
+
+# -- the README as a front page ---------------------------------------------------------------------
+
+FIGURE = re.compile(r"\b\d[\d,.]*\s*(?:jobs/s|jobs per second|ms per|µs per|MB\b)")
+
+
+def test_the_readme_is_a_front_page_of_at_most_200_lines() -> None:
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: move the detail into docs/"
+    for page in ("docs/tutorials/first-job.md", "docs/reference/cli.md", "docs/explanation/performance.md"):
+        assert f"]({page})" in README.read_text(), f"the README does not link {page}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_benchmark_figures_live_on_the_performance_page_only(page: Path) -> None:
+    """Every figure is in one place, with its date, machine and command: benchmarks/RESULTS.md, or the
+    performance page for the few measured elsewhere; every other page links there."""
+    if page.name == "performance.md":
+        return
+    found = [m.group(0) for m in FIGURE.finditer(page.read_text())]
+    assert not found, f"{page.relative_to(ROOT)} quotes figures {found}: link the performance page instead"

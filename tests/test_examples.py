@@ -1,4 +1,4 @@
-"""The examples run as the README says."""
+"""The examples run as the documentation says."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ and jobloom use the PostgreSQL at ``--postgres-url`` (Procrastinate a database o
 a fresh schema). What each measurement is: ``protocol.py``.
 
 The table is written to ``benchmarks/peers/results.md`` and between the ``peers`` markers of
-``benchmarks/RESULTS.md`` and ``README.md``; raw figures to ``benchmarks/peers/results.json``.
+``benchmarks/RESULTS.md`` (the one place for figures); raw figures to ``benchmarks/peers/results.json``.
 """
 
 from __future__ import annotations
@@ -166,7 +166,6 @@ def main() -> int:
         (HERE / "results.json").write_text(json.dumps({"meta": meta, "reports": reports}, indent=1) + "\n")
         (HERE / "results.md").write_text("# jobloom and its peers\n\n" + text + "\n")
         replace_block(ROOT / "benchmarks" / "RESULTS.md", text)
-        replace_block(ROOT / "README.md", text)
     return 0
 
 

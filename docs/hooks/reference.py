@@ -76,9 +76,9 @@ def cli_reference() -> str:
     from jobloom.cli.usage import plain_flags
 
     command = plain_flags(typer.main.get_command(cli))
-    parts = ["## jobloom", "", "```text", _help(command, []), "```", ""]
+    parts = ["### jobloom", "", "```text", _help(command, []), "```", ""]
     for path in _commands(command, []):
-        parts += [f"## jobloom {' '.join(path)}", "", "```text", _help(command, path), "```", ""]
+        parts += [f"### jobloom {' '.join(path)}", "", "```text", _help(command, path), "```", ""]
     return "\n".join(parts)
 
 

@@ -1,6 +1,6 @@
 """jobloom: background jobs for Python with exact limits, retries, leases and history.
 
-The public names are re-exported here; see the README for a tour. They are imported when first
+The public names are re-exported here; see the documentation site (docs/) for a tour. They are imported when first
 used (``jobloom.App`` imports the app's modules then), so that a process which needs one small part
 of the package (the worker supervisor, which never loads the app) does not pay for all of it.
 """

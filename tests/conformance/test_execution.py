@@ -239,7 +239,7 @@ async def test_rate_limit_with_burst_one_delivers_its_rate(app: jobloom.App) -> 
     await app.set_limits("Throttled", rate_limit="50/s")
     await app.enqueue_many([(Throttled, {"n": i}) for i in range(76)])
     # a worker of this binding alone: one serving many pays a round trip per binding in each cycle on
-    # PostgreSQL, and a cycle in progress when the token is due starts it late (README: Rate limits)
+    # PostgreSQL, and a cycle in progress when the token is due starts it late (docs: Rate limits)
     worker, task = await run_worker(app, concurrency=10, bindings=["Throttled"])
     try:
         # polled seldom: reading 76 jobs takes this event loop (the worker's too) a few milliseconds

@@ -20,7 +20,7 @@ OPEN = {("GET", "/v1/health")}
 
 
 def scope_of(method: str, path: str) -> str | None:
-    """The scope each operation needs, as the README states it."""
+    """The scope each operation needs, as the documentation states it."""
     if (method, path) in OPEN:
         return None
     if method == "GET":

@@ -171,7 +171,7 @@ async def test_limits_hold_across_four_hosts(network: Network, tmp_path: Path) -
 
     # the rate limit, from every start in the attempts history (one attempt per job): no window of W
     # seconds (W >= 1) holds more than burst (1) + 50 W starts, and the rate over the whole run is not
-    # above 50/s by more than 5 %. Delivered: with a burst of 1 a token taken late is lost (README, "Rate
+    # above 50/s by more than 5 %. Delivered: with a burst of 1 a token taken late is lost (docs: dispatch.md, "Rate
     # limits"), and on 2 cores running 8 workers, the server and the Capped jobs, some handoffs between
     # workers come milliseconds late (46.5 to 49 per second measured here, a median gap of 20.0 ms; a
     # busier machine, 21.7 ms): the bounds below leave room for that and still fail a handoff that waits

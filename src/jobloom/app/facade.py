@@ -382,7 +382,7 @@ class App:
         """Start a run of ``flow`` with ``input``; the same ``id`` again returns the same run.
 
         ``deadline`` (seconds, a positive finite number; default: the flow's ``deadline``): past it, the
-        run is stopped and fails (see the README's flow section). An ``input`` function of a root node
+        run is stopped and fails (see docs/how-to/flows.md). An ``input`` function of a root node
         that raises refuses the run (``FlowError``); one of a later node fails that node when it would run.
         """
         return await self._flow_ops.start(flow, input, id=id, deadline=deadline)

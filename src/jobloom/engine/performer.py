@@ -31,7 +31,7 @@ MAX_RESULT_BYTES = 128 * 1024
 
 class Performer(Generic[P, R]):
     """Subclass and implement ``perform``; class attributes are the binding's options
-    (see the README's option table).
+    (see the option table in docs/reference/configuration.md).
 
     ``async def perform`` runs on the worker's event loop; a plain ``def perform`` runs in a thread,
     or in a child process with ``isolation = "process"`` (so that a timeout or a cancel can kill it).

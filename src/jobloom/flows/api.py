@@ -129,7 +129,7 @@ class FlowOps:
         """Start a run of ``flow`` with ``input``; the same ``id`` again returns the same run.
 
         ``deadline`` (seconds, a positive finite number; default: the flow's ``deadline``): past it, the
-        run is stopped and fails (see the README's flow section). An ``input``
+        run is stopped and fails (see docs/how-to/flows.md). An ``input``
         function of a root node that raises refuses the run (``FlowError``); one of a later node
         fails that node with the error when it would run.
         """
