@@ -21,12 +21,11 @@ ALLOWED: dict[str, int] = {
     "jobloom/engine/payload_keys.py:key_checker.make": 63,
     "jobloom/engine/worker.py:Worker._cycle": 108,
     "jobloom/engine/worker.py:Worker._cycle.work": 67,
-    "jobloom/engine/coordinator.py:report": 102,
     "jobloom/flows/runs.py:on_finished": 66,
 }
 """Functions over the limit, by ``path:qualified name``, with their length in lines when listed."""
 
-ALLOWED_MODULES: dict[str, int] = {"jobloom/core/rows.py": 513}
+ALLOWED_MODULES: dict[str, int] = {}
 """Modules over the limit, with their length in lines when listed."""
 
 

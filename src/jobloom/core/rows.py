@@ -11,6 +11,31 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+# the records of flow runs live in a module of their own; importers may take them from here
+from jobloom.core.run_rows import (
+    ChildRow,
+    NewChildRow,
+    NodeResultRow,
+    NodeRow,
+    NodeStateRow,
+    RunJobRow,
+    RunRow,
+    RunsJobRow,
+    RunStateRow,
+)
+
+__all__ = [  # the re-exported flow records (every record defined below is public too)
+    "ChildRow",
+    "NewChildRow",
+    "NodeResultRow",
+    "NodeRow",
+    "NodeStateRow",
+    "RunJobRow",
+    "RunRow",
+    "RunStateRow",
+    "RunsJobRow",
+]
+
 
 class JobRow(NamedTuple):
     """A job as the API reads it."""
@@ -276,92 +301,6 @@ class StepRow(NamedTuple):
 
     name: str
     result: str | None
-
-
-class RunRow(NamedTuple):
-    """A flow run (``jobloom_runs``)."""
-
-    id: str
-    flow: str
-    state: str
-    input: str
-    graph: str
-    deadline: float | None
-    parent_job_id: int | None
-    depth: int
-    error: str | None
-    created_at: float
-    finished_at: float | None
-    deadline_seconds: float | None
-
-
-class RunStateRow(NamedTuple):
-    """A run's id and state."""
-
-    id: str
-    state: str
-
-
-class RunJobRow(NamedTuple):
-    """A job of a run."""
-
-    id: int
-    node: str | None
-    state: str
-    result: str | None
-    error: str | None
-    attempt: int
-    binding: str
-
-
-class RunsJobRow(NamedTuple):
-    """A job of one of several runs."""
-
-    id: int
-    node: str | None
-    state: str
-    result: str | None
-    error: str | None
-    attempt: int
-    binding: str
-    run_id: str | None
-
-
-class NodeRow(NamedTuple):
-    """A node of a run."""
-
-    node: str | None
-
-
-class NodeStateRow(NamedTuple):
-    """A node's state."""
-
-    node: str | None
-    state: str
-
-
-class NodeResultRow(NamedTuple):
-    """A node's state and result."""
-
-    node: str | None
-    state: str
-    result: str | None
-
-
-class ChildRow(NamedTuple):
-    """A fan-out child's end."""
-
-    node: str | None
-    state: str
-    result: str | None
-    error: str | None
-
-
-class NewChildRow(NamedTuple):
-    """A child job just inserted."""
-
-    id: int
-    binding: str
 
 
 class StoredScheduleRow(NamedTuple):

@@ -20,15 +20,16 @@ from typing import Any
 
 from jobloom.core import lifecycle
 from jobloom.core.errors import InvalidTransition, JobNotFound
+from jobloom.core.options import Backoff
 from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
-from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
 from jobloom.engine.dispatch import candidate_reads, merge_by_age
 from jobloom.engine.dispatch import dispatch as dispatch
-from jobloom.engine.hooks import EngineHooks, Finished
+from jobloom.engine.hooks import EngineHooks
 from jobloom.engine.jobs import CycleReads, NewJob, Outcome, Prefetched, ReportResult, emit, event
+from jobloom.engine.report_plan import ReportPlan, attempt_row, needs_backoff, spawn_questions, unique, verdict
 from jobloom.store.base import Tx
 
 LEASE_GRACE = 1.0
@@ -100,25 +101,21 @@ def _with_event(job: NewJob) -> dict[str, Any]:
     return row
 
 
-_SUCCEEDED = lifecycle.Transition("succeeded")
-_FAILED = lifecycle.Transition("failed")
-
-
-async def report(  # noqa: C901 (tests/test_code_shape.py)
+async def report(
     tx: Tx, outcomes: Sequence[Outcome], now: float, *, hooks: EngineHooks,
     locked: list[RunningRow] | None = None,
 ) -> ReportResult:
     """Apply attempt outcomes. A report for an attempt that is no longer running is never applied.
 
     ``locked``: the outcomes' jobs as ``lock_running`` read and locked them in this transaction, after
-    the runs of the outcomes (:attr:`Outcome.run_id`), as :func:`read_cycle` does."""
+    the runs of the outcomes (:attr:`Outcome.run_id`), as :func:`read_cycle` does.
+
+    What each outcome does is decided by :mod:`~jobloom.engine.report_plan` from the rows read here;
+    this function reads them, fences stale reports off, and writes the plan."""
     result = ReportResult()
     if not outcomes:
         return result
-    unique: dict[tuple[int, int], Outcome] = {}
-    for o in outcomes:
-        unique.setdefault((o.job_id, o.attempt), o)
-    outcomes = list(unique.values())
+    outcomes = unique(outcomes)
     held = sorted({o.run_id for o in outcomes if o.run_id is not None})
     if locked is None:  # the runs first, then the jobs (in one batch: they run in this order)
         *_, rows = await tx.fetch_batch([*((Q.lock_run, {"id": run_id}) for run_id in held),
@@ -126,108 +123,43 @@ async def report(  # noqa: C901 (tests/test_code_shape.py)
     else:
         rows = locked
     current: dict[int, RunningRow] = {r.id: r for r in rows}
-    finishes: list[dict[str, Any]] = []
-    attempts: list[dict[str, Any]] = []
-    backoffs: dict[str, Any] = {}
-    events: list[dict[str, Any]] = []
-    in_runs: list[Finished] = []
     # an outcome without its run id (a caller that did not know it) has its run locked late, out of order
     for run_id in sorted({r.run_id for r in rows if r.run_id is not None} - set(held)):
         await tx.fetchone(Q.lock_run, {"id": run_id})
-    spawned = await _spawned(tx, outcomes, current, hooks)
-    moved: set[int] = set()  # jobs an earlier outcome of this report moved: no longer running
+    asked = spawn_questions(outcomes, current)
+    spawned = await hooks.spawned(tx, asked) if asked else {}
     snoozing = [o.job_id for o in outcomes if o.kind == lifecycle.SNOOZED]
     snoozes = {r.id: r.snoozes for r in await tx.fetch(Q.get_snoozes, {"ids": snoozing})} if snoozing else {}
-    snoozed: list[dict[str, Any]] = []
-    holds: list[dict[str, Any]] = []
+    backoffs: dict[str, Backoff] = {}
+    plan = ReportPlan(now)
     for o in outcomes:
         row = current.get(o.job_id)
-        if row is None or row.state != "running" or row.attempt != o.attempt or o.job_id in moved:
+        if row is None or not plan.live(o, row):
             await _stale(tx, o, now, result)
             continue
-        binding, run_id, node = row.binding, row.run_id, row.node
-        if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, run_id, node, hooks):
+        if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, row.run_id, row.node, hooks):
             o.retry_after = now
-        if o.kind == lifecycle.SUCCEEDED and o.job_id in spawned:  # a flow node that spawned children
-            active, spawn_error = spawned[o.job_id]
-            if active:  # it waits (no worker, no slot) with its result; its last child settles it
-                holds.append({"id": o.job_id, "attempt": o.attempt, "result": o.result, "payload": o.payload})
-                attempts.append(_attempt_row(o))
-                events.append(event(now, o.job_id, binding, "waiting", o.attempt, o.finished_at - o.started_at))
-                moved.add(o.job_id)
-                continue
-            if spawn_error is not None:
-                o.error = spawn_error
-            nxt = _FAILED if spawn_error is not None else _SUCCEEDED
-        elif o.kind == lifecycle.SUCCEEDED:
-            nxt = _SUCCEEDED
-        else:
-            if binding not in backoffs:
-                backoffs[binding] = policy_from_row(await tx.fetchone(Q.get_binding, {"binding": binding}))[2]
-            nxt = lifecycle.next_state(
-                o.kind, now=now, attempt=row.attempt, retries_from=row.retries_from, max_attempts=row.max_attempts,
-                delivery=row.delivery, cancel_requested=bool(row.cancel_requested), backoff=backoffs[binding],
-                retry_after=o.retry_after, rng=_rng,
-                snoozes=snoozes.get(o.job_id, 0), max_snoozes=o.max_snoozes or lifecycle.DEFAULT_MAX_SNOOZES,
-            )
-            if o.kind == lifecycle.SNOOZED and nxt.state == "scheduled":  # no attempt spent, one snooze counted
-                snoozed.append({"id": o.job_id, "attempt": o.attempt, "run_at": nxt.run_at})
-                attempts.append(_attempt_row(o))
-                events.append(event(now, o.job_id, binding, "snoozed", o.attempt, o.finished_at - o.started_at))
-                moved.add(o.job_id)
-                continue
-            if o.kind == lifecycle.SNOOZED and nxt.state == "failed":
-                o.error = (f"snoozed {snoozes.get(o.job_id, 0)} times, the most its performer's max_snoozes allows: "
-                           "failed rather than snoozed again")
-        finished = nxt.state != "scheduled"
-        suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
-        finishes.append({
-            "id": o.job_id, "attempt": o.attempt, "state": nxt.state, "result": o.result,
-            "error": storable_text(o.error, MAX_ERROR_BYTES),
-            "run_at": nxt.run_at if nxt.run_at is not None else now,
-            "finished_at": now if finished else None, "refund": 1 if suspended else 0, "payload": o.payload,
-        })
-        attempts.append(_attempt_row(o))
-        kind = "suspended" if suspended else ("retried" if nxt.state == "scheduled" else nxt.state)
-        events.append(event(now, o.job_id, binding, kind, o.attempt, o.finished_at - o.started_at))
-        if finished:
-            result.finished.append(o.job_id)
-            if run_id is not None:
-                in_runs.append((o.job_id, run_id, node, nxt.state))
-        moved.add(o.job_id)
-    await tx.executemany("finish_attempt", finishes)
-    if snoozed:
-        await tx.executemany("snooze_attempt", snoozed)
-    if holds:
-        await tx.executemany("hold_node", holds)
-    await tx.executemany("insert_attempt", attempts)
-    await emit(tx, events)
-    result.applied += len(finishes) + len(holds) + len(snoozed)
-    if in_runs:
-        await hooks.finished(tx, in_runs, now)
+        if needs_backoff(o) and row.binding not in backoffs:
+            backoffs[row.binding] = policy_from_row(await tx.fetchone(Q.get_binding, {"binding": row.binding}))[2]
+        plan.add(o, row, verdict(o, row, now, spawned=spawned.get(o.job_id), snoozes=snoozes.get(o.job_id, 0),
+                                 backoff=backoffs.get(row.binding), rng=_rng))
+    await _write_report(tx, plan, hooks)
+    result.applied += plan.applied
+    result.finished += plan.finished
     return result
 
 
-async def _spawned(
-    tx: Tx, outcomes: Sequence[Outcome], current: dict[int, RunningRow], hooks: EngineHooks
-) -> dict[int, tuple[bool, str | None]]:
-    """For each succeeding flow job that spawned children (``<node>/<child>``, under its run's lock):
-    whether one is still active, and the error if one did not succeed. One batch, on a small index."""
-    asked = [(o.job_id, row.run_id, row.node) for o in outcomes
-             if o.kind == lifecycle.SUCCEEDED and (row := current.get(o.job_id)) is not None
-             and row.state == "running" and row.attempt == o.attempt and row.run_id is not None
-             and row.node is not None]
-    if not asked:
-        return {}
-    return await hooks.spawned(tx, asked)
-
-
-def _attempt_row(o: Outcome) -> dict[str, Any]:
-    return {
-        "job_id": o.job_id, "attempt": o.attempt, "worker": o.worker, "started_at": o.started_at,
-        "finished_at": o.finished_at, "outcome": o.kind, "error": storable_text(o.error, MAX_ERROR_BYTES),
-        "traceback": storable_text(o.traceback, MAX_TRACEBACK_BYTES),
-    }
+async def _write_report(tx: Tx, plan: ReportPlan, hooks: EngineHooks) -> None:
+    """Write what a report plan decided, and tell the flows which of their jobs finished."""
+    await tx.executemany("finish_attempt", plan.finishes)
+    if plan.snoozed:
+        await tx.executemany("snooze_attempt", plan.snoozed)
+    if plan.holds:
+        await tx.executemany("hold_node", plan.holds)
+    await tx.executemany("insert_attempt", plan.attempts)
+    await emit(tx, plan.events)
+    if plan.in_runs:
+        await hooks.finished(tx, plan.in_runs, plan.now)
 
 
 async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None, hooks: EngineHooks) -> bool:
@@ -249,7 +181,7 @@ async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
         return
     result.stale.append(o.job_id)
     if prior is None:
-        await tx.execute("insert_attempt", _attempt_row(o) | {"outcome": "lost", "error": "lease lost"})
+        await tx.execute("insert_attempt", attempt_row(o) | {"outcome": "lost", "error": "lease lost"})
     await tx.execute(
         "record_stale_report", {"job_id": o.job_id, "attempt": o.attempt, "outcome": o.kind, "at": now}
     )
@@ -412,7 +344,7 @@ async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
     row = await tx.fetchone(Q.fail_attempt, {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
     if row is None:
         return False
-    await tx.execute("insert_attempt", _attempt_row(o) | {"outcome": lifecycle.PERMANENT})
+    await tx.execute("insert_attempt", attempt_row(o) | {"outcome": lifecycle.PERMANENT})
     await emit(tx, [event(now, o.job_id, row.binding, "failed", o.attempt, o.finished_at - o.started_at)])
     return True
 
