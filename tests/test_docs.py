@@ -150,7 +150,7 @@ def _run(snippet: Snippet, program: str, folder: Path) -> None:
     script = folder / "snippet.py"
     script.write_text(program)
     done = subprocess.run([sys.executable, str(script)], cwd=folder, env=_env(), capture_output=True, text=True,
-                          timeout=90)
+                          timeout=300)
     assert done.returncode == 0, f"{snippet.where}: the snippet failed:\n{program}\n{done.stdout}\n{done.stderr}"
 
 
@@ -277,8 +277,9 @@ def test_shell_blocks_of_the_page_run_as_written(page: str, tmp_path: Path) -> N
         env.update(tokens)
         for block in blocks:
             program = block.code.replace(SERVER, address) if address else block.code
+            # a generous bound: a block of 20 commands, each starting Python, takes a minute on a loaded machine
             done = subprocess.run(["bash", "-euo", "pipefail", "-c", CURL + program], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=90)
+                                  capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, (
                 f"{block.where}: the block failed (status {done.returncode}):\n{program}\n{done.stdout}\n{done.stderr}")
 
