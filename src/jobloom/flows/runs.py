@@ -14,7 +14,8 @@ never the results or every child of a fan-out.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobloom.core.errors import InvalidTransition, JobloomError
@@ -133,7 +134,7 @@ Move = tuple[Query[Any] | str, dict[str, Any], str | None]
 """A statement on a run's jobs or its row, its parameters, and the event its returned jobs record."""
 
 
-async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str]], now: float) -> None:  # noqa: C901 (tests/test_code_shape.py)
+async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str]], now: float) -> None:
     """Nodes reached a terminal state: queue ready downstream nodes, skip failed branches, settle nodes
     waiting for what they spawned, end runs.
 
@@ -148,43 +149,12 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
     by_run: dict[str, list[tuple[str | None, str]]] = {}
     for _, run_id, node, state in finished:
         by_run.setdefault(run_id, []).append((node, state))
-    order = sorted(by_run)
-    queries: list[tuple[Query[Any], dict[str, Any] | None]] = []
-    parents: list[tuple[str, str]] = []
-    owners: list[tuple[str, str]] = []
-    for run_id in order:
-        queries += [(Q.lock_run, {"id": run_id}), (Q.node_states, {"run_id": run_id})]
-        nodes = [n for n, _ in by_run[run_id] if n is not None]
-        for parent in sorted({n.split(":", 1)[0] for n in nodes if ":" in n and "/" not in n}):
-            parents.append((run_id, parent))
-            queries.append((Q.child_active, {"run_id": run_id, **child_range(parent)}))
-        for owner in sorted({spawn_owner(n) or "" for n in nodes if "/" in n}):
-            owners.append((run_id, owner))
-            queries += [(Q.node_results, {"run_id": run_id, "nodes": [owner]}),
-                        (Q.spawned_of, {"run_id": run_id, **spawn_range(owner)})]
-    reads = iter(await tx.fetch_batch(queries))
-    runs: list[tuple[RunRow, dict[str | None, str]]] = []
-    done: set[tuple[str, str]] = set()
-    settle: list[Move] = []
-    for run_id in order:
-        found, states = next(reads), {r.node: r.state for r in next(reads)}
-        for rid, parent in parents:
-            if rid == run_id and not next(reads):
-                done.add((run_id, parent))
-        for rid, owner in owners:
-            if rid == run_id:
-                owner_rows, spawned = next(reads), next(reads)
-                busy, error = spawned_outcome(spawned)
-                if owner_rows and owner_rows[0].state == "waiting" and not busy:
-                    state = "failed" if error else "succeeded"
-                    settle.append((Q.settle_node, {"run_id": run_id, "node": owner, "state": state, "error": error,
-                                                   "now": now}, state))
-        if found:
-            runs.append((found[0], states))
+    asked = _asked(by_run)
+    read = _read(asked, iter(await tx.fetch_batch(asked.queries)), now)
     moves: list[Move] = []
     ending: list[tuple[RunRow, dict[str | None, str]]] = []
-    for run, states in runs:
-        moves += _moves(run, by_run[run.id], states, done, now)
+    for run, states in read.runs:
+        moves += _moves(run, by_run[run.id], states, read.done, now)
         if not any(s in ACTIVE_STATES for s in states.values()):
             ending.append((run, states))
     if ending:
@@ -193,12 +163,71 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
             if not rows:
                 moves += _end(run, states, now)
     await _apply(tx, moves, now)
-    if settle:  # the settled nodes finished: their downstream, their run, their own owner move on
-        results = await _apply(tx, settle, now)
+    if read.settle:  # the settled nodes finished: their downstream, their run, their own owner move on
+        results = await _apply(tx, read.settle, now)
         settled = [(r.id, str(params["run_id"]), str(params["node"]), str(params["state"]))
-                   for (_, params, _), rows in zip(settle, results, strict=True) for r in rows]
+                   for (_, params, _), rows in zip(read.settle, results, strict=True) for r in rows]
         if settled:
             await on_finished(tx, settled, now)
+
+
+@dataclass
+class _Asked:
+    """What :func:`on_finished` reads in its first batch: per run (in run id order) its lock and node
+    states, then for each fan-out ``parents`` whether a child is active, for each spawning node of
+    ``owners`` its state and what it spawned."""
+
+    order: list[str]
+    queries: list[tuple[Query[Any], dict[str, Any] | None]] = field(default_factory=list)
+    parents: list[tuple[str, str]] = field(default_factory=list)
+    owners: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _asked(by_run: dict[str, list[tuple[str | None, str]]]) -> _Asked:
+    """The first batch's reads for the nodes that finished, by run."""
+    asked = _Asked(sorted(by_run))
+    for run_id in asked.order:
+        asked.queries += [(Q.lock_run, {"id": run_id}), (Q.node_states, {"run_id": run_id})]
+        nodes = [n for n, _ in by_run[run_id] if n is not None]
+        for parent in sorted({n.split(":", 1)[0] for n in nodes if ":" in n and "/" not in n}):
+            asked.parents.append((run_id, parent))
+            asked.queries.append((Q.child_active, {"run_id": run_id, **child_range(parent)}))
+        for owner in sorted({spawn_owner(n) or "" for n in nodes if "/" in n}):
+            asked.owners.append((run_id, owner))
+            asked.queries += [(Q.node_results, {"run_id": run_id, "nodes": [owner]}),
+                              (Q.spawned_of, {"run_id": run_id, **spawn_range(owner)})]
+    return asked
+
+
+@dataclass
+class _Read:
+    """The first batch, understood: each run found with its node states, the fan-outs none of whose
+    children is active any more, and the moves that settle waiting nodes whose spawned children are done."""
+
+    runs: list[tuple[RunRow, dict[str | None, str]]] = field(default_factory=list)
+    done: set[tuple[str, str]] = field(default_factory=set)
+    settle: list[Move] = field(default_factory=list)
+
+
+def _read(asked: _Asked, reads: Iterator[list[Any]], now: float) -> _Read:
+    """What the first batch's results (in the order :func:`_asked` asked them) say."""
+    out = _Read()
+    for run_id in asked.order:
+        found, states = next(reads), {r.node: r.state for r in next(reads)}
+        for rid, parent in asked.parents:
+            if rid == run_id and not next(reads):
+                out.done.add((run_id, parent))
+        for rid, owner in asked.owners:
+            if rid == run_id:
+                owner_rows, spawned = next(reads), next(reads)
+                busy, error = spawned_outcome(spawned)
+                if owner_rows and owner_rows[0].state == "waiting" and not busy:
+                    state = "failed" if error else "succeeded"
+                    out.settle.append((Q.settle_node, {"run_id": run_id, "node": owner, "state": state,
+                                                       "error": error, "now": now}, state))
+        if found:
+            out.runs.append((found[0], states))
+    return out
 
 
 def _moves(
