@@ -11,7 +11,7 @@ can refuse it. Parts of the type that keep extra keys (``extra="allow"``) or ref
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 Checker = Callable[[Any, str], "str | None"]
@@ -22,117 +22,138 @@ def _join(at: str, key: str) -> str:
     return f"{at}.{key}" if at else key
 
 
-def key_checker(core_schema: Any) -> Checker | None:  # noqa: C901 (tests/test_code_shape.py)
+def key_checker(core_schema: Any) -> Checker | None:
     """A checker for a payload type's core schema, or None when nothing of it can drop a key."""
-    definitions: dict[str, Any] = {}
-    built: dict[str, Checker | None] = {}
-    building: set[str] = set()
+    return _Builder().make(core_schema)
 
-    def by_ref(ref: str) -> Checker | None:
-        if ref in built:
-            return built[ref]
-        if ref in building:  # a recursive type: look the checker up when it runs
-            return lambda value, at: (built.get(ref) or (lambda v, a: None))(value, at)
-        building.add(ref)
-        built[ref] = make(definitions.get(ref))
-        building.discard(ref)
-        return built[ref]
 
-    def fields_checker(names: dict[str, Checker | None], extra: str | None) -> Checker | None:
-        inner = {k: c for k, c in names.items() if c is not None}
-        own = extra not in ("allow", "forbid")
-        if not own and not inner:
-            return None
-        allowed = frozenset(names)
+class _Builder:
+    """Builds the checkers of one core schema, each part once: ``definitions`` by ref as found, the
+    checkers ``built`` by ref, and the refs ``building`` now (a recursive type refers to itself)."""
 
-        def check(value: Any, at: str) -> str | None:
-            if not isinstance(value, dict):
-                return None
-            if own and not value.keys() <= allowed:  # the common case costs one set comparison
-                return next(_join(at, str(k)) for k in value if k not in allowed)
-            for key, item_check in inner.items():
-                if key in value:
-                    found = item_check(value[key], _join(at, key))
-                    if found is not None:
-                        return found
-            return None
+    def __init__(self) -> None:
+        self.definitions: dict[str, Any] = {}
+        self.built: dict[str, Checker | None] = {}
+        self.building: set[str] = set()
 
-        return check
-
-    def field_names(name: str, field: dict[str, Any]) -> list[str]:
-        names = [name]
-        alias = field.get("validation_alias")
-        if isinstance(alias, str):
-            names.append(alias)
-        elif isinstance(alias, list):
-            names.extend(a[0] if isinstance(a, list) else a for a in alias if isinstance(a, str | list) and a)
-        return [n for n in names if isinstance(n, str)]
-
-    def extra_of(schema: dict[str, Any], config: dict[str, Any] | None) -> str | None:
-        return schema.get("extra_behavior") or (config or {}).get("extra_fields_behavior")
-
-    def make(schema: Any) -> Checker | None:  # noqa: C901 (tests/test_code_shape.py)
+    def make(self, schema: Any) -> Checker | None:
+        """The checker of one part of the schema, or None when it cannot drop a key."""
         if not isinstance(schema, dict):
             return None
         kind = schema.get("type")
         if kind == "definitions":
             for d in schema.get("definitions", []):
-                definitions[d["ref"]] = d
-            return make(schema["schema"])
-        if "ref" in schema and kind != "definition-ref" and schema["ref"] not in building:
-            definitions.setdefault(schema["ref"], schema)
-            ref = schema["ref"]
-            if ref in built:
-                return built[ref]
-            building.add(ref)
-            built[ref] = make({k: v for k, v in schema.items() if k != "ref"})
-            building.discard(ref)
-            return built[ref]
+                self.definitions[d["ref"]] = d
+            return self.make(schema["schema"])
+        if "ref" in schema and kind != "definition-ref" and schema["ref"] not in self.building:
+            return self._named(schema)
         if kind == "definition-ref":
-            return by_ref(schema["schema_ref"])
+            return self.by_ref(schema["schema_ref"])
         if kind in ("default", "nullable", "function-after", "function-before"):
-            return make(schema.get("schema"))
+            return self.make(schema.get("schema"))
         if kind in ("list", "set", "frozenset", "generator"):
-            item = make(schema.get("items_schema"))
-            if item is None:
-                return None
-            return lambda value, at: next((found for i, v in enumerate(value)
-                                           if (found := item(v, f"{at}[{i}]")) is not None), None) \
-                if isinstance(value, list) else None
+            return _items(self.make(schema.get("items_schema")))
         if kind == "dict":
-            values = make(schema.get("values_schema"))
-            if values is None:
-                return None
-            return lambda value, at: next((found for k, v in value.items()
-                                           if (found := values(v, _join(at, str(k)))) is not None), None) \
-                if isinstance(value, dict) else None
+            return _values(self.make(schema.get("values_schema")))
         if kind == "model":
             inner = schema["schema"]
             if inner.get("type") != "model-fields":
                 return None
-            names: dict[str, Checker | None] = {}
-            for name, field in inner["fields"].items():
-                check = make(field.get("schema"))
-                for n in field_names(name, field):
-                    names[n] = check
-            return fields_checker(names, extra_of(inner, schema.get("config")))
+            return _fields(self._names(inner["fields"].items()), _extra_of(inner, schema.get("config")))
         if kind == "dataclass":
             args = schema["schema"]
-            names = {}
-            for field in args.get("fields", []):
-                if field.get("init_only") or field.get("init") is False:
-                    continue
-                check = make(field.get("schema"))
-                for n in field_names(field["name"], field):
-                    names[n] = check
-            return fields_checker(names, extra_of(args, schema.get("config")))
+            fields = [(f["name"], f) for f in args.get("fields", [])
+                      if not (f.get("init_only") or f.get("init") is False)]
+            return _fields(self._names(fields), _extra_of(args, schema.get("config")))
         if kind == "typed-dict":
-            names = {}
-            for name, field in schema["fields"].items():
-                check = make(field.get("schema"))
-                for n in field_names(name, field):
-                    names[n] = check
-            return fields_checker(names, extra_of(schema, schema.get("config")))
+            return _fields(self._names(schema["fields"].items()), _extra_of(schema, schema.get("config")))
         return None
 
-    return make(core_schema)
+    def by_ref(self, ref: str) -> Checker | None:
+        """The checker of a definition, by its ref."""
+        if ref in self.built:
+            return self.built[ref]
+        if ref in self.building:  # a recursive type: look the checker up when it runs
+            return lambda value, at: (self.built.get(ref) or (lambda v, a: None))(value, at)
+        self.building.add(ref)
+        self.built[ref] = self.make(self.definitions.get(ref))
+        self.building.discard(ref)
+        return self.built[ref]
+
+    def _named(self, schema: dict[str, Any]) -> Checker | None:
+        """A part that carries its own ref: built once, under that ref."""
+        ref = schema["ref"]
+        self.definitions.setdefault(ref, schema)
+        if ref in self.built:
+            return self.built[ref]
+        self.building.add(ref)
+        self.built[ref] = self.make({k: v for k, v in schema.items() if k != "ref"})
+        self.building.discard(ref)
+        return self.built[ref]
+
+    def _names(self, fields: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, Checker | None]:
+        """Each field's checker, under its name and every alias it may be given by."""
+        names: dict[str, Checker | None] = {}
+        for name, field in fields:
+            check = self.make(field.get("schema"))
+            for n in _field_names(name, field):
+                names[n] = check
+        return names
+
+
+def _items(item: Checker | None) -> Checker | None:
+    """A list's checker, from its items' checker."""
+    if item is None:
+        return None
+    return lambda value, at: next((found for i, v in enumerate(value)
+                                   if (found := item(v, f"{at}[{i}]")) is not None), None) \
+        if isinstance(value, list) else None
+
+
+def _values(values: Checker | None) -> Checker | None:
+    """A dict's checker, from its values' checker."""
+    if values is None:
+        return None
+    return lambda value, at: next((found for k, v in value.items()
+                                   if (found := values(v, _join(at, str(k)))) is not None), None) \
+        if isinstance(value, dict) else None
+
+
+def _fields(names: dict[str, Checker | None], extra: str | None) -> Checker | None:
+    """The checker of an object with these field names (and checkers): it finds a key none of them is,
+    unless the object keeps (``allow``) or refuses (``forbid``) extra keys on its own."""
+    inner = {k: c for k, c in names.items() if c is not None}
+    own = extra not in ("allow", "forbid")
+    if not own and not inner:
+        return None
+    allowed = frozenset(names)
+
+    def check(value: Any, at: str) -> str | None:
+        if not isinstance(value, dict):
+            return None
+        if own and not value.keys() <= allowed:  # the common case costs one set comparison
+            return next(_join(at, str(k)) for k in value if k not in allowed)
+        for key, item_check in inner.items():
+            if key in value:
+                found = item_check(value[key], _join(at, key))
+                if found is not None:
+                    return found
+        return None
+
+    return check
+
+
+def _field_names(name: str, field: dict[str, Any]) -> list[str]:
+    """A field's name and its validation aliases."""
+    names = [name]
+    alias = field.get("validation_alias")
+    if isinstance(alias, str):
+        names.append(alias)
+    elif isinstance(alias, list):
+        names.extend(a[0] if isinstance(a, list) else a for a in alias if isinstance(a, str | list) and a)
+    return [n for n in names if isinstance(n, str)]
+
+
+def _extra_of(schema: dict[str, Any], config: dict[str, Any] | None) -> str | None:
+    """What an object does with extra keys: its own setting, else its config's."""
+    return schema.get("extra_behavior") or (config or {}).get("extra_fields_behavior")
