@@ -620,7 +620,8 @@ def test_the_command_line_loads_the_web_stack_only_to_serve() -> None:
     # `jobloom worker` checks the app in the CLI's process before it becomes the worker: what the CLI
     # imports is memory and start-up time every worker pays (fastapi, starlette, jinja2: about 16 MB)
     code = ("import sys, jobloom.cli.main; "
-            "print(sorted(m for m in ('fastapi', 'starlette', 'jinja2', 'uvicorn') if m in sys.modules))")
+            "print(sorted(m for m in ('fastapi', 'starlette', 'jinja2', 'uvicorn', 'prometheus_client', 'psycopg', "
+            "'psutil', 'jobloom.bench') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout
 

@@ -17,6 +17,7 @@ from jobloom.app.loops import _Core, _SyncBridge
 from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.core.errors import MigrationsMissing, UnknownBinding
+from jobloom.core.extras import needs_extra
 from jobloom.core.signing import secret_bytes
 from jobloom.core.text import checked_id
 from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
@@ -450,7 +451,8 @@ class App:
     def asgi(self, *, auth: str = "required", dashboard: bool = True, **options: Any) -> Any:
         """The HTTP API (``/v1``) and, with ``dashboard``, the web dashboard (``/``) as an ASGI app to mount
         or serve (see ``jobloom.dashboard.site.create_site`` and ``jobloom.http.factory.create_asgi``)."""
-        from jobloom.dashboard.site import create_site
+        with needs_extra("web", "App.asgi()"):
+            from jobloom.dashboard.site import create_site
 
         return create_site(self, auth=auth, dashboard=dashboard, **options)  # type: ignore[arg-type]
 

@@ -7,7 +7,8 @@ saying what to give instead, with exit status 2 (:mod:`jobloom.cli.usage`).
 
 ``jobloom bench`` is provided by :mod:`jobloom.bench.cli` when that module exists: it exposes
 either ``app`` (a :class:`typer.Typer`, added as the ``bench`` group) or ``bench`` (a function,
-added as the ``bench`` command).
+added as the ``bench`` command). It is imported for ``jobloom bench`` and the top-level help only, so
+that no other command (a worker) pays for it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from jobloom.cli.serve import serve
 from jobloom.cli.tokens import tokens_cli
 from jobloom.cli.usage import plain_flags, usage_message
 from jobloom.core.errors import JobloomError, StoreUnreachable
+from jobloom.core.extras import MissingExtra, needs_extra
 from jobloom.core.text import load_json_text
 from jobloom.engine.worker import DEFAULT_CONCURRENCY, DEFAULT_SYNC_CONCURRENCY
 
@@ -153,6 +155,9 @@ def worker(
     from jobloom.engine.supervisor import child_env, command_line, serve
     from jobloom.observe.logs import configure_logging
 
+    if metrics_port is not None:
+        with needs_extra("metrics", "jobloom worker --metrics-port"):
+            import prometheus_client  # noqa: F401
     app = load_app(app_ref)
     check_sqlite_file(app.url, must_exist=False)
     connection_options(app, listen_url, pool_max)  # in the worker processes too, through their environment
@@ -276,13 +281,20 @@ def enqueue(
 
 
 def _register_bench() -> None:
-    """Plug in ``jobloom bench`` from :mod:`jobloom.bench.cli` when it is installed."""
+    """Plug in ``jobloom bench`` from :mod:`jobloom.bench.cli` when it is installed (once)."""
+    if any(c.name == "bench" for c in cli.registered_commands) or any(
+            g.name == "bench" for g in cli.registered_groups):
+        return
     try:
-        module = importlib.import_module("jobloom.bench.cli")
+        with needs_extra("bench", "jobloom bench"):
+            module = importlib.import_module("jobloom.bench.cli")
     except ModuleNotFoundError as exc:
         if exc.name in ("jobloom.bench", "jobloom.bench.cli"):
             return
         problem: BaseException | None = exc
+    except MissingExtra as exc:
+        _bench_unavailable(str(exc))
+        return
     except Exception as exc:  # a broken bench must not take the other commands down
         problem = exc
     else:
@@ -296,18 +308,23 @@ def _register_bench() -> None:
             cli.command("bench")(fn)
             return
     reason = f"{type(problem).__name__}: {problem}" if problem else "it defines neither `app` nor `bench`"
+    _bench_unavailable(f"the bench command could not be loaded from jobloom.bench.cli ({reason})")
 
-    @cli.command("bench", hidden=True)
+
+def _bench_unavailable(message: str) -> None:
+    """A hidden ``jobloom bench`` that says why the benchmarks cannot run."""
+
+    @cli.command("bench", hidden=True, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
     def bench_unavailable() -> None:
         """Benchmarks (unavailable: see the error)."""
-        raise JobloomError(f"the bench command could not be loaded from jobloom.bench.cli ({reason})")
-
-
-_register_bench()
+        raise JobloomError(message)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``jobloom`` console script."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("bench", "-h", "--help"):  # the benchmarks' modules only when they can be used
+        _register_bench()
     try:
         status = plain_flags(typer.main.get_command(cli)).main(
             args=argv, prog_name="jobloom", standalone_mode=False

@@ -23,6 +23,7 @@ from jobloom.cli.common import (
     open_target,
     run,
 )
+from jobloom.core.extras import needs_extra
 
 if TYPE_CHECKING:
     from jobloom.http.auth import AuthMode
@@ -69,10 +70,14 @@ def serve(
 ) -> None:
     """Serve the HTTP API (/v1; docs at /v1/docs; metrics at /metrics) and the web dashboard (/). With
     --url, jobs are enqueued by binding name."""
-    import uvicorn
-
     # imported here, not with the CLI: the web stack is not loaded for every other command (a worker)
-    from jobloom.dashboard.site import create_site
+    with needs_extra("web", "jobloom serve"):
+        import uvicorn
+
+        from jobloom.dashboard.site import create_site
+    if metrics:
+        with needs_extra("metrics", "jobloom serve's /metrics", " (or --no-metrics)"):
+            import prometheus_client  # noqa: F401
     from jobloom.http.tokens import active_tokens
 
     if log_format == LogFormat.json:  # from here on, what the server says is a JSON line too (its notes included)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import pydantic
 
 from jobloom.core.errors import InvalidOption
+from jobloom.core.extras import needs_extra
 from jobloom.core.options import MAX_DELAY
 from jobloom.core.signals import Permanent, Retry
 from jobloom.core.signing import SIGNATURE_HEADER, secret_bytes, signature_header
@@ -81,7 +82,8 @@ class HttpPerformer(Performer[P, R]):
     @classmethod
     def check_options(cls, binding: str) -> None:
         """Refuse a missing or malformed ``url`` and malformed ``headers``."""
-        import httpx  # imported by the apps that push only
+        with needs_extra("web", "HttpPerformer"):
+            import httpx  # imported by the apps that push only
 
         url = cls.url
         try:
@@ -114,7 +116,8 @@ class PushClient:
     def __init__(self, secret: bytes, specs: Mapping[str, PerformerSpec]) -> None:
         self.secret = secret
         self.specs = specs
-        import httpx  # imported by the apps that push only
+        with needs_extra("web", "HttpPerformer"):
+            import httpx  # imported by the apps that push only
 
         self.client = httpx.AsyncClient(follow_redirects=False, headers={"User-Agent": "jobloom"})
 

@@ -20,6 +20,7 @@ import pydantic
 
 from jobloom.core import lifecycle
 from jobloom.core.errors import InvalidOption, InvalidPayload, JobNotFound
+from jobloom.core.extras import needs_extra
 from jobloom.core.queries import Q
 from jobloom.engine import coordinator
 from jobloom.engine.hooks import EngineHooks
@@ -85,7 +86,8 @@ def _type_of(field: str, value: Any, binding: str) -> tuple[Any, pydantic.TypeAd
     """A payload or result declaration as (type, adapter): a JSON Schema gets an adapter that checks it."""
     if not isinstance(value, dict):
         return value, None
-    import jsonschema  # imported by the apps that declare a payload as a JSON Schema only
+    with needs_extra("web", "a RemoteBinding's JSON Schema"):
+        import jsonschema  # imported by the apps that declare a payload as a JSON Schema only
 
     try:
         validator_cls = jsonschema.validators.validator_for(value)

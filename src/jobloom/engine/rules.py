@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidOption, InvalidPayload, UnknownBinding
+from jobloom.core.extras import needs_extra
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
+
+if TYPE_CHECKING:  # imported where stored rules are applied only (an app serving a bare store), not by every app
+    import jsonschema
 
 RULES_VERSION = 1
 """The format of the stored rules; rules of a newer format are refused (served by a newer jobloom)."""
@@ -74,6 +76,8 @@ class StoredSpec(PerformerSpec):
         if self.validator is None:
             raise InvalidPayload(self.binding, "its payload type has no JSON Schema, so an app without its "
                                  "performer cannot check payloads: enqueue through the app that performs it")
+        import jsonschema  # imported by stored_spec already, which made the validator
+
         error = jsonschema.exceptions.best_match(self.validator.iter_errors(payload))
         if error is not None:
             raise InvalidPayload(self.binding, f"field {_field(error)!r}: {error.message}")
@@ -103,6 +107,8 @@ def _no_key(binding: str) -> Any:
 def stored_spec(binding: str, registered: bool, rules: str | None, known: list[str] | None = None) -> StoredSpec:
     """The spec an app without the performer enqueues ``binding`` by; ``UnknownBinding`` (naming the
     ``known`` bindings) when the store holds no rules for it that this version can apply."""
+    with needs_extra("web", "enqueue by a binding's stored rules"):
+        import jsonschema
     if rules is None:
         why = ("its workers registered it with a version of jobloom that stores no enqueue rules: restart them"
                if registered else "no worker of the app that performs it has registered it in this store: "
@@ -134,6 +140,8 @@ def _build(binding: str, values: dict[str, Any]) -> StoredSpec:
     schema = values.get("payload_schema")
     validator = None
     if schema is not None:
+        import jsonschema
+
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
         validator = cls(schema, format_checker=cls.FORMAT_CHECKER)

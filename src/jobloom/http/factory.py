@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from jobloom.app.facade import App
+from jobloom.core.extras import needs_extra
 from jobloom.http import binding_state, bindings, docs, errors, health, jobs, runs, schedules, search, worker
 from jobloom.http.auth import SECURITY_SCHEMES, AuthMode, Guard
 from jobloom.http.bodycap import MAX_BATCH_BODY, MAX_BODY, BodyCap
@@ -47,7 +48,8 @@ def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False
     for module in (search, jobs, runs, schedules, binding_state, bindings, worker, health):  # search before /jobs/{id}
         api.include_router(module.router(ctx))
     if metrics:  # prometheus-client is imported only here, when the route is wanted
-        from jobloom.http import metrics as metrics_route
+        with needs_extra("metrics", "the API's /metrics", " (or metrics=False)"):
+            from jobloom.http import metrics as metrics_route
 
         api.include_router(metrics_route.router(ctx))
     docs.install(api, OPENAPI_URL)

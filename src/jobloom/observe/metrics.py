@@ -18,11 +18,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import REGISTRY as DEFAULT_REGISTRY
-from prometheus_client import CollectorRegistry, Counter, Histogram
-
+from jobloom.core.extras import needs_extra
 from jobloom.engine.telemetry import Telemetry
 from jobloom.store.base import observe_retries
+
+with needs_extra("metrics", "jobloom.observe.metrics"):
+    from prometheus_client import REGISTRY as DEFAULT_REGISTRY
+    from prometheus_client import CollectorRegistry, Counter, Histogram
 
 if TYPE_CHECKING:
     from jobloom.engine.jobs import Claimed, NewJob, Outcome

@@ -24,12 +24,14 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TracerProvider
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
+from jobloom.core.extras import needs_extra
 from jobloom.engine.telemetry import Telemetry
+
+with needs_extra("otel", "jobloom.observe.tracing"):
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode, TracerProvider
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 if TYPE_CHECKING:
     from jobloom.engine.jobs import Claimed, NewJob, Outcome

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobloom.core.errors import StoreError
+from jobloom.core.extras import needs_extra
 from jobloom.store.base import Store, Tx
 
 
@@ -18,12 +19,8 @@ def open_store(url: str, **options: Any) -> Store:
 
         return SQLiteStore(url, **options)
     if url.startswith(("postgresql:", "postgres:")):
-        try:
+        with needs_extra("postgres", "a postgresql:// URL"):
             from jobloom.store.postgres.store import PostgresStore
-        except ImportError as exc:  # pragma: no cover - depends on the installation
-            raise StoreError(
-                f"the PostgreSQL store needs psycopg 3: pip install 'jobloom[postgres]' ({exc})"
-            ) from exc
         return PostgresStore(url, **options)
     raise StoreError(f"unsupported store URL {url!r}: use sqlite:///path.db or postgresql://user@host/db")
 
