@@ -8,9 +8,10 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from jobloom.engine import runners
-from jobloom.engine.jobs import Claimed, DeferredClaim
+from jobloom.engine.jobs import Claimed, DeferredClaim, Dispatched, Outcome
 
 Key = tuple[int, int]
 """A running attempt: (job id, attempt number)."""
@@ -47,6 +48,41 @@ class CycleResult:
     reaped: list[str] = field(default_factory=list)  # the bindings of the attempts reaped as lost
     contended: list[str] = field(default_factory=list)  # bindings skipped: another transaction held their lock
     began: float = 0.0  # monotonic, read just before the clock the claims' leases count from
+
+    def add(self, binding: str, got: Dispatched) -> int:
+        """Note what one binding's dispatch claimed (claimed now, or deferred): how many jobs."""
+        if got.contended:
+            self.contended.append(binding)
+        self.claimed.extend(got.claimed)
+        n = len(got.claimed)
+        if got.deferred is not None:  # its jobs are read after the commit
+            self.deferred.append(got.deferred)
+            n += got.deferred.n
+        if got.batch and got.claimed:
+            self.batches.append(got.claimed)
+        if got.decided_at is not None:
+            self.decided_at = got.decided_at if self.decided_at is None else min(self.decided_at, got.decided_at)
+        self.waited += got.waited
+        return n
+
+
+@dataclass(slots=True)
+class CycleAsk:
+    """What one cycle is to do, fixed before its transaction (which may run more than once): the outcomes
+    to report, the room to claim in (``sync_free``: of it, for sync performers), the bindings in
+    rotation order, whether jobs run (their leases are watched), their last progress, the candidates to
+    read ahead, whether an outcome is a flow job's, and the pacing of rate-limited bindings."""
+
+    outcomes: list[Outcome]
+    free: int
+    sync_free: int
+    order: list[str]
+    watching: bool = False
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    prefetch: dict[str, tuple[int, bool]] | None = None
+    flows: bool = False
+    token_wait: float = 0.0
+    aimed: float | None = None
 
 
 def worker_name() -> str:

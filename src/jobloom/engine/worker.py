@@ -31,13 +31,13 @@ from jobloom.engine import coordinator, logs, reporting, runners
 from jobloom.engine.dispatch import Expected, paced
 from jobloom.engine.execution import Execution
 from jobloom.engine.housekeeper import run_due
-from jobloom.engine.jobs import Outcome
+from jobloom.engine.jobs import CycleReads, Outcome
 from jobloom.engine.leases import LeaseKeeping
 from jobloom.engine.pacing import Pacing, Rotation
 from jobloom.engine.performer import check_local
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.push import PushClient
-from jobloom.engine.running import CycleResult, Key, Running, worker_name
+from jobloom.engine.running import CycleAsk, CycleResult, Key, Running, worker_name
 from jobloom.engine.shutdown import ABANDON_MARGIN, Shutdown, Stopped
 from jobloom.store.base import Store, Tx, Wakeups
 
@@ -316,94 +316,27 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         await reporting.release_orphans(await self.app.store(), self.name, known, now=self._now)
         self._unsure = False
 
-    async def _cycle(self, *, claim: bool) -> CycleResult:  # noqa: C901 (tests/test_code_shape.py)
+    async def _cycle(self, *, claim: bool) -> CycleResult:
         store = await self.app.store()
         outcomes = list(self.outcomes)
         free = self._free() if claim and not self._stopping else 0
-        sync_free = self._sync_free() if free > 0 and self._sync_bindings else 0
         order = self._rotation.next()
-        watching = bool(self.running)
         began = time.monotonic()  # the leases of jobs claimed now expire no earlier than began + lease
-        progress = self.progress.take((o.job_id, o.attempt) for o in outcomes) if outcomes else []
-        # the candidates read ahead stand only if nothing this cycle writes before its dispatch can make
-        # a job runnable: a flow job's outcome can (its run's next nodes), as can a reaped one
-        prefetch = self._expected.prefetch(order, free + 16) if free > 0 and store.pipelines else None
-        flows = any(o.run_id is not None for o in outcomes)
-
-        async def work(tx: Tx) -> CycleResult:
-            # read in every try of the transaction: a store that retries it after a lost connection runs
-            # this again, and the leases of the jobs claimed then count from then
-            res = CycleResult(began=time.monotonic())
-            now = self._now()
-            reads = await coordinator.read_cycle(
-                tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=watching,
-                bindings=order if free > 0 else [], runs=[o.run_id for o in outcomes], prefetch=prefetch,
-            )
-            if prefetch is not None:
-                self._expected.learn(reads.bindings)
-            if outcomes:
-                await self.progress.write(tx, self.name, progress)  # their last progress, while still running
-                await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
-            reaped = await coordinator.reap(tx, now, hooks=self.app.hooks, expired=reads.expired)
-            if reaped:
-                gone = set(reaped)
-                res.reaped = [r.binding for r in reads.expired if r.id in gone]
-            promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
-            res.notify = bool(reaped or promoted or (outcomes and free <= 0))
-            res.cancels = reads.cancels
-            room, sync_room = free, sync_free
-            token_at: float | None = None
-            # a cycle waits for no binding's lock once it holds one (any other is then only taken if free),
-            # nor when it woke for a rate token: queueing for another binding's lock would make it late
-            wait = aimed is None
-            if free > 0 and len(order) > 1:
-                order.sort(key=lambda b: paced(reads.bindings[b]))
-            for binding in order:
-                if room <= 0:
-                    break
-                sync = binding in self._sync_bindings
-                capacity = min(room, sync_room) if sync else room
-                if capacity <= 0:
-                    continue
-                got = await coordinator.dispatch(
-                    tx, binding, capacity=capacity, worker=self.name, now=now, lease=self.lease,
-                    binding_rows=reads.bindings[binding], clock=self._now, token_wait=token_wait,
-                    wait_for_lock=wait, prefetched=None if flows or reaped else reads.candidates.get(binding),
-                    defer=True,
-                )
-                wait = wait and not got.locked
-                if got.contended:
-                    res.contended.append(binding)
-                res.claimed.extend(got.claimed)
-                n = len(got.claimed)
-                if got.deferred is not None:  # its jobs are read after the commit
-                    res.deferred.append(got.deferred)
-                    n += got.deferred.n
-                if sync:
-                    sync_room -= n
-                if got.batch and got.claimed:  # one batch: one slot of this worker
-                    res.batches.append(got.claimed)
-                    room -= 1
-                else:
-                    room -= n
-                if got.next_token_at is not None:
-                    token_at = got.next_token_at if token_at is None else min(token_at, got.next_token_at)
-                if got.decided_at is not None:
-                    res.decided_at = got.decided_at if res.decided_at is None else min(res.decided_at, got.decided_at)
-                res.waited += got.waited
-            res.token_at = res.next_due = token_at  # a worker that claimed other jobs still wakes for it
-            if not res.claimed and not res.deferred:
-                due = await coordinator.next_due(tx)
-                moments = [m for m in (due, token_at) if m is not None]
-                res.next_due = min(moments) if moments else None
-            return res
-
-        token_wait = self._pacing.token_wait()
-        aimed = self._pacing.take_aim()
-        result = await store.transact(work)
+        cycle = CycleAsk(
+            outcomes, free, self._sync_free() if free > 0 and self._sync_bindings else 0, order,
+            watching=bool(self.running),
+            progress=self.progress.take((o.job_id, o.attempt) for o in outcomes) if outcomes else [],
+            # the candidates read ahead stand only if nothing this cycle writes before its dispatch can make
+            # a job runnable: a flow job's outcome can (its run's next nodes), as can a reaped one
+            prefetch=self._expected.prefetch(order, free + 16) if free > 0 and store.pipelines else None,
+            flows=any(o.run_id is not None for o in outcomes),
+        )
+        cycle.token_wait = self._pacing.token_wait()
+        cycle.aimed = self._pacing.take_aim()
+        result = await store.transact(lambda tx: self._cycle_work(tx, cycle))
         for deferred in result.deferred:
             result.claimed.extend(deferred.jobs())
-        self._pacing.cycle_done(aimed, result.decided_at, time.monotonic() - began - result.waited)
+        self._pacing.cycle_done(cycle.aimed, result.decided_at, time.monotonic() - began - result.waited)
         self._rotation.contended(result.contended)
         self.telemetry.cycle(result.claimed, outcomes, result.reaped)
         applied = {id(o) for o in outcomes}
@@ -412,6 +345,75 @@ class Worker(Execution, LeaseKeeping, Shutdown):
             await store.notify()
         for key in result.cancels:
             self._stop_job(key, "cancel")
+        self._start_claimed(result)
+        return result
+
+    async def _cycle_work(self, tx: Tx, cycle: CycleAsk) -> CycleResult:
+        """One cycle's transaction: its reads, the outcomes reported, leases reaped, jobs promoted, then
+        dispatch. Read in every try of the transaction: a store that retries it after a lost connection
+        runs this again, and the leases of the jobs claimed then count from then."""
+        res = CycleResult(began=time.monotonic())
+        now = self._now()
+        outcomes, free = cycle.outcomes, cycle.free
+        reads = await coordinator.read_cycle(
+            tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=cycle.watching,
+            bindings=cycle.order if free > 0 else [], runs=[o.run_id for o in outcomes], prefetch=cycle.prefetch,
+        )
+        if cycle.prefetch is not None:
+            self._expected.learn(reads.bindings)
+        if outcomes:
+            await self.progress.write(tx, self.name, cycle.progress)  # their last progress, while still running
+            await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
+        reaped = await coordinator.reap(tx, now, hooks=self.app.hooks, expired=reads.expired)
+        if reaped:
+            gone = set(reaped)
+            res.reaped = [r.binding for r in reads.expired if r.id in gone]
+        promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
+        res.notify = bool(reaped or promoted or (outcomes and free <= 0))
+        res.cancels = reads.cancels
+        token_at = await self._dispatch_all(tx, cycle, reads, now, res, prefetched=not (cycle.flows or reaped))
+        res.token_at = res.next_due = token_at  # a worker that claimed other jobs still wakes for it
+        if not res.claimed and not res.deferred:
+            due = await coordinator.next_due(tx)
+            moments = [m for m in (due, token_at) if m is not None]
+            res.next_due = min(moments) if moments else None
+        return res
+
+    async def _dispatch_all(
+        self, tx: Tx, cycle: CycleAsk, reads: CycleReads, now: float, res: CycleResult, *, prefetched: bool
+    ) -> float | None:
+        """Dispatch the cycle's bindings in turn while there is room; when a rate token is due next."""
+        order = cycle.order
+        room, sync_room = cycle.free, cycle.sync_free
+        token_at: float | None = None
+        # a cycle waits for no binding's lock once it holds one (any other is then only taken if free),
+        # nor when it woke for a rate token: queueing for another binding's lock would make it late
+        wait = cycle.aimed is None
+        if cycle.free > 0 and len(order) > 1:
+            order.sort(key=lambda b: paced(reads.bindings[b]))
+        for binding in order:
+            if room <= 0:
+                break
+            sync = binding in self._sync_bindings
+            capacity = min(room, sync_room) if sync else room
+            if capacity <= 0:
+                continue
+            got = await coordinator.dispatch(
+                tx, binding, capacity=capacity, worker=self.name, now=now, lease=self.lease,
+                binding_rows=reads.bindings[binding], clock=self._now, token_wait=cycle.token_wait,
+                wait_for_lock=wait, prefetched=reads.candidates.get(binding) if prefetched else None, defer=True,
+            )
+            wait = wait and not got.locked
+            n = res.add(binding, got)
+            if sync:
+                sync_room -= n
+            room -= 1 if got.batch and got.claimed else n  # a batch: one slot of this worker
+            if got.next_token_at is not None:
+                token_at = got.next_token_at if token_at is None else min(token_at, got.next_token_at)
+        return token_at
+
+    def _start_claimed(self, result: CycleResult) -> None:
+        """Start the jobs (and batches) a cycle claimed."""
         lease_until = result.began + self.lease
         if result.batches:
             in_batches = {c.id for batch in result.batches for c in batch}
@@ -420,7 +422,6 @@ class Worker(Execution, LeaseKeeping, Shutdown):
             for claimed in result.claimed:
                 if claimed.id not in in_batches:
                     self._start(claimed, lease_until)
-            return result
+            return
         for claimed in result.claimed:
             self._start(claimed, lease_until)
-        return result
