@@ -178,6 +178,23 @@ def why_not(
     A candidate no limit holds back on its own, but that decide does not pick among ``others``, waits
     behind the ones it picks first. ``why_not(...).starts`` is exactly whether ``candidate.id`` is in
     ``decide(now, [candidate, *others], ...).selected``."""
+    limits, next_token_at = _limits_alone(now, candidate, policy, bucket, running, running_by_key, capacity)
+    if limits:
+        return WhyNot(tuple(limits), (), next_token_at)
+    pool = [candidate, *(c for c in others if c.id != candidate.id)]
+    chosen = decide(now, pool, policy, bucket, running=running, running_by_key=running_by_key, capacity=capacity)
+    if candidate.id in chosen.selected:
+        return WhyNot()
+    ahead = _ahead(now, candidate, pool, chosen, policy, running, running_by_key, capacity)
+    return WhyNot((), tuple(c.id for c in ahead), chosen.next_token_at)
+
+
+def _limits_alone(
+    now: float, candidate: Candidate, policy: Policy, bucket: Bucket | None, running: int,
+    running_by_key: Mapping[str, int] | None, capacity: int | None,
+) -> tuple[list[str], float | None]:
+    """Every limit that holds ``candidate`` back on its own, as :func:`decide` reports them (each noted,
+    then lifted, until decide would start it), and when the next token comes if tokens are one."""
     limits: list[str] = []
     next_token_at: float | None = None
     by_key = dict(running_by_key or {})
@@ -199,22 +216,24 @@ def why_not(
             rules = replace(rules, rate=None)
         else:  # "capacity": no room at all was given
             break
-    if limits:
-        return WhyNot(tuple(limits), (), next_token_at)
-    pool = [candidate, *(c for c in others if c.id != candidate.id)]
-    chosen = decide(now, pool, policy, bucket, running=running, running_by_key=running_by_key, capacity=capacity)
-    if candidate.id in chosen.selected:
-        return WhyNot()
+    return limits, next_token_at
+
+
+def _ahead(
+    now: float, candidate: Candidate, pool: list[Candidate], chosen: Decision, policy: Policy, running: int,
+    running_by_key: Mapping[str, int] | None, capacity: int | None,
+) -> list[Candidate]:
+    """The candidates :func:`decide` picks before ``candidate`` that took the room it needed, checked in
+    decide's order: a slot, the worker's room, then a slot of its key (only those of its key took it),
+    then a token."""
     ordered = order(pool, now, policy.priority_aging)
     place = {c.id: i for i, c in enumerate(ordered)}
     picked = set(chosen.selected)
     ahead = [c for c in ordered if c.id in picked and place[c.id] < place[candidate.id]]
-    # which of them took the room it needed, checked in decide's order: a slot, the worker's room, then
-    # a slot of its key (only those of its key took it), then a token
     out_of_slots = policy.concurrency is not None and running + len(ahead) >= policy.concurrency
     out_of_room = capacity is not None and len(ahead) >= capacity
     if not (out_of_slots or out_of_room) and candidate.key is not None:
         mine = [c for c in ahead if c.key == candidate.key]
         if (running_by_key or {}).get(candidate.key, 0) + len(mine) >= policy.key_concurrency:
             ahead = mine
-    return WhyNot((), tuple(c.id for c in ahead), chosen.next_token_at)
+    return ahead
