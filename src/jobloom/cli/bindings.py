@@ -1,6 +1,7 @@
 """``jobloom bindings …``: list bindings (paused or not, limits, jobs by state, workers), pause, resume.
 
 All three work with ``--url`` alone: the store holds each binding's state and the registry of workers.
+The list leaves out jobloom's own bindings (``jobloom.map``, ``jobloom.subflow``) unless ``--internal``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from jobloom.app.bindings import BindingInfo
 from jobloom.cli.common import (
     WAIT,
     AppOption,
+    InternalOption,
     JsonOption,
     SchemaOption,
     UrlOption,
@@ -26,6 +28,7 @@ from jobloom.cli.common import (
     run,
 )
 from jobloom.cli.limits import fmt_rate
+from jobloom.flows.flow import INTERNAL_BINDINGS
 
 bindings_cli = typer.Typer(
     name="bindings", help="Bindings: list them with their state, limits, jobs and workers; pause, resume.",
@@ -63,13 +66,15 @@ def _show(rows: list[BindingInfo], as_json: bool) -> None:
 
 @bindings_cli.command("list")
 def list_command(
-    ctx: typer.Context, app_ref: AppOption = None, url: UrlOption = None, schema: SchemaOption = None,
-    as_json: JsonOption = False,
+    ctx: typer.Context, internal: InternalOption = False, app_ref: AppOption = None, url: UrlOption = None,
+    schema: SchemaOption = None, as_json: JsonOption = False,
     wait: WaitOption = WAIT,
 ) -> None:
-    """List every binding: paused or not, limits, jobs by state, how many live workers serve it."""
+    """List every binding: paused or not, limits, jobs by state, how many live workers serve it (jobloom's
+    own bindings only with --internal)."""
     app = open_target(ctx, app_ref, url, schema, wait)
-    _show(run(app, lambda a: a.list_bindings()), as_json)
+    rows = run(app, lambda a: a.list_bindings())
+    _show([r for r in rows if internal or r.binding not in INTERNAL_BINDINGS], as_json)
 
 
 @bindings_cli.command("pause")

@@ -30,6 +30,7 @@ from jobloom.app.loading import load_app
 from jobloom.cli.literal import LiteralConsole, literal
 from jobloom.core.errors import JobloomError
 from jobloom.core.types import Attempt, Job
+from jobloom.http.encode import attempt_json, job_json
 
 T = TypeVar("T")
 
@@ -51,6 +52,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 SchemaOption = Annotated[
     str | None, typer.Option("--schema", help="With a PostgreSQL --url: the schema holding jobloom's tables.")
 ]
+InternalOption = Annotated[bool, typer.Option(
+    "--internal", help="Show jobloom's own bindings too (jobloom.map and jobloom.subflow, which run the fan-out "
+                       "and sub-flow nodes of flows).")]
 WAIT = 5.0
 """Seconds a command waits for a PostgreSQL server that refuses connections (workers' own retries are longer)."""
 WaitOption = Annotated[
@@ -233,27 +237,17 @@ def fmt_value(value: Any) -> str:
     return "-" if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-JOB_KEYS = (
-    "id", "binding", "state", "attempt", "attempts_spent", "max_attempts", "priority", "delivery", "payload",
-    "result", "error", "unique_key", "concurrency_key", "run_at", "created_at", "started_at", "finished_at",
-    "cancel_requested",
-)
-ATTEMPT_KEYS = (
-    "job_id", "attempt", "worker", "started_at", "finished_at", "outcome", "error", "traceback",
-    "reported_outcome", "reported_at",
-)
-
-
 def jsonable(value: Any) -> Any:
     """Jobs, attempts, datetimes and containers as plain JSON values (datetimes in ISO 8601, UTC).
 
-    Jobs and attempts are written with a fixed set of keys (their public fields), so the output
-    stays the same whatever the classes hold internally.
+    Jobs and attempts are written by the HTTP API's own serializer (:mod:`jobloom.http.encode`): the
+    command line's ``--json`` is the API's representation (run, node, tags, meta and progress included),
+    never a second shape.
     """
     if isinstance(value, Job):
-        return {k: jsonable(getattr(value, k)) for k in JOB_KEYS}
+        return json.loads(job_json(value))
     if isinstance(value, Attempt):
-        return {k: jsonable(getattr(value, k)) for k in ATTEMPT_KEYS}
+        return json.loads(attempt_json(value))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, datetime):

@@ -15,6 +15,7 @@ from jobloom.app.search import JobFilter
 from jobloom.cli.common import (
     WAIT,
     AppOption,
+    InternalOption,
     JsonOption,
     SchemaOption,
     UrlOption,
@@ -35,6 +36,7 @@ from jobloom.cli.literal import literal
 from jobloom.core.errors import InvalidOption
 from jobloom.core.states import ALL_STATES
 from jobloom.core.types import Attempt, Job
+from jobloom.flows.flow import INTERNAL_BINDINGS
 
 jobs_cli = typer.Typer(
     name="jobs", help="Look at jobs and act on them: list, show, retry, cancel, delete, counts.", no_args_is_help=True
@@ -235,6 +237,7 @@ def list_command(
     limit: Annotated[int, typer.Option(min=1, help="At most this many jobs.")] = 50,
     before: Annotated[int | None, typer.Option(min=1, help="Only ids below this one (to page back).")] = None,
     cursor: Annotated[str | None, typer.Option(help="The next page: the cursor a listing printed.")] = None,
+    internal: InternalOption = False,
     app_ref: AppOption = None,
     url: UrlOption = None,
     schema: SchemaOption = None,
@@ -242,18 +245,22 @@ def list_command(
     wait: WaitOption = WAIT,
 ) -> None:
     """List jobs, newest first, matching every filter given (--json: a list; the next page's cursor
-    goes to stderr)."""
+    goes to stderr). The jobs of jobloom's own bindings (a flow's fan-out and sub-flow nodes) are left
+    out unless --internal, or --binding names one."""
     app = open_target(ctx, app_ref, url, schema, wait)
     f = job_filter(state, binding, tag, unique_key, text, created_after, created_before)
     page = run(app, lambda a: a.list_jobs(
         f.states, f.binding, limit, before, tags=f.tag_list, unique_key=f.unique_key, text=f.text,
         created_after=f.after_ts, created_before=f.before_ts, cursor=cursor))
+    jobs = [j for j in page if internal or binding is not None or j.binding not in INTERNAL_BINDINGS]
     if as_json:
-        print_json(list(page))
-    elif not page:
+        print_json(jobs)
+    elif not jobs:
         console.print("no jobs", style="dim")
     else:
-        print_table(jobs_table(list(page), console.width))
+        print_table(jobs_table(jobs, console.width))
+    if len(jobs) < len(page):
+        note(f"{len(page) - len(jobs)} job(s) of jobloom's own bindings left out (--internal shows them)")
     if page.next_cursor is not None:
         note(f"more: --cursor {page.next_cursor}")
 
@@ -375,11 +382,14 @@ def counts_command(
     as_json: JsonOption = False,
     finished: Annotated[bool, typer.Option(
         "--finished", help="Count succeeded and skipped jobs too (reads every job of the history).")] = False,
+    internal: InternalOption = False,
     wait: WaitOption = WAIT,
 ) -> None:
-    """Count jobs per binding and state; succeeded and skipped ones only with --finished."""
+    """Count jobs per binding and state; succeeded and skipped ones only with --finished (jobloom's own
+    bindings only with --internal)."""
     app = open_target(ctx, app_ref, url, schema, wait)
-    counts = run(app, lambda a: a.counts(finished=finished))
+    counts = {b: n for b, n in run(app, lambda a: a.counts(finished=finished)).items()
+              if internal or b not in INTERNAL_BINDINGS}
     if as_json:
         print_json(counts)
         return

@@ -53,9 +53,11 @@ from jobloom.cli.common import (
 from jobloom.cli.jobs import jobs_cli, styled_state
 from jobloom.cli.limits import limits_cli
 from jobloom.cli.literal import literal
+from jobloom.cli.runs import runs_cli
 from jobloom.cli.scaffold import add_cli, init
 from jobloom.cli.schedules import schedules_cli
 from jobloom.cli.serve import serve
+from jobloom.cli.stats import stats
 from jobloom.cli.tokens import tokens_cli
 from jobloom.cli.usage import plain_flags, usage_message
 from jobloom.core.errors import JobloomError, StoreUnreachable
@@ -75,9 +77,11 @@ cli.add_typer(add_cli)
 cli.add_typer(bindings_cli)
 cli.add_typer(jobs_cli)
 cli.add_typer(limits_cli)
+cli.add_typer(runs_cli)
 cli.add_typer(schedules_cli)
 cli.add_typer(tokens_cli)
 cli.command()(serve)
+cli.command()(stats)
 cli.command()(init)
 
 

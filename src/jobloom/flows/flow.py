@@ -23,6 +23,8 @@ MAX_DEPTH = 8
 #: Internal bindings that run fan-out and sub-flow nodes.
 MAP_BINDING = "jobloom.map"
 SUBFLOW_BINDING = "jobloom.subflow"
+INTERNAL_BINDINGS = frozenset({MAP_BINDING, SUBFLOW_BINDING})
+"""jobloom's own bindings (no performer of the app's): listings leave them out unless asked for."""
 
 
 class FlowError(JobloomError):

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobloom.core.types import Attempt, Job, NodeState, Run
+from jobloom.housekeeping.stats import Stats
 
 _dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 
@@ -91,6 +92,13 @@ def run_dict(run: Run) -> dict[str, Any]:
     """A run as a JSON-ready dict."""
     out: dict[str, Any] = plain(run)
     return out
+
+
+def stats_dict(st: Stats) -> dict[str, Any]:
+    """``App.stats`` as ``GET /v1/stats`` (and ``jobloom stats --json``) writes it: a JSON-ready dict."""
+    return {"since": plain(st.since), "total": plain(st.total), "bindings": plain(st.bindings),
+            "minutes": [{"minute": plain(m), "figures": plain(f)} for m, f in st.minutes],
+            "pending_events": st.pending_events}
 
 
 def dumps(value: Any) -> bytes:

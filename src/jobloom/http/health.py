@@ -14,7 +14,7 @@ from jobloom.core.errors import InvalidOption, MigrationsMissing
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
-from jobloom.http.encode import dumps, plain
+from jobloom.http.encode import dumps, stats_dict
 from jobloom.http.jobs import ERRORS
 from jobloom.store.sql import load_migrations
 
@@ -69,10 +69,6 @@ def router(ctx: Context) -> APIRouter:
             check_name("binding", binding, MAX_NAME_BYTES)
         if since is not None and since.tzinfo is None:
             raise InvalidOption("since", since.isoformat(), "a moment with a time zone (e.g. ...Z)")
-        st = await app.stats(binding=binding, since=since)
-        body = {"since": plain(st.since), "total": plain(st.total), "bindings": plain(st.bindings),
-                "minutes": [{"minute": plain(m), "figures": plain(f)} for m, f in st.minutes],
-                "pending_events": st.pending_events}
-        return json_response(dumps(body))
+        return json_response(dumps(stats_dict(await app.stats(binding=binding, since=since))))
 
     return api
