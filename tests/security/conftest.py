@@ -81,9 +81,9 @@ def store_for(store: str, folder: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def serve(store_url: str, folder: Path, *args: str, tokens: dict[str, str] | None = None,
-          wait_up: bool = True, bare: bool = False) -> Iterator[Served]:
+          wait_up: bool = True, bare: bool = False, env: dict[str, str] | None = None) -> Iterator[Served]:
     """Migrate the store, make ``tokens`` (name: scopes), then run ``jobloom serve --app secapp`` on it
-    (``bare``: ``jobloom serve --url``, without the app)."""
+    (``bare``: ``jobloom serve --url``, without the app; ``env`` added to its environment)."""
     app = make_app(store_url)
     port = free_port()
     served = Served(f"http://127.0.0.1:{port}", store_url, app, folder / f"serve-{port}.log")
@@ -92,7 +92,7 @@ def serve(store_url: str, folder: Path, *args: str, tokens: dict[str, str] | Non
         app.run_sync(app.register_bindings())
         for name, scopes in (tokens or {}).items():
             served.token(name, scopes)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBLOOM_SEC_URL": store_url}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBLOOM_SEC_URL": store_url, **(env or {})}
         target = ["--url", store_url] if bare else ["--app", "tests.security.secapp:app"]
         command = [sys.executable, "-m", "jobloom.cli", "serve", *target, "--port", str(port), "--log-level",
                    "warning", *args]

@@ -24,6 +24,7 @@ from jobloom.cli.common import (
     run,
 )
 from jobloom.core.extras import needs_extra
+from jobloom.http.bounds import LONG_POLLS_PER_TOKEN, MAX_CONNECTIONS
 
 if TYPE_CHECKING:
     from jobloom.http.auth import AuthMode
@@ -67,17 +68,28 @@ def serve(
     log_format: LogFormatOption = LogFormat.text,
     metrics: Annotated[bool, typer.Option(help="Serve Prometheus metrics at /metrics (scope read).")] = True,
     wait: WaitOption = WAIT,
+    max_connections: Annotated[int, typer.Option(
+        min=1, help="Open connections at most (fewer if `ulimit -n` allows fewer); one more gets 503.")
+    ] = MAX_CONNECTIONS,
+    max_long_polls: Annotated[int, typer.Option(
+        min=1, help="Long polls (claims with wait, job waits) one token may hold at once; 429 beyond.")
+    ] = LONG_POLLS_PER_TOKEN,
+    header_timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds a request's headers may take to arrive; 408 and closed beyond.")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds a request's body may take to arrive (and at most 10 s between two parts); 408 beyond.")
+    ] = 60.0,
 ) -> None:
     """Serve the HTTP API (/v1; docs at /v1/docs; metrics at /metrics) and the web dashboard (/). With
     --url, jobs are enqueued by binding name."""
     # imported here, not with the CLI: the web stack is not loaded for every other command (a worker)
     with needs_extra("web", "jobloom serve"):
-        import uvicorn
-
         from jobloom.dashboard.site import create_site
+        from jobloom.http.server import serve as serve_bounded
     if metrics:
         with needs_extra("metrics", "jobloom serve's /metrics", " (or --no-metrics)"):
             import prometheus_client  # noqa: F401
+    from jobloom.http.bounds import Bounds, connection_cap
     from jobloom.http.tokens import active_tokens
 
     if log_format == LogFormat.json:  # from here on, what the server says is a JSON line too (its notes included)
@@ -105,13 +117,19 @@ def serve(
     options: dict[str, Any] = {}
     if log_format == LogFormat.json:  # uvicorn's loggers propagate to the root logger, which writes JSON
         options["log_config"] = None
-    site = create_site(app, auth=auth, named=named, dashboard=dashboard, metrics=metrics)
+    bounds = Bounds(max_connections=connection_cap(max_connections), long_polls_per_token=max_long_polls,
+                    header_time=header_timeout, body_time=body_timeout, body_idle=min(10.0, body_timeout))
+    if bounds.max_connections < max_connections:
+        say(f"at most {bounds.max_connections} connections at once: the descriptor limit (ulimit -n) "
+            "allows no more")
+    site = create_site(app, auth=auth, named=named, dashboard=dashboard, metrics=metrics, bounds=bounds)
+    polls = site.polls
     if auth == "off":
         from jobloom.http.shield import OpenShield, host_names
 
         site = OpenShield(site, host_names(host))
     check_port_free(host, port)
-    uvicorn.run(site, host=host, port=port, log_level=log_level, lifespan="on", **options)
+    serve_bounded(site, host, port, bounds, polls, log_level=log_level, lifespan="on", **options)
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -17,7 +17,7 @@ from jobloom.core.errors import JobloomError
 
 #: The top-level modules each extra installs (as ``import`` names, not distribution names).
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "web": ("fastapi", "fastapi_offline", "starlette", "uvicorn", "jinja2", "httpx", "jsonschema"),
+    "web": ("fastapi", "fastapi_offline", "starlette", "uvicorn", "httptools", "jinja2", "httpx", "jsonschema"),
     "postgres": ("psycopg", "psycopg_pool", "orjson"),
     "metrics": ("prometheus_client",),
     "otel": ("opentelemetry",),

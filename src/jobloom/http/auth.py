@@ -79,6 +79,13 @@ class Guard:
         ``scope``; return the request's token (None when ``auth="off"``)."""
         if self.mode == "off":
             return None
+        token = await self.authenticate(authorization)
+        if not token.allows(scope):
+            raise Forbidden(f"token {token.name!r} lacks the {scope!r} scope this operation needs")
+        return token
+
+    async def authenticate(self, authorization: str | None) -> StoredToken:
+        """The active token an ``Authorization`` header carries; ``Unauthorized`` if none or not valid."""
         kind, _, credentials = (authorization or "").partition(" ")
         if kind.lower() != "bearer" or not credentials.strip():
             raise Unauthorized("this operation needs a token: Authorization: Bearer <token>")
@@ -86,8 +93,6 @@ class Guard:
         token = None if parsed is None else await self.cache.find(parsed[0])
         if parsed is None or token is None or not token.matches(parsed[1]):
             raise Unauthorized("the token is not valid (wrong or revoked)")
-        if not token.allows(scope):
-            raise Forbidden(f"token {token.name!r} lacks the {scope!r} scope this operation needs")
         return token
 
     def scope(self, scope: str) -> Callable[..., Awaitable[None]]:

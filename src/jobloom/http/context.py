@@ -15,6 +15,7 @@ from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.engine.performer import PerformerSpec
 from jobloom.engine.rules import stored_spec
 from jobloom.http.auth import SCHEME, Guard
+from jobloom.http.longpoll import JobWaits, LongPolls
 from jobloom.store import Tx
 
 JSON = "application/json"
@@ -26,12 +27,15 @@ def json_response(body: bytes, status: int = 200) -> Response:
 
 
 class Context:
-    """The app behind the API, its guard, and whether it is a bare store (``named``)."""
+    """The app behind the API, its guard, whether it is a bare store (``named``), and its long polls."""
 
-    def __init__(self, app: App, guard: Guard, *, named: bool, known_ttl: float = 5.0) -> None:
+    def __init__(self, app: App, guard: Guard, *, named: bool, known_ttl: float = 5.0,
+                 polls: LongPolls | None = None) -> None:
         self.app = app
         self.guard = guard
         self.named = named
+        self.polls = polls or LongPolls()
+        self.waits = JobWaits(app)
         self.known_ttl = known_ttl
         self._rules: dict[str, tuple[bool, str | None]] = {}  # binding: (registered, its stored rules)
         self._built: dict[str, str | None] = {}  # the rules each binding's spec in app.specs was built from

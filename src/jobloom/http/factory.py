@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,10 +14,12 @@ from jobloom.app.facade import App
 from jobloom.core.extras import needs_extra
 from jobloom.http import binding_state, bindings, docs, errors, health, jobs, runs, schedules, search, worker
 from jobloom.http.auth import SECURITY_SCHEMES, AuthMode, Guard
-from jobloom.http.bodycap import MAX_BATCH_BODY, MAX_BODY, BodyCap
+from jobloom.http.bounds import Bounds
 from jobloom.http.context import Context
 from jobloom.http.fastlane import FastLane
+from jobloom.http.gate import Gate
 from jobloom.http.jsononly import JsonOnly
+from jobloom.http.longpoll import LongPolls
 
 OPENAPI_URL = "/v1/openapi.json"
 DESCRIPTION = """\
@@ -30,7 +33,7 @@ pause, trigger, limits), `worker` (the worker protocol of remote workers), `admi
 
 
 def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False, token_ttl: float = 1.0,
-                   metrics: bool = True) -> FastAPI:
+                   metrics: bool = True, long_polls_per_token: int | None = None) -> FastAPI:
     """The FastAPI application of the API for ``app`` (see :func:`create_asgi`)."""
     from jobloom import __version__
 
@@ -38,12 +41,14 @@ def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:
             yield
-        finally:  # the store of the server's event loop
+        finally:  # long polls answer now; then the store of the server's event loop is closed
+            ctx.polls.stop()
             await app.close()
 
     api = FastAPI(title="jobloom", version=__version__, description=DESCRIPTION, openapi_url=OPENAPI_URL,
                   docs_url=None, redoc_url=None, lifespan=lifespan)
-    ctx = Context(app, Guard(app, auth, token_ttl), named=named)
+    polls = LongPolls() if long_polls_per_token is None else LongPolls(long_polls_per_token)
+    ctx = Context(app, Guard(app, auth, token_ttl), named=named, polls=polls)
     errors.install(api)
     for module in (search, jobs, runs, schedules, binding_state, bindings, worker, health):  # search before /jobs/{id}
         api.include_router(module.router(ctx))
@@ -69,18 +74,31 @@ def openapi(api: FastAPI) -> dict[str, Any]:
 
 
 def create_asgi(
-    app: App, *, auth: AuthMode = "required", named: bool = False, max_body: int = MAX_BODY,
-    max_batch_body: int = MAX_BATCH_BODY, token_ttl: float = 1.0, metrics: bool = True,
+    app: App, *, auth: AuthMode = "required", named: bool = False, max_body: int | None = None,
+    max_batch_body: int | None = None, token_ttl: float = 1.0, metrics: bool = True, bounds: Bounds | None = None,
 ) -> Any:
     """The ASGI application serving ``app``'s API under ``/v1``.
 
     ``auth``: ``"required"`` (a token on every operation but health and docs, whether or not any token
     exists) or ``"off"`` (for an API mounted behind the user's own authentication).
     ``named``: the app is a bare store (``App(url)``), which enqueues bindings known to the store by name.
-    ``max_body``: the largest request body (bytes; ``max_batch_body`` for a batch); 413 beyond.
+    ``max_body``: the largest request body of an authenticated caller (bytes; ``max_batch_body`` for
+    ``POST /v1/jobs/batch``); 413 beyond. ``bounds``: every other limit (:class:`~jobloom.http.bounds.Bounds`;
+    ``max_body`` and ``max_batch_body``, when given, replace its body caps). A request that needs a token is
+    refused (401) before its body is read.
     ``token_ttl``: how long the active tokens are kept before being read again (a revoked token stops
     working within that time). ``metrics``: serve ``GET /metrics`` (Prometheus; scope ``read``) and count
     the app's enqueues for it.
     """
-    api = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl, metrics=metrics)
-    return BodyCap(JsonOnly(FastLane(api, api.state.jobloom)), max_body, max_batch_body)
+    bounds = with_bodies(bounds, max_body, max_batch_body)
+    api = create_fastapi(app, auth=auth, named=named, token_ttl=token_ttl, metrics=metrics,
+                         long_polls_per_token=bounds.long_polls_per_token)
+    ctx: Context = api.state.jobloom
+    return Gate(JsonOnly(FastLane(api, ctx)), ctx.guard, bounds, polls=ctx.polls)
+
+
+def with_bodies(bounds: Bounds | None, max_body: int | None, max_batch_body: int | None) -> Bounds:
+    """``bounds`` (default: the defaults) with the body caps given (None: as in ``bounds``)."""
+    bounds = bounds or Bounds()
+    return dataclasses.replace(bounds, max_body=bounds.max_body if max_body is None else max_body,
+                               max_batch_body=bounds.max_batch_body if max_batch_body is None else max_batch_body)

@@ -11,7 +11,6 @@ answers it as documented.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ import pydantic
 from jobloom.core.errors import JobloomError
 from jobloom.http import schemas as s
 from jobloom.http import worker as w
-from jobloom.http.bodycap import ASGIApp, Message, Receive, Scope, Send
+from jobloom.http.bounds import ASGIApp, Message, Receive, Scope, Send
 from jobloom.http.context import Context
 from jobloom.http.errors import error_response
 from jobloom.http.jobs import enqueue_many, enqueue_one
@@ -86,7 +85,8 @@ class FastLane:
             return
         try:
             if serve is w.claim_jobs and isinstance(request, w.ClaimBody) and request.wait:
-                status, content = await _long_poll(self.ctx, request, receive)
+                async with self.ctx.polls.hold(caller, receive) as gone:
+                    status, content = await w.claim_jobs(self.ctx, request, caller, gone)
             else:
                 status, content = await serve(self.ctx, request, caller)
         except JobloomError as exc:
@@ -95,21 +95,3 @@ class FastLane:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(content)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
-
-
-async def _long_poll(ctx: Context, body: w.ClaimBody, receive: Receive) -> tuple[int, bytes]:
-    """A claim that waits, ended (claiming nothing) as soon as the worker's connection closes: a worker
-    that stops aborts its long poll, and must not be handed jobs it will never see."""
-    gone = asyncio.Event()
-
-    async def watch() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        gone.set()
-
-    watcher = asyncio.create_task(watch())
-    try:
-        return await w.claim_jobs(ctx, body, gone=gone)
-    finally:
-        watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)

@@ -185,9 +185,13 @@ def router(ctx: Context) -> APIRouter:
 
     @api.get("/{job_id}/wait", response_model=s.JobOut, **read,
              responses={408: {"model": s.ErrorOut, "description": "Not finished within the timeout"}})
-    async def wait_job(job_id: JobId, timeout: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 30.0) -> Response:
-        """Long poll: the job once it is finished; 408 if it is not within ``timeout`` seconds."""
-        return json_response(job_json(await app.wait(job_id, timeout)).encode())
+    async def wait_job(job_id: JobId, request: Request,
+                       timeout: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 30.0) -> Response:
+        """Long poll: the job once it is finished; 408 if it is not within ``timeout`` seconds (or at once
+        when the server stops); 429 past the long polls one token may hold at once."""
+        async with ctx.polls.hold(request.state.token, request.receive) as gone:
+            job = await ctx.waits.wait(job_id, timeout, gone)
+        return json_response(job_json(job).encode())
 
     @api.post("/{job_id}/events/{name}", response_model=s.EventOut, **enqueue)
     async def send_event(job_id: JobId, name: Annotated[str, Path(description="The event's name.")],

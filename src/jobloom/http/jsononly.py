@@ -9,7 +9,7 @@ A request without a ``Content-Type`` (a body-less action) passes through.
 
 from __future__ import annotations
 
-from jobloom.http.bodycap import ASGIApp, Receive, Scope, Send
+from jobloom.http.bounds import ASGIApp, Receive, Scope, Send
 from jobloom.http.encode import dumps
 from jobloom.http.errors import error_body
 

@@ -37,6 +37,19 @@ def router(ctx: Context) -> APIRouter:
                 await asyncio.wait_for(gauges.refresh(), SCRAPE_TIMEOUT)
             except TimeoutError:
                 gauges.error = f"the store did not answer within {SCRAPE_TIMEOUT:g} s"
-        return Response(render(registry), media_type=CONTENT_TYPE)
+        return Response(render(registry) + served(ctx), media_type=CONTENT_TYPE)
 
     return api
+
+
+def served(ctx: Context) -> bytes:
+    """The server's own gauges: its long polls under way, its claims waiting, the rounds its job waits have read."""
+    return (b"# HELP jobloom_http_long_polls Long polls (claims with wait, job waits) this server holds now.\n"
+            b"# TYPE jobloom_http_long_polls gauge\n"
+            b"jobloom_http_long_polls %d\n"
+            b"# HELP jobloom_http_claims_waiting Long-poll claims waiting now for a job (past their first look).\n"
+            b"# TYPE jobloom_http_claims_waiting gauge\n"
+            b"jobloom_http_claims_waiting %d\n"
+            b"# HELP jobloom_http_wait_reads_total Store reads of the jobs waited for (one per round, for all).\n"
+            b"# TYPE jobloom_http_wait_reads_total counter\n"
+            b"jobloom_http_wait_reads_total %d\n" % (ctx.polls.count, ctx.app.remote_claims_waiting, ctx.waits.rounds))

@@ -19,7 +19,7 @@ The dashboard's own actions carry their session's CSRF token, and its login form
 
 from __future__ import annotations
 
-from jobloom.http.bodycap import ASGIApp, Receive, Scope, Send
+from jobloom.http.bounds import ASGIApp, Receive, Scope, Send
 from jobloom.http.encode import dumps
 from jobloom.http.errors import error_body
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
@@ -131,9 +131,14 @@ def router(ctx: Context) -> APIRouter:
     worker = ctx.guarded("worker")
 
     @api.post("/claim", response_model=ClaimOut, **worker)
-    async def claim(body: ClaimBody) -> Response:
-        """Claim jobs of remote bindings; with ``wait``, wait up to that long for one (a long poll)."""
-        status, content = await claim_jobs(ctx, body)
+    async def claim(body: ClaimBody, request: Request) -> Response:
+        """Claim jobs of remote bindings; with ``wait``, wait up to that long for one (a long poll; 429 past
+        the long polls one token may hold at once)."""
+        if not body.wait:
+            status, content = await claim_jobs(ctx, body)
+            return json_response(content, status)
+        async with ctx.polls.hold(request.state.token, request.receive) as gone:
+            status, content = await claim_jobs(ctx, body, request.state.token, gone)
         return json_response(content, status)
 
     @api.post("/heartbeat", response_model=HeartbeatOut, **worker)
