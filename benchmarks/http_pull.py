@@ -76,7 +76,7 @@ async def drain(port: int, token: str, jobs: int, workers: int, claim: int, repo
                 while queue:
                     job = queue.pop()
                     body = json.dumps({"worker": name, "id": job["id"], "attempt": job["attempt"],
-                                       "outcome": "succeeded", "result": None}).encode()
+                                       "claim": job["claim"], "outcome": "succeeded", "result": None}).encode()
                     t1 = time.perf_counter()
                     status, _ = await conn.call("/v1/worker/complete", body)
                     reports.append(time.perf_counter() - t1)

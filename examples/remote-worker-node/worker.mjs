@@ -4,14 +4,20 @@
 // renews the leases of the jobs it runs, and reports how each attempt ended:
 //
 //   POST /v1/worker/claim     {worker, bindings, max, wait}         -> {jobs: [{id, attempt, binding, payload,
-//                                                                               deadline, lease_expires_at}]}
-//   POST /v1/worker/heartbeat {worker, jobs: [{id, attempt}]}       -> {jobs: [{id, attempt}]}  (still held)
-//   POST /v1/worker/complete  {worker, id, attempt, outcome, result?, error?, retry_after?}
-//                                                                    -> 200 applied, 409 stale
+//                                                                         deadline, lease_expires_at, claim}]}
+//   POST /v1/worker/heartbeat {worker, jobs: [{id, attempt, claim}]} -> {jobs: [{id, attempt}]}  (still held)
+//   POST /v1/worker/complete  {worker, id, attempt, claim, outcome, result?, error?, retry_after?}
+//                                                                    -> 200 applied, 409 stale, 403 wrong claim
+//
+// `claim` is the attempt's secret: the server keeps only its hash, and a heartbeat or report without
+// it is refused, so nobody who merely knows this worker's name can renew or complete its jobs. Keep it
+// in memory only. A lease is never renewed past the job's deadline: the heartbeat's answer leaves the
+// job out then, and the server ends the attempt as timed out.
 //
 // Configuration (environment):
 //   JOBLOOM_URL          the server, e.g. http://127.0.0.1:8080 (required)
-//   JOBLOOM_TOKEN        a token with the "worker" scope (sent as Authorization: Bearer ...)
+//   JOBLOOM_TOKEN        a token with the "worker" scope (sent as Authorization: Bearer ...); one made with
+//                        `--bindings` serves only those bindings
 //   JOBLOOM_BINDINGS     comma-separated remote bindings to serve (required)
 //   JOBLOOM_WORKER       this worker's name (default: <host>:<pid>)
 //   JOBLOOM_CONCURRENCY  jobs run at once (default 4)
@@ -214,7 +220,8 @@ export class Worker {
       const left = Math.max(0, job.deadline * 1000 - Date.now());
       timer = setTimeout(() => controller.abort(new Error("timed out: the job's deadline passed")), left);
     }
-    this.perform({ ...job, worker: this.name }, controller.signal)
+    const { claim, ...visible } = job; // the claim secret stays with the worker, not the handler
+    this.perform({ ...visible, worker: this.name }, controller.signal)
       .then((report) => this.complete(job, report))
       .catch((err) => this.log.error(`jobloom: job ${key} could not be reported: ${err.message}`))
       .finally(() => {
@@ -240,7 +247,7 @@ export class Worker {
 
   async complete(job, report) {
     const reply = await this.post("/v1/worker/complete",
-      { worker: this.name, id: job.id, attempt: job.attempt, ...report });
+      { worker: this.name, id: job.id, attempt: job.attempt, claim: job.claim, ...report });
     if (reply.status === 409) {
       this.log.warn(`jobloom: job ${job.id} attempt ${job.attempt}: report not applied (the attempt no longer holds the job)`);
     } else if (reply.status !== 200) {
@@ -257,7 +264,7 @@ export class Worker {
       const entries = [...this.running.values()];
       const lease = entries.length ? Math.min(...entries.map((e) => e.leaseMs)) : 3000;
       await Promise.race([pause(Math.max(100, Math.min(10000, lease / 3))), quit]);
-      const jobs = [...this.running.values()].map((e) => ({ id: e.job.id, attempt: e.job.attempt }));
+      const jobs = [...this.running.values()].map((e) => ({ id: e.job.id, attempt: e.job.attempt, claim: e.job.claim }));
       if (!jobs.length || !this.beating) continue;
       let reply;
       try {

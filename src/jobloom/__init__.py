@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from jobloom.app.facade import App, EnqueueRequest
     from jobloom.app.search import JobFilter, JobPage
     from jobloom.core.errors import (
+        ClaimRefused,
         CommitUnknown,
         InvalidOption,
         InvalidPayload,
@@ -49,6 +50,7 @@ _WHERE: dict[str, str] = {
     "EnqueueRequest": "jobloom.app.facade",
     "JobFilter": "jobloom.app.search",
     "JobPage": "jobloom.app.search",
+    "ClaimRefused": "jobloom.core.errors",
     "CommitUnknown": "jobloom.core.errors",
     "InvalidOption": "jobloom.core.errors",
     "InvalidPayload": "jobloom.core.errors",
@@ -102,6 +104,7 @@ __all__ = [
     "BatchItem",
     "BatchPerformer",
     "BindingInfo",
+    "ClaimRefused",
     "CommitUnknown",
     "EnqueueOptions",
     "EnqueueRequest",

@@ -49,7 +49,7 @@ async def test_claims_respect_concurrency_and_hand_out_the_job(app: jobloom.App)
     assert first.deadline == pytest.approx(before + 60.0, abs=0.5)
     assert await app.remote_claim("w2", ["Transcode"], max=5) == []
     assert (await app.get_job(first.id)).state == "running"
-    assert await app.remote_complete("w1", first.id, 1, "succeeded", result={"frames": 3})
+    assert await app.remote_complete("w1", first.id, 1, "succeeded", result={"frames": 3}, claim=first.claim)
     done = await app.get_job(first.id)
     assert done.state == "succeeded" and done.result == {"frames": 3}
     assert [j.id for j in await app.remote_claim("w2", ["Transcode"], max=5)] == [jobs[2].id]
@@ -81,48 +81,57 @@ async def test_a_silent_remote_worker_loses_its_job_after_the_lease(app: jobloom
 
 async def test_heartbeats_keep_the_lease(app: jobloom.App) -> None:
     job = await app.enqueue(TRANSCODE, {"url": "v"})
-    await app.remote_claim("w1", ["Transcode"], max=1)
+    (held,) = await app.remote_claim("w1", ["Transcode"], max=1)
     end = time.monotonic() + 2.5
     while time.monotonic() < end:
-        assert await app.remote_heartbeat("w1", [(job.id, 1), (job.id, 7)]) == [(job.id, 1)]
+        assert await app.remote_heartbeat("w1", [(job.id, 1, held.claim), (job.id, 7, held.claim)]) == [(job.id, 1)]
         assert await app.remote_claim("w2", ["Transcode"], max=1) == []
         await asyncio.sleep(0.25)
-    assert await app.remote_heartbeat("w2", [(job.id, 1)]) == [], "another worker's attempt is not renewed"
+    assert await app.remote_heartbeat("w2", [(job.id, 1, held.claim)]) == [], "another worker's attempt"
     assert await app.remote_heartbeat("w1", []) == []
 
 
 async def test_a_stale_completion_returns_false_and_changes_nothing(app: jobloom.App) -> None:
     job = await app.enqueue(TRANSCODE, {"url": "v"})
-    await app.remote_claim("old", ["Transcode"], max=1)
+    (old,) = await app.remote_claim("old", ["Transcode"], max=1)
     (current,) = await app.remote_claim("new", ["Transcode"], max=1, wait=10)  # after "old" lost its lease
     assert current.attempt == 2
     before = await app.get_job(job.id)
     history = [(a.attempt, a.outcome, a.error) for a in await app.attempts(job.id)]
-    for worker, attempt, outcome in [("old", 1, "succeeded"), ("old", 1, "failed"), ("old", 2, "succeeded"),
-                                     ("intruder", 2, "succeeded"), ("new", 3, "succeeded")]:
-        assert await app.remote_complete(worker, job.id, attempt, outcome, result=None) is False, (worker, attempt)
+    for worker, attempt, outcome, claim in [
+        ("old", 1, "succeeded", old.claim), ("old", 1, "failed", old.claim),
+        ("intruder", 2, "succeeded", current.claim), ("new", 3, "succeeded", current.claim),
+    ]:
+        assert await app.remote_complete(worker, job.id, attempt, outcome, result=None, claim=claim) is False, (
+            worker, attempt)
+    for worker in ("old", "new", "intruder"):  # the current attempt, with another claim's secret
+        with pytest.raises(jobloom.ClaimRefused, match="claim secret does not match"):
+            await app.remote_complete(worker, job.id, 2, "succeeded", result=None, claim=old.claim)
     after = await app.get_job(job.id)
     assert (after.state, after.attempt, after.result) == ("running", 2, None)
     assert (after.state, after.attempt, after.error, after.finished_at) == (
         before.state, before.attempt, before.error, before.finished_at)
     assert [(a.attempt, a.outcome, a.error) for a in await app.attempts(job.id)] == history
-    assert await app.remote_complete("new", job.id, 2, "succeeded", result={"ok": True}) is True
-    assert await app.remote_complete("new", job.id, 2, "succeeded", result={"ok": True}) is True, "a repeat"
-    assert await app.remote_complete("new", job.id, 2, "failed") is False
+    done = {"result": {"ok": True}, "claim": current.claim}
+    assert await app.remote_complete("new", job.id, 2, "succeeded", **done) is True
+    assert await app.remote_complete("new", job.id, 2, "succeeded", **done) is True, "a repeat"
+    assert await app.remote_complete("new", job.id, 2, "failed", claim=current.claim) is False
+    with pytest.raises(jobloom.ClaimRefused):
+        await app.remote_complete("new", job.id, 2, "succeeded", result={"ok": True}, claim=old.claim)
     assert (await app.get_job(job.id)).result == {"ok": True}
 
 
 async def test_failed_retry_and_permanent_follow_the_binding_policy(app: jobloom.App) -> None:
     job = await app.enqueue(TRANSCODE, {"url": "v"})
     (a,) = await app.remote_claim("w", ["Transcode"], max=1)
-    assert await app.remote_complete("w", a.id, a.attempt, "failed", error="codec crashed")
+    assert await app.remote_complete("w", a.id, a.attempt, "failed", error="codec crashed", claim=a.claim)
     (b,) = await app.remote_claim("w", ["Transcode"], max=1, wait=5)  # after the 0.05 s backoff
     assert b.attempt == 2
     asked = app.now()
-    assert await app.remote_complete("w", b.id, b.attempt, "retry", retry_after=0.6)
+    assert await app.remote_complete("w", b.id, b.attempt, "retry", retry_after=0.6, claim=b.claim)
     (c,) = await app.remote_claim("w", ["Transcode"], max=1, wait=5)
     assert c.attempt == 3 and app.now() - asked >= 0.55, "retry_after was not honoured"
-    assert await app.remote_complete("w", c.id, c.attempt, "permanent", error="bad input")
+    assert await app.remote_complete("w", c.id, c.attempt, "permanent", error="bad input", claim=c.claim)
     done = await app.get_job(job.id)
     assert done.state == "failed" and done.error == "bad input"
     assert [x.outcome for x in await app.attempts(job.id)] == ["failed", "retry", "permanent"]
@@ -130,10 +139,10 @@ async def test_failed_retry_and_permanent_follow_the_binding_policy(app: jobloom
 
 async def test_a_cancel_is_seen_at_the_next_heartbeat(app: jobloom.App) -> None:
     job = await app.enqueue(TRANSCODE, {"url": "v"})
-    await app.remote_claim("w", ["Transcode"], max=1)
+    (held,) = await app.remote_claim("w", ["Transcode"], max=1)
     await app.cancel(job.id)
-    assert await app.remote_heartbeat("w", [(job.id, 1)]) == []
-    assert await app.remote_complete("w", job.id, 1, "failed", error="stopped")
+    assert await app.remote_heartbeat("w", [(job.id, 1, held.claim)]) == []
+    assert await app.remote_complete("w", job.id, 1, "failed", error="stopped", claim=held.claim)
     assert (await app.get_job(job.id)).state == "cancelled"
 
 
@@ -167,9 +176,11 @@ async def test_bad_input_is_refused_clearly(app: jobloom.App) -> None:
         with pytest.raises(error, match=text):
             await app.remote_claim(**kwargs)
     with pytest.raises(jobloom.InvalidOption, match=r"jobs\[0\]"):
-        await app.remote_heartbeat("w", [(1,)])  # type: ignore[list-item]
+        await app.remote_heartbeat("w", [(1, 1)])  # type: ignore[list-item]
     with pytest.raises(jobloom.InvalidOption, match=r"jobs\[1\] attempt"):
-        await app.remote_heartbeat("w", [(1, 1), (1, "1")])  # type: ignore[list-item]
+        await app.remote_heartbeat("w", [(1, 1, "c"), (1, "1", "c")])  # type: ignore[list-item]
+    with pytest.raises(jobloom.InvalidOption, match=r"jobs\[0\] claim"):
+        await app.remote_heartbeat("w", [(1, 1, "")])
     job = await app.enqueue(TRANSCODE, {"url": "v"})
     (held,) = await app.remote_claim("w", ["Transcode"], max=1)
     completes: list[tuple[dict[str, Any], type[Exception], str]] = [
@@ -181,9 +192,12 @@ async def test_bad_input_is_refused_clearly(app: jobloom.App) -> None:
         ({"outcome": "succeeded", "attempt": 0}, jobloom.InvalidOption, "attempt"),
         ({"outcome": "succeeded", "job_id": 10**9}, jobloom.JobNotFound, "no job"),
         ({"outcome": "succeeded", "result": float("nan")}, jobloom.InvalidPayload, "JSON"),
+        ({"outcome": "succeeded", "claim": None}, jobloom.InvalidOption, "claim"),
+        ({"outcome": "succeeded", "claim": "x" * 129}, jobloom.InvalidOption, "claim"),
+        ({"outcome": "succeeded", "claim": "forged"}, jobloom.ClaimRefused, "claim secret does not match"),
     ]
     for kwargs, error, text in completes:
-        args = {"worker": "w", "job_id": job.id, "attempt": held.attempt, **kwargs}
+        args = {"worker": "w", "job_id": job.id, "attempt": held.attempt, "claim": held.claim, **kwargs}
         with pytest.raises(error, match=text):
             await app.remote_complete(**args)
     assert (await app.get_job(job.id)).state == "running", "a refused completion changes nothing"

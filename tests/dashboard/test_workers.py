@@ -35,7 +35,8 @@ def test_a_remote_worker_is_listed_and_counted_by_why_not_running(page: Any, sit
         page.goto(f"{site.url}/")
         expect(page.locator("#bindings tr[data-binding=Pulled] td").last).to_have_text("1")
     finally:
-        site.run(app.remote_complete("pull-dash-1", first.id, 1, "succeeded", result={"ok": True}))
+        site.run(app.remote_complete("pull-dash-1", first.id, 1, "succeeded", result={"ok": True},
+                                     claim=claimed[0].claim))
         site.run(app.cancel(second.id))
         site.run(_forget(app, "pull-dash-1"))  # the other tests count the workers alive: one, the local one
 

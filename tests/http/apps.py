@@ -36,9 +36,9 @@ def make_flow() -> jobloom.Flow:
     return flow
 
 
-def make_app(url: str) -> jobloom.App:
+def make_app(url: str, extra: tuple[Any, ...] = ()) -> jobloom.App:
     return jobloom.App(
-        url, performers=[SendMail, Echo, Waits, jobloom.RemoteBinding("Render", concurrency=1)],
+        url, performers=[SendMail, Echo, Waits, jobloom.RemoteBinding("Render", concurrency=1), *extra],
         flows=[make_flow()],
         schedules=[jobloom.Schedule("hourly", every=3600, performer=Echo, payload={"tick": True})],
     )

@@ -42,8 +42,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/jobs/cancel"): {"binding": "SendMail"},
     ("POST", "/v1/jobs/delete"): {"state": "succeeded", "binding": "SendMail"},
     ("POST", "/v1/worker/claim"): {"worker": "w", "bindings": ["Render"], "max": 1},
-    ("POST", "/v1/worker/heartbeat"): {"worker": "w", "jobs": [{"id": 1, "attempt": 1}]},
-    ("POST", "/v1/worker/complete"): {"worker": "w", "id": 1, "attempt": 1, "outcome": "failed"},
+    ("POST", "/v1/worker/heartbeat"): {"worker": "w", "jobs": [{"id": 1, "attempt": 1, "claim": "c"}]},
+    ("POST", "/v1/worker/complete"): {"worker": "w", "id": 1, "attempt": 1, "claim": "c",
+                                         "outcome": "failed"},
 }
 
 

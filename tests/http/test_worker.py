@@ -32,9 +32,11 @@ def test_claim_heartbeat_complete_and_a_stale_report(api: Api) -> None:
     r = api.client.post("/v1/worker/claim", json={"worker": "w2", "bindings": ["Render"], "max": 5}, headers=h)
     assert r.json() == {"jobs": []}
     r = api.client.post("/v1/worker/heartbeat", json={"worker": "w1", "jobs": [
-        {"id": first.id, "attempt": 1}, {"id": second.id, "attempt": 1}]}, headers=h)
+        {"id": first.id, "attempt": 1, "claim": job["claim"]}, {"id": second.id, "attempt": 1, "claim": "x"}]},
+        headers=h)
     assert r.status_code == 200 and r.json() == {"jobs": [{"id": first.id, "attempt": 1}]}, r.text
-    done = {"worker": "w1", "id": first.id, "attempt": 1, "outcome": "retry", "error": "busy", "retry_after": 0}
+    done = {"worker": "w1", "id": first.id, "attempt": 1, "claim": job["claim"], "outcome": "retry", "error": "busy",
+            "retry_after": 0}
     r = api.client.post("/v1/worker/complete", json=done, headers=h)
     assert r.status_code == 200 and r.json() == {"applied": True}, r.text
     r = api.client.post("/v1/worker/complete", json={**done, "outcome": "succeeded", "result": 1,
@@ -47,12 +49,13 @@ def test_claim_heartbeat_complete_and_a_stale_report(api: Api) -> None:
     assert [(j["id"], j["attempt"]) for j in claimed] in ([(first.id, 2)], [(second.id, 1)])
     j = claimed[0]
     r = api.client.post("/v1/worker/complete", json={"worker": "w1", "id": j["id"], "attempt": j["attempt"],
-                                                      "outcome": "succeeded", "result": {"ok": True}}, headers=h)
+                                                      "claim": j["claim"], "outcome": "succeeded",
+                                                      "result": {"ok": True}}, headers=h)
     assert r.status_code == 200
     got = api.client.get(f"/v1/jobs/{j['id']}", headers=admin).json()
     assert got["state"] == "succeeded" and got["result"] == {"ok": True}
-    r = api.client.post("/v1/worker/heartbeat", json={"worker": "w1", "jobs": [{"id": j["id"], "attempt": 1}]},
-                        headers=h)
+    r = api.client.post("/v1/worker/heartbeat", json={"worker": "w1", "jobs": [
+        {"id": j["id"], "attempt": 1, "claim": j["claim"]}]}, headers=h)
     assert r.json() == {"jobs": []}
 
 
@@ -69,11 +72,11 @@ def test_bad_requests_name_the_field(api: Api) -> None:
     for body, field in cases:
         r = api.client.post("/v1/worker/claim", json=body, headers=h)
         assert r.status_code == 422 and r.json()["error"].get("field") == field, (body, r.text)
-    r = api.client.post("/v1/worker/complete", json={"worker": "w", "id": 1, "attempt": 1, "outcome": "done"},
-                        headers=h)
+    r = api.client.post("/v1/worker/complete", json={"worker": "w", "id": 1, "attempt": 1, "claim": "c",
+                                                      "outcome": "done"}, headers=h)
     assert r.status_code == 422 and r.json()["error"]["field"] == "outcome", r.text
-    r = api.client.post("/v1/worker/complete", json={"worker": "w", "id": 1, "attempt": 1, "outcome": "failed",
-                                                      "result": 5}, headers=h)
+    r = api.client.post("/v1/worker/complete", json={"worker": "w", "id": 1, "attempt": 1, "claim": "c",
+                                                      "outcome": "failed", "result": 5}, headers=h)
     assert r.status_code == 422 and r.json()["error"]["field"] == "result", r.text
     r = api.client.post("/v1/worker/claim", json={"worker": "w", "bindings": ["Render"], "max": 1},
                         headers=auth(api, "read,enqueue,operate"))
@@ -137,7 +140,7 @@ def test_the_fast_lane_and_the_routes_answer_alike(api: Api) -> None:
 
         status, claimed = post("/v1/worker/claim", {"worker": "w", "bindings": ["Render"], "max": 1})
         assert status == 200 and [j["id"] for j in claimed["jobs"]] == [job.id]  # type: ignore[index]
-        key = {"id": job.id, "attempt": 1}
+        key = {"id": job.id, "attempt": 1, "claim": claimed["jobs"][0]["claim"]}  # type: ignore[index]
         answers.append(post("/v1/worker/heartbeat", {"worker": "w", "jobs": [key]})[0])
         answers.append(post("/v1/worker/complete", {"worker": "w", **key, "outcome": "succeeded"}))
         stale = post("/v1/worker/complete", {"worker": "w", **key, "outcome": "failed"})

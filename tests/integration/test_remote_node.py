@@ -119,7 +119,8 @@ async def test_node_workers_and_a_python_worker_share_concurrency_2_and_a_killed
             # the killed worker's report for its old attempt, arriving now: refused, and nothing changes
             async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}) as http:
                 r = await http.post("/v1/worker/complete", json={
-                    "worker": "node-victim", "id": stuck.id, "attempt": 1, "outcome": "failed", "error": "late"})
+                    "worker": "node-victim", "id": stuck.id, "attempt": 1, "claim": "lost-with-the-worker",
+                    "outcome": "failed", "error": "late"})
             assert r.status_code == 409 and r.json()["error"]["type"] == "StaleAttempt", r.text
             after = await app.get_job(stuck.id)
             assert (after.state, after.attempt, after.result, after.error) == (

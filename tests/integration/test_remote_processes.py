@@ -112,7 +112,7 @@ async def test_concurrency_2_is_exact_across_a_python_worker_and_remote_claims(
             await asyncio.sleep(0.05)
         finally:
             itapp.gauge(-1)
-        assert await app.remote_complete(name, job.id, job.attempt, "succeeded", result="remote")
+        assert await app.remote_complete(name, job.id, job.attempt, "succeeded", result="remote", claim=job.claim)
 
     async def remote_worker(name: str) -> None:  # runs what it claims at once, as a remote worker would
         while len(await _succeeded(app, "Transcode")) < n:

@@ -357,25 +357,33 @@ class App:
 
     # -- remote workers (the pull protocol: jobloom.app.remote) -------------------------------------
 
-    async def remote_claim(self, worker: str, bindings: list[str], max: int,
-                           wait: float | None = None, gone: asyncio.Event | None = None) -> list[RemoteJob]:
+    async def remote_claim(self, worker: str, bindings: list[str], max: int, wait: float | None = None,
+                           gone: asyncio.Event | None = None, *,
+                           only: frozenset[str] | None = None) -> list[RemoteJob]:
         """Claim up to ``max`` jobs of remote ``bindings`` for ``worker``, waiting up to ``wait`` s for one;
-        ``gone``, once set, ends the wait with nothing claimed (the worker's connection closed)."""
-        return await self._remote.claim(worker, bindings, max, wait, gone)
+        ``gone``, once set, ends the wait with nothing claimed (the worker's connection closed). Each job
+        carries its ``claim`` secret, which its heartbeats and report present. ``only``: the bindings the
+        caller may take (a binding-limited token's); another is refused (``ClaimRefused``)."""
+        return await self._remote.claim(worker, bindings, max, wait, gone, only=only)
 
     @property
     def remote_claims_waiting(self) -> int:
         """How many long-poll claims (``remote_claim`` with ``wait``) of this app are waiting now for a job."""
         return self._remote.waiting
 
-    async def remote_heartbeat(self, worker: str, jobs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Renew the leases of ``worker``'s (job id, attempt)s; return those it still holds and should run."""
-        return await self._remote.heartbeat(worker, jobs)
+    async def remote_heartbeat(self, worker: str, jobs: list[tuple[int, int, str]], *,
+                               only: frozenset[str] | None = None) -> list[tuple[int, int]]:
+        """Renew the leases of ``worker``'s (job id, attempt, claim)s, never past an attempt's deadline; return
+        the (job id, attempt)s it still holds and should run. ``ClaimRefused``: a wrong claim, nothing renewed."""
+        return await self._remote.heartbeat(worker, jobs, only=only)
 
     async def remote_complete(self, worker: str, job_id: int, attempt: int, outcome: str, result: Any = None,
-                              error: str | None = None, retry_after: float | None = None) -> bool:
-        """Report how ``worker``'s attempt ended; False (nothing changed) if the attempt no longer holds the job."""
-        return await self._remote.complete(worker, job_id, attempt, outcome, result, error, retry_after)
+                              error: str | None = None, retry_after: float | None = None, *, claim: str,
+                              only: frozenset[str] | None = None) -> bool:
+        """Report how ``worker``'s attempt ended, with the attempt's ``claim`` secret; False (nothing changed)
+        if the attempt no longer holds the job, ``ClaimRefused`` (nothing changed) for a wrong claim."""
+        return await self._remote.complete(worker, job_id, attempt, outcome, result, error, retry_after,
+                                           claim=claim, only=only)
 
     # -- flows --------------------------------------------------------------------------------------
 

@@ -109,9 +109,10 @@ class RemoteOps:
         return store
 
     async def claim(self, worker: str, bindings: Sequence[str], max: int, wait: float | None = None,
-                    gone: asyncio.Event | None = None) -> list[RemoteJob]:
+                    gone: asyncio.Event | None = None, *, only: frozenset[str] | None = None) -> list[RemoteJob]:
         """Claim up to ``max`` runnable jobs of ``bindings`` for the remote worker ``worker``, within every
         limit; with ``wait``, wait up to that many seconds for one to become runnable (a long poll).
+        ``only``: the bindings the caller may claim (a binding-limited token's); another is ``ClaimRefused``.
 
         ``gone`` is set when the worker is no longer there to take the answer (its connection closed: a
         worker that stops aborts its long poll): the wait ends with nothing claimed, and jobs claimed
@@ -122,6 +123,8 @@ class RemoteOps:
         if not 1 <= len(bindings) <= MAX_BINDINGS:
             raise InvalidOption("bindings", bindings, f"1 to {MAX_BINDINGS} binding names")
         names = list(dict.fromkeys(self._remote_spec(b).binding for b in bindings))
+        for name in names:
+            remote.check_allowed(only, name)
         if isinstance(max, bool) or not isinstance(max, int) or not 1 <= max <= MAX_CLAIM:
             raise InvalidOption("max", max, f"an integer from 1 to {MAX_CLAIM}")
         count = max
@@ -154,7 +157,7 @@ class RemoteOps:
                     await self._give_back(store, worker, got.claimed)
                     return []
                 if got.claimed or wake is None or deadline is None:
-                    return [remote.remote_job(c, lease) for c in got.claimed]
+                    return [remote.remote_job(c, lease, got.claims[c.id]) for c in got.claimed]
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return []
@@ -175,14 +178,17 @@ class RemoteOps:
         await store.transact(lambda tx: coordinator.release(tx, worker, claims, store.now()))
         await store.notify()
 
-    async def heartbeat(self, worker: str, jobs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Renew the leases of ``worker``'s attempts, given as (job id, attempt); return the ones it still
-        holds. An attempt left out is no longer the worker's to run (its lease was lost, or it was asked to
-        cancel): the worker should stop it."""
+    async def heartbeat(self, worker: str, jobs: Sequence[tuple[int, int, str]], *,
+                        only: frozenset[str] | None = None) -> list[tuple[int, int]]:
+        """Renew the leases of ``worker``'s attempts, given as (job id, attempt, claim secret), never past an
+        attempt's deadline; return the (job id, attempt)s it still holds. An attempt left out is no longer
+        the worker's to run (its lease was lost, it was asked to cancel, or its deadline passed): the
+        worker should stop it. ``ClaimRefused`` (nothing renewed) for a wrong claim secret, or a binding
+        outside ``only``."""
         check_name("worker", worker, MAX_NAME_BYTES)
         if isinstance(jobs, str | bytes) or not isinstance(jobs, Sequence) or len(jobs) > MAX_HEARTBEAT:
-            raise InvalidOption("jobs", jobs, f"a list of at most {MAX_HEARTBEAT} (job id, attempt) pairs")
-        keys = [_pair(item, i) for i, item in enumerate(jobs)]
+            raise InvalidOption("jobs", jobs, f"a list of at most {MAX_HEARTBEAT} (job id, attempt, claim) triples")
+        keys = [_triple(item, i) for i, item in enumerate(jobs)]
         if not keys:
             return []
         store = await self._store()
@@ -191,7 +197,7 @@ class RemoteOps:
 
         async def work(tx: Tx) -> list[tuple[int, int]]:
             registered[0] = await self._register(tx, worker, store.now())
-            return await remote.heartbeat(tx, worker, keys, store.now(), self.app.lease)
+            return await remote.heartbeat(tx, worker, keys, store.now(), self.app.lease, only)
 
         held = await store.transact(work)
         if registered[0] is not None:
@@ -200,14 +206,17 @@ class RemoteOps:
 
     async def complete(
         self, worker: str, job_id: int, attempt: int, outcome: str, result: Any = None, error: str | None = None,
-        retry_after: float | None = None,
+        retry_after: float | None = None, *, claim: str, only: frozenset[str] | None = None,
     ) -> bool:
         """Report how ``worker``'s attempt ended: ``succeeded`` (with ``result``), ``failed`` (retried under the
         binding's policy), ``retry`` (another attempt, after ``retry_after`` seconds or the backoff) or
-        ``permanent`` (failed now). False, with nothing changed, when the attempt no longer holds the job."""
+        ``permanent`` (failed now). False, with nothing changed, when the attempt no longer holds the job;
+        ``ClaimRefused``, with nothing changed, when ``claim`` is not the secret its claim returned or the
+        job's binding is outside ``only``."""
         check_name("worker", worker, MAX_NAME_BYTES)
         job_id = checked_id(job_id)
         attempt = opt.positive_int("attempt", attempt, allow_none=False) or 1
+        claim = _claim("claim", claim)
         if outcome not in OUTCOMES:
             raise InvalidOption("outcome", outcome, " or ".join(f'"{o}"' for o in OUTCOMES))
         if result is not None and outcome != "succeeded":
@@ -222,9 +231,9 @@ class RemoteOps:
 
         async def work(tx: Tx) -> bool:
             return await remote.complete(
-                tx, worker=worker, job_id=job_id, attempt=attempt, outcome=outcome, specs=dict(self.app.specs),
-                result=result, error=storable_text(error, MAX_ERROR_BYTES), retry_after=retry_after,
-                now=store.now(), hooks=self.app.hooks)
+                tx, worker=worker, job_id=job_id, attempt=attempt, claim=claim, outcome=outcome,
+                specs=dict(self.app.specs), result=result, error=storable_text(error, MAX_ERROR_BYTES),
+                retry_after=retry_after, now=store.now(), hooks=self.app.hooks, only=only)
 
         applied = await store.transact(work)
         if applied:
@@ -232,12 +241,22 @@ class RemoteOps:
         return applied
 
 
-def _pair(item: object, index: int) -> tuple[int, int]:
-    if isinstance(item, str | bytes) or not isinstance(item, Sequence) or len(item) != 2:
-        raise InvalidOption(f"jobs[{index}]", item, "a (job id, attempt) pair")
+MAX_CLAIM_CHARS = 128
+"""A claim secret's length at most (a claim returns 32 characters)."""
+
+
+def _claim(field: str, claim: object) -> str:
+    if not isinstance(claim, str) or not 1 <= len(claim) <= MAX_CLAIM_CHARS:
+        raise InvalidOption(field, "<hidden>", "the claim secret the attempt's claim returned (a string)")
+    return claim
+
+
+def _triple(item: object, index: int) -> tuple[int, int, str]:
+    if isinstance(item, str | bytes) or not isinstance(item, Sequence) or len(item) != 3:
+        raise InvalidOption(f"jobs[{index}]", item, "a (job id, attempt, claim) triple")
     job_id = checked_id(item[0], f"jobs[{index}] id", clamp=True)
     attempt = opt.positive_int(f"jobs[{index}] attempt", item[1], allow_none=False) or 1
-    return job_id, attempt
+    return job_id, attempt, _claim(f"jobs[{index}] claim", item[2])
 
 
 async def _first(wait: Coroutine[Any, Any, Any], gone: asyncio.Event | None) -> None:

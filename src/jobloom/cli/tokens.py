@@ -28,7 +28,8 @@ tokens_cli = typer.Typer(name="tokens", help="Tokens of the HTTP API.", no_args_
 
 
 def _info(t: TokenInfo) -> dict[str, object]:
-    return {"name": t.name, "prefix": t.prefix, "scopes": list(t.scopes), "created_at": t.created_at,
+    return {"name": t.name, "prefix": t.prefix, "scopes": list(t.scopes),
+            "bindings": None if t.bindings is None else list(t.bindings), "created_at": t.created_at,
             "revoked_at": t.revoked_at, "active": t.active}
 
 
@@ -37,6 +38,9 @@ def create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="A name for the token (who or what uses it).")],
     scopes: Annotated[str, typer.Option(help=f"Comma-separated: {', '.join(SCOPES)}.")],
+    bindings: Annotated[str | None, typer.Option(
+        help="With --scopes worker: the only bindings (comma-separated) the token may claim, heartbeat and "
+             "complete.")] = None,
     app_ref: AppOption = None,
     url: UrlOption = None,
     schema: SchemaOption = None,
@@ -47,14 +51,15 @@ def create(
     app = open_target(ctx, app_ref, url, schema, wait)
 
     async def go(a: object) -> tuple[str, TokenInfo]:
-        return await create_token(await app.store(), name, scopes)
+        return await create_token(await app.store(), name, scopes, bindings)
 
     token, info = run(app, go)
     if as_json:
         print_json({**_info(info), "token": token})
         return
     console.print(token, highlight=False, markup=False)
-    note(f"token {info.name!r} with scopes {','.join(info.scopes)}; it is shown only now: store it safely")
+    limit = "" if info.bindings is None else f" for bindings {','.join(info.bindings)} only"
+    note(f"token {info.name!r} with scopes {','.join(info.scopes)}{limit}; it is shown only now: store it safely")
 
 
 @tokens_cli.command("list")
@@ -73,9 +78,10 @@ def list_(
     if as_json:
         print_json([_info(t) for t in found])
         return
-    table = Table("name", "prefix", "scopes", "created", "revoked")
+    table = Table("name", "prefix", "scopes", "bindings", "created", "revoked")
     for t in found:
-        table.add_row(t.name, t.prefix, ",".join(t.scopes), fmt_time(t.created_at), fmt_time(t.revoked_at))
+        table.add_row(t.name, t.prefix, ",".join(t.scopes), "(all)" if t.bindings is None else ",".join(t.bindings),
+                      fmt_time(t.created_at), fmt_time(t.revoked_at))
     print_table(table)
 
 

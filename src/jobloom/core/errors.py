@@ -117,6 +117,15 @@ class MigrationsMissing(StoreError):
         )
 
 
+class ClaimRefused(JobloomError):
+    """A remote worker's heartbeat or report that does not present its attempt's claim secret, or a
+    binding-limited worker token that names another binding: refused, and nothing changed."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.api_field = field
+
+
 class JobTimeout(JobloomError):
     """An attempt ran longer than its timeout (recorded as the attempt's error)."""
 

@@ -45,6 +45,8 @@ from jobloom.core.rows import (
     ProjectedEventRow,
     ProjectorRow,
     PruneRow,
+    RemoteAttemptRow,
+    RemoteBeatRow,
     RetentionRow,
     RulesRow,
     RunIdRow,
@@ -118,6 +120,8 @@ class Q:
     lock_job = Query("lock_job", LockedJobRow)
     running_of_worker = Query("running_of_worker", HeldRow)
     heartbeat = Query("heartbeat", HeartbeatRow)
+    heartbeat_remote = Query("heartbeat_remote", RemoteBeatRow)
+    remote_attempts = Query("remote_attempts", RemoteAttemptRow)
     cancel_requests = Query("cancel_requests", AttemptKeyRow)
     find_unique = Query("find_unique", UniqueRow)
     get_binding = Query("get_binding", PolicyRow)

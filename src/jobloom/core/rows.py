@@ -113,6 +113,8 @@ class RunningRow(NamedTuple):
     started_at: float | None
     run_id: str | None
     node: str | None
+    timeout: float | None
+    claim_hash: str | None
 
 
 class LockedJobRow(NamedTuple):
@@ -140,6 +142,26 @@ class HeartbeatRow(NamedTuple):
     id: int
     attempt: int
     cancel_requested: bool
+
+
+class RemoteBeatRow(NamedTuple):
+    """A remote attempt whose lease a heartbeat renewed (fenced by its claim)."""
+
+    id: int
+    attempt: int
+    cancel_requested: bool
+    binding: str
+    lease_expires: float
+
+
+class RemoteAttemptRow(NamedTuple):
+    """A running attempt as the pull protocol checks a heartbeat that did not renew it."""
+
+    id: int
+    attempt: int
+    binding: str
+    lease_owner: str | None
+    claim_hash: str | None
 
 
 class AttemptKeyRow(NamedTuple):
@@ -444,6 +466,7 @@ class TokenRow(NamedTuple):
     scopes: str
     created_at: float
     revoked_at: float | None
+    bindings: str | None
 
 
 class NodeJobRow(NamedTuple):

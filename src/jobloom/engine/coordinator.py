@@ -215,13 +215,22 @@ async def reap(
     if not rows:
         return []
     outcomes = [
-        Outcome(job_id=r.id, attempt=r.attempt, kind=lifecycle.LOST, worker=r.lease_owner or "?",
-                started_at=r.started_at or now, finished_at=now,
-                error="lease expired: the worker stopped heartbeating", run_id=r.run_id)
+        Outcome(job_id=r.id, attempt=r.attempt, kind=lifecycle.TIMEOUT if late else lifecycle.LOST,
+                worker=r.lease_owner or "?", started_at=r.started_at or now, finished_at=now,
+                error=f"timed out after {r.timeout:g} s" if late and r.timeout is not None
+                else "lease expired: the worker stopped heartbeating", run_id=r.run_id)
         for r in rows
+        for late in [_past_deadline(r, now)]
     ]
     await report(tx, outcomes, now, hooks=hooks, locked=rows)
     return [r.id for r in rows]
+
+
+def _past_deadline(row: RunningRow, now: float) -> bool:
+    """Whether a remote attempt (one with a claim) whose lease expired had reached its timeout: its
+    heartbeats could not renew the lease past it, so it timed out rather than was lost."""
+    return (row.claim_hash is not None and row.timeout is not None and row.started_at is not None
+            and now >= row.started_at + row.timeout)
 
 
 async def promote(tx: Tx, now: float, *, limit: int = PROMOTE_LIMIT,

@@ -5,12 +5,20 @@ validates its payloads, this app's workers never claim its jobs, and remote work
 (:func:`claim`), renew their leases (:func:`heartbeat`) and report how they ended (:func:`complete`).
 Each runs inside one store transaction through the coordinator, so limits hold across Python
 workers and remote ones, and a completion is fenced by its attempt exactly as a local report is.
+
+A claim hands each attempt a secret (``claim``) and keeps only its SHA-256 with the job: a heartbeat or
+a report must present it, so knowing a worker's name is not enough to renew or complete its attempts
+(``ClaimRefused``). A lease is never renewed past the attempt's deadline (claimed at + ``timeout``):
+an attempt whose worker keeps heartbeating past it is reaped as timed out.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
+import secrets
 import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,7 +27,7 @@ from typing import Annotated, Any, ClassVar
 import pydantic
 
 from jobloom.core import lifecycle
-from jobloom.core.errors import InvalidOption, InvalidPayload, JobNotFound
+from jobloom.core.errors import ClaimRefused, InvalidOption, InvalidPayload, JobNotFound
 from jobloom.core.extras import needs_extra
 from jobloom.core.queries import Q
 from jobloom.engine import coordinator
@@ -109,7 +117,8 @@ def _type_of(field: str, value: Any, binding: str) -> tuple[Any, pydantic.TypeAd
 
 @dataclass(frozen=True, slots=True)
 class RemoteJob:
-    """A job handed to a remote worker: run attempt ``attempt``, renew the lease before ``lease_expires_at``."""
+    """A job handed to a remote worker: run attempt ``attempt``, renew the lease before ``lease_expires_at``;
+    every heartbeat and the report of the attempt present ``claim``, its secret."""
 
     id: int
     attempt: int
@@ -117,16 +126,31 @@ class RemoteJob:
     payload: Any
     deadline: float | None
     lease_expires_at: float
+    claim: str
 
     def as_dict(self) -> dict[str, Any]:
         """The job as the worker protocol's JSON object."""
         return dataclasses.asdict(self)
 
 
-def remote_job(c: Claimed, lease: float) -> RemoteJob:
-    """The remote worker's view of a claim made at ``c.started_at``."""
-    return RemoteJob(c.id, c.attempt, c.binding, json.loads(c.payload) if c.payload else None,
-                     None if c.timeout is None else c.started_at + c.timeout, c.started_at + lease)
+def remote_job(c: Claimed, lease: float, claim: str) -> RemoteJob:
+    """The remote worker's view of a claim made at ``c.started_at`` (its lease ends by the deadline)."""
+    deadline = None if c.timeout is None else c.started_at + c.timeout
+    expires = c.started_at + lease if deadline is None else min(c.started_at + lease, deadline)
+    return RemoteJob(c.id, c.attempt, c.binding, json.loads(c.payload) if c.payload else None, deadline, expires,
+                     claim)
+
+
+def hash_claim(claim: str) -> str:
+    """The stored form of a claim secret."""
+    return hashlib.sha256(claim.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_allowed(only: frozenset[str] | None, binding: str) -> None:
+    """Refuse ``binding`` to a worker token limited to the bindings ``only`` (None: every binding)."""
+    if only is not None and binding not in only:
+        raise ClaimRefused(f"this worker token is limited to the bindings {', '.join(sorted(only))}: not "
+                           f"{binding!r}; nothing changed", "bindings")
 
 
 @dataclass(slots=True)
@@ -137,6 +161,8 @@ class RemoteClaim:
     claimed: list[Claimed]
     next_due: float | None
     notify: bool
+    claims: dict[int, str] = dataclasses.field(default_factory=dict)
+    """Each claimed job's claim secret, by job id (only its hash is stored)."""
 
 
 async def claim(
@@ -164,36 +190,63 @@ async def claim(
     if not claimed:
         moments = [m for m in (await coordinator.next_due(tx), token_at) if m is not None]
         next_due = min(moments) if moments else None
-    return RemoteClaim(claimed, next_due, bool(reaped or promoted))
+    claims = {c.id: secrets.token_urlsafe(24) for c in claimed}
+    if claimed:
+        await tx.executemany("set_claim", [{"id": c.id, "attempt": c.attempt, "claim_hash": hash_claim(claims[c.id])}
+                                           for c in claimed])
+    return RemoteClaim(claimed, next_due, bool(reaped or promoted), claims)
 
 
-async def heartbeat(tx: Tx, worker: str, keys: Iterable[tuple[int, int]], now: float,
-                    lease: float) -> list[tuple[int, int]]:
-    """Renew the leases of ``worker``'s attempts; the ones it still holds and should go on running
-    (an attempt lost, or asked to cancel, is left out)."""
-    held, cancels = await coordinator.heartbeat(tx, worker, keys, now, lease)
-    return sorted(held - cancels)
+async def heartbeat(tx: Tx, worker: str, keys: Iterable[tuple[int, int, str]], now: float, lease: float,
+                    only: frozenset[str] | None = None) -> list[tuple[int, int]]:
+    """Renew the leases of ``worker``'s attempts, given as (job id, attempt, claim secret), never past an
+    attempt's deadline; the ones it still holds and should go on running (an attempt lost, asked to
+    cancel, or past its deadline is left out). ``ClaimRefused`` (nothing renewed) for an attempt this
+    worker holds under another claim secret, or one of a binding outside ``only``."""
+    triples = sorted({(job_id, attempt, hash_claim(claim)) for job_id, attempt, claim in keys})
+    rows = await tx.fetch(Q.heartbeat_remote, {
+        "ids": [t[0] for t in triples], "attempts": [t[1] for t in triples], "hashes": [t[2] for t in triples],
+        "triples": [list(t) for t in triples], "worker": worker, "lease_expires": now + lease,
+    })
+    for r in rows:
+        check_allowed(only, r.binding)
+    renewed = {(r.id, r.attempt) for r in rows}
+    missing = [t for t in triples if (t[0], t[1]) not in renewed]
+    if missing:
+        current = {r.id: r for r in await tx.fetch(Q.remote_attempts, {"ids": [t[0] for t in missing]})}
+        for job_id, attempt, _ in missing:
+            row = current.get(job_id)
+            if row is not None and row.attempt == attempt and row.lease_owner == worker:
+                raise ClaimRefused(f"job {job_id} attempt {attempt}: the claim secret does not match the one "
+                                   "its claim returned; nothing renewed", "claim")
+    return sorted((r.id, r.attempt) for r in rows if not r.cancel_requested and r.lease_expires > now)
 
 
 async def complete(
-    tx: Tx, *, worker: str, job_id: int, attempt: int, outcome: str, specs: dict[str, PerformerSpec],
+    tx: Tx, *, worker: str, job_id: int, attempt: int, claim: str, outcome: str, specs: dict[str, PerformerSpec],
     result: Any = _UNSET, error: str | None = None, retry_after: float | None = None, now: float,
-    hooks: EngineHooks,
+    hooks: EngineHooks, only: frozenset[str] | None = None,
 ) -> bool:
     """Apply a remote worker's report of one attempt; False, changing nothing, when the attempt no longer
     holds the job (or ``worker`` does not hold it). The same report again returns True (idempotent).
 
-    ``JobNotFound`` if there is no such job; ``InvalidPayload`` if a result does not match the binding's
-    result type (nothing is changed either)."""
+    ``JobNotFound`` if there is no such job; ``ClaimRefused`` if ``claim`` is not the secret the
+    attempt's claim returned, or the job's binding is outside ``only``; ``InvalidPayload`` if a result
+    does not match the binding's result type (nothing is changed either)."""
     kind = OUTCOMES[outcome]
     row = await tx.fetchone(Q.lock_running, {"ids": [job_id]})
     if row is None:
         raise JobNotFound(job_id)
+    check_allowed(only, row.binding)
+    matches = row.claim_hash is not None and hmac.compare_digest(row.claim_hash, hash_claim(claim))
+    if row.attempt == attempt and not matches:
+        raise ClaimRefused(f"job {job_id} attempt {attempt}: the claim secret does not match the one its "
+                           "claim returned; nothing changed", "claim")
     spec = specs.get(row.binding)
     held = row.state == "running" and row.attempt == attempt and row.lease_owner == worker
     if not held or spec is None or spec.remote is None:
         prior = await tx.fetchone(Q.get_attempt, {"job_id": job_id, "attempt": attempt})
-        return prior is not None and prior.worker == worker and prior.outcome == kind
+        return matches and prior is not None and prior.worker == worker and prior.outcome == kind
     stored = None
     if kind == lifecycle.SUCCEEDED and result is not _UNSET:
         try:

@@ -184,7 +184,7 @@ RETURNING j.id, j.binding, j.attempt
 -- name: lock_running
 -- Locks are taken in id order everywhere a transaction locks several jobs, so they cannot deadlock.
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node
+       started_at, run_id, node, timeout, claim_hash
 FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
 ORDER BY id
 FOR UPDATE
@@ -192,14 +192,14 @@ FOR UPDATE
 -- name: expired_leases
 -- Candidates only, read without locks: the reaper locks their runs first, then the jobs (lock_expired).
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node
+       started_at, run_id, node, timeout, claim_hash
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
 
 -- name: lock_expired
 -- The reaper's candidates, locked in id order and checked again; one that another transaction holds
 -- is skipped (never waited for): it is being reported, or is reaped later.
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node
+       started_at, run_id, node, timeout, claim_hash
 FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) AND state = 'running' AND lease_expires < :cutoff
 ORDER BY id
 FOR UPDATE SKIP LOCKED

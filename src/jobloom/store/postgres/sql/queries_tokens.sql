@@ -1,17 +1,17 @@
 -- Named queries of the HTTP API's tokens (jobloom_tokens).
 
 -- name: list_tokens
-SELECT name, prefix, secret_hash, scopes, created_at, revoked_at FROM jobloom_tokens ORDER BY name
+SELECT name, prefix, secret_hash, scopes, created_at, revoked_at, bindings FROM jobloom_tokens ORDER BY name
 
 -- name: get_token
-SELECT name, prefix, secret_hash, scopes, created_at, revoked_at FROM jobloom_tokens WHERE name = :name
+SELECT name, prefix, secret_hash, scopes, created_at, revoked_at, bindings FROM jobloom_tokens WHERE name = :name
 
 -- name: delete_revoked_token
 DELETE FROM jobloom_tokens WHERE name = :name AND revoked_at IS NOT NULL
 
 -- name: insert_token
-INSERT INTO jobloom_tokens (name, prefix, secret_hash, scopes, created_at)
-VALUES (:name, :prefix, :secret_hash, :scopes, :now)
+INSERT INTO jobloom_tokens (name, prefix, secret_hash, scopes, created_at, bindings)
+VALUES (:name, :prefix, :secret_hash, :scopes, :now, :bindings)
 
 -- name: revoke_token
 UPDATE jobloom_tokens SET revoked_at = :now WHERE name = :name AND revoked_at IS NULL

@@ -127,17 +127,17 @@ RETURNING id, binding, attempt
 
 -- name: lock_running
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node
+       started_at, run_id, node, timeout, claim_hash
 FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: expired_leases
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node
+       started_at, run_id, node, timeout, claim_hash
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
 
 -- name: lock_expired
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node
+       started_at, run_id, node, timeout, claim_hash
 FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND lease_expires < :cutoff
 ORDER BY id
 
