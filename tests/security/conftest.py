@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -81,9 +82,11 @@ def store_for(store: str, folder: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def serve(store_url: str, folder: Path, *args: str, tokens: dict[str, str] | None = None,
-          wait_up: bool = True, bare: bool = False, env: dict[str, str] | None = None) -> Iterator[Served]:
+          wait_up: bool = True, bare: bool = False, env: dict[str, str] | None = None,
+          max_files: int | None = None) -> Iterator[Served]:
     """Migrate the store, make ``tokens`` (name: scopes), then run ``jobloom serve --app secapp`` on it
-    (``bare``: ``jobloom serve --url``, without the app; ``env`` added to its environment)."""
+    (``bare``: ``jobloom serve --url``, without the app; ``env`` added to its environment; ``max_files``:
+    its descriptor limit, as ``ulimit -n``)."""
     app = make_app(store_url)
     port = free_port()
     served = Served(f"http://127.0.0.1:{port}", store_url, app, folder / f"serve-{port}.log")
@@ -97,7 +100,10 @@ def serve(store_url: str, folder: Path, *args: str, tokens: dict[str, str] | Non
         command = [sys.executable, "-m", "jobloom.cli", "serve", *target, "--port", str(port), "--log-level",
                    "warning", *args]
         with served.log_path.open("w") as log:
+            limit = None if max_files is None else (
+                lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files)))
             served.proc = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                           preexec_fn=limit,
                                            start_new_session=True)
 
         def up() -> bool:

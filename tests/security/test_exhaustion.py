@@ -225,6 +225,21 @@ def test_a_token_holds_only_so_many_long_polls(quick: Served) -> None:
     assert answer_of(quick, claim(quick, "w1", "again", wait=0.1))[0] == 200
 
 
+def test_a_worker_still_claims_when_descriptors_are_few(store: str, tmp_path: Path) -> None:
+    """``ulimit -n 400``: another token's 150 long polls neither starve the descriptors nor a worker."""
+    with store_for(store, tmp_path) as url, serve(url, tmp_path, tokens=SCOPED, env=own_channel(url),
+                                                  max_files=400) as s:
+        assert "at most 168 connections" in s.log(), s.log()
+        with sockets(150, s) as polls:
+            for i, sock in enumerate(polls):
+                sock.sendall(claim(s, "w1", f"hog-{i}"))
+            eventually_sync(lambda: gauge(s, "jobloom_http_long_polls") == 100, what="w1's 100 long polls")
+            assert descriptors(s) < 400 - 64
+            status, body = answer_of(s, claim(s, "w2", "real", wait=0.2))
+            assert (status, body) == (200, b'{"jobs":[]}')
+            assert answer_of(s, request("GET", "/v1/health"))[0] == 200
+
+
 @pytest.mark.serial
 def test_sigterm_ends_long_polls_at_once(store: str, tmp_path: Path) -> None:
     with store_for(store, tmp_path) as url, serve(url, tmp_path, tokens=SCOPED, env=own_channel(url)) as s:
