@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests import forkcli
+
 APP_MODULE = '''
 from __future__ import annotations
 
@@ -84,10 +86,8 @@ class Env:
         return [sys.executable, "-m", "jobloom.cli", *args]
 
     def run(self, *args: str, rc: int = 0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            self.command(*args), cwd=self.path, env={**self.env, **(env or {})}, capture_output=True, text=True,
-            timeout=60,
-        )
+        """``jobloom ARGS`` as a process of its own (forked from a started Python: ``tests/forkcli.py``)."""
+        done = forkcli.run(args, cwd=self.path, env={**self.env, **(env or {})}, timeout=60)
         shown = f"jobloom {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
         assert done.returncode == rc, shown
         if rc == 1:
@@ -109,7 +109,8 @@ class Env:
     def drain(self) -> None:
         """Run every due job once, in a process of its own (``App.drain``)."""
         code = "import asyncio, jobs_app; asyncio.run(jobs_app.app.drain())"
-        subprocess.run([sys.executable, "-c", code], cwd=self.path, env=self.env, check=True, timeout=60)
+        done = forkcli.run([], code=code, cwd=self.path, env=self.env, timeout=60)
+        assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture
@@ -431,6 +432,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.serial  # bounds the time a command takes to give up
 def test_a_refused_postgresql_port_fails_within_the_wait(tmp_path: Path) -> None:
     from ..conftest import INSTALL_POSTGRES, require_module
 

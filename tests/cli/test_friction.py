@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from jobloom.store.sql import load_migrations
+from tests import forkcli
 
 from .test_cli import Env
 
@@ -93,15 +94,15 @@ class FrictionEnv(Env):
                 "        await asyncio.sleep(0.02)\n"
                 "    await friction_app.app.close()\n"
                 "asyncio.run(go())")
-        subprocess.run([sys.executable, "-c", code], cwd=self.path, env=self.env, check=True, timeout=60)
+        done = forkcli.run([], code=code, cwd=self.path, env=self.env, timeout=60)
+        assert done.returncode == 0, done.stderr
 
     def piped(self, *args: str, columns: int | None = 80) -> str:
         """``jobloom args`` with stdout to a pipe (as ``| less`` would), ``COLUMNS`` as given."""
         env = {k: v for k, v in self.env.items() if k != "COLUMNS"}
         if columns is not None:
             env["COLUMNS"] = str(columns)
-        done = subprocess.run(self.command(*args), cwd=self.path, env=env, capture_output=True, text=True,
-                              timeout=60)
+        done = forkcli.run(args, cwd=self.path, env=env, timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
