@@ -19,7 +19,7 @@ from jobloom.app.facade import App
 from jobloom.app.loading import apply_connection_env, load_app
 from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
-from jobloom.engine.logs import configure_logging
+from jobloom.engine.logs import configure_logging, keep_jobloom_lines
 from jobloom.engine.worker import Worker
 
 log = logging.getLogger("jobloom.worker")
@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging(args.log_level, log_format=args.log_format)
     app = load_app(args.app)
+    keep_jobloom_lines()  # an app that configured logging as it loaded (Django's LOGGING) keeps jobloom's lines
     apply_connection_env(app)  # jobloom worker --listen-url, --pool-max
     if args.metrics:
         from jobloom.observe.metrics import enable_metrics

@@ -72,9 +72,11 @@ class SecondFormatter(logging.Formatter):
         super().__init__(fmt)
         self._second = -1
         self._text = ""
+        self._zone = ""
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        """``YYYY-MM-DD HH:MM:SS,mmm`` as the standard formatter writes it."""
+        """``YYYY-MM-DD HH:MM:SS,mmm +HHMM``: local time as the standard formatter writes it, and its UTC
+        offset, so no line leaves its zone to be guessed."""
         return self.stamp(record.created)
 
     def stamp(self, created: float) -> str:
@@ -82,9 +84,11 @@ class SecondFormatter(logging.Formatter):
         second = int(created)
         if second != self._second:
             self._second = second
-            self._text = time.strftime(self.default_time_format, self.converter(created))
+            moment = self.converter(created)
+            self._text = time.strftime(self.default_time_format, moment)
+            self._zone = time.strftime("%z", moment)
         # the record's msecs as logging computes them, in the standard default_msec_format ("%s,%03d")
-        return f"{self._text},{int((created - second) * 1000):03d}"
+        return f"{self._text},{int((created - second) * 1000):03d} {self._zone}"
 
 
 class BufferedLines(logging.StreamHandler):  # type: ignore[type-arg]
@@ -198,13 +202,39 @@ def _stderr_stream() -> TextIO:
                             errors="backslashreplace", line_buffering=False)
 
 
+_configured: list[tuple[logging.Handler, int]] = []  # the handler and level configure_logging set, if it ran
+
+
 def configure_logging(level: str, *, log_format: str = "text", buffered: bool = True) -> None:
     """Log records of ``level`` and above on stderr (the root logger's only handler: the app's own
     loggers come out the same way), as ``key=value`` text lines or one JSON object per line
     (``log_format``), buffered as the module says (or each written at once)."""
     handler = BufferedLines(_stderr_stream()) if buffered else logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if check_format(log_format) == "json" else SecondFormatter())
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler], force=True)
+    levelno = getattr(logging, level.upper(), logging.INFO)
+    logging.basicConfig(level=levelno, handlers=[handler], force=True)
+    _configured[:] = [(handler, levelno)]
+
+
+def keep_jobloom_lines() -> None:
+    """After the app was loaded: if loading it configured logging of its own (Django applies its
+    ``LOGGING`` setting at ``django.setup()``, which may replace the root logger's handlers and, by
+    default, disable the loggers that exist already), jobloom's loggers are enabled again and, unless
+    that configuration gave the ``jobloom`` logger handlers of its own, write through the handler of
+    :func:`configure_logging` still: jobloom's lines keep their format, their level and the zone of
+    their time. The app's own loggers follow its configuration."""
+    if not _configured:
+        return
+    handler, levelno = _configured[0]
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and (name == "jobloom" or name.startswith("jobloom.")):
+            logger.disabled = False
+    root, top = logging.getLogger(), logging.getLogger("jobloom")
+    if handler in root.handlers or top.handlers:
+        return
+    top.addHandler(handler)
+    top.setLevel(levelno)
+    top.propagate = False
 
 
 def flush() -> None:

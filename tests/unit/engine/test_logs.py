@@ -95,7 +95,7 @@ def test_an_outcome_line_written_directly_is_the_line_its_record_gives(tmp_path:
         text = path.read_text()
         direct, made = text[: len(text) // 2], text[len(text) // 2:]
         assert direct == made
-        assert direct.startswith(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(1764633600)) + ",987 INFO "
+        assert direct.startswith(time.strftime("%Y-%m-%d %H:%M:%S,987 %z INFO ", time.localtime(1764633600)) +
                                  "jobloom.worker job_outcome job_id=7 binding=Mail'er attempt=2 outcome=succeeded "
                                  "duration_ms=12.3\n")
         assert """error="ValueError: 'bad'\\nline two"\n""" in direct  # one line, as the record's
