@@ -26,18 +26,23 @@ EXAMPLES = {"sqlite": (40, 20), "postgres": (12, 6)}  # valid and invalid cases 
 """Per store: on SQLite at least 1,000 cases in all (about 20 operations x 60), fewer on PostgreSQL."""
 
 
+SHORT_WAIT = 0.01
+"""Seconds a long poll lasts here at most: a real wait on the server, long enough to be one."""
+
+
 def _short_waits(case: Any) -> Any:
-    """A long poll lasts at most 0.2 s here (a generated or default timeout would hold a queued job up to 60 s,
-    a claim up to 300 s)."""
+    """A long poll lasts at most SHORT_WAIT here (a generated or default timeout would hold a queued job up to
+    60 s, a claim up to 300 s; 0.2 s made most of the test's time, spent waiting)."""
     if case.operation.path == "/v1/worker/claim" and isinstance(case.body, dict):
         wait = case.body.get("wait")
-        if isinstance(wait, int | float) and not isinstance(wait, bool) and wait > 0.2:
-            case.body["wait"] = 0.2
+        if isinstance(wait, int | float) and not isinstance(wait, bool) and wait > SHORT_WAIT:
+            case.body["wait"] = SHORT_WAIT
     if case.operation.path.endswith("/wait"):
         query = case.query if isinstance(case.query, dict) else {}
         timeout = query.get("timeout")
-        if timeout is None or (isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0.2):
-            query["timeout"] = 0.2
+        if timeout is None or (isinstance(timeout, int | float) and not isinstance(timeout, bool)
+                               and timeout > SHORT_WAIT):
+            query["timeout"] = SHORT_WAIT
         case.query = query
     return case
 
