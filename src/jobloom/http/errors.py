@@ -130,6 +130,8 @@ def error_body(kind: str, message: str, field: str | None = None) -> dict[str, A
 def error_response(exc: JobloomError, headers: dict[str, str] | None = None) -> JSONResponse:
     """The response for a jobloom error (its notes, such as a batch item's index, join the message)."""
     message = "; ".join([str(exc), *getattr(exc, "__notes__", [])])
+    if getattr(exc, "closes", False):  # the connection is not worth keeping (a refused long poll)
+        headers = {**(headers or {}), "connection": "close"}
     return JSONResponse(error_body(type(exc).__name__, message, field_of(exc)), status_code=status_of(exc),
                         headers=headers)
 

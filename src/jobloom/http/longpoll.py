@@ -37,6 +37,8 @@ class TooManyLongPolls(ApiError):
     """The token already holds as many long polls as one token may hold at once."""
 
     status = 429
+    closes = True
+    """The answer closes its connection: a client past its cap holds no connection by it either."""
 
 
 class LongPolls:
