@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 import jobloom
+from jobloom.testing import TestClock
 
 from ..helpers import eventually
 
@@ -77,14 +78,18 @@ async def test_a_manual_retry_gives_a_fresh_budget_and_the_fence_still_grows(sto
 
 
 async def test_sleeps_and_event_waits_spend_no_attempt(store_url: str) -> None:
-    app = jobloom.App(store_url, performers=[Sleeper], auto_migrate=True)
+    clock = TestClock()  # the sleep ends when the clock says so, however slow the machine
+    app = jobloom.App(store_url, performers=[Sleeper], auto_migrate=True, clock=clock)
     try:
         job = await app.enqueue(Sleeper, Order("o-2"))
-        waiting = await _drain_until(app, job.id, lambda j: j.attempt >= 2 and j.state == "scheduled",
-                                     "the job past its sleep, waiting for the event")
+        await clock.advance(1)  # past the 0.01 s sleep, not the 30 s the event is waited for
+        waiting = await app.get_job(job.id)
+        assert waiting.attempt >= 2 and waiting.state == "scheduled", waiting
         assert waiting.attempts_spent == 0
         await app.send_event(job.id, "go")
-        done = await _drain_until(app, job.id, lambda j: j.finished, "the job finished")
+        await clock.advance(0)
+        done = await app.get_job(job.id)
+        assert done.finished, done
         assert (done.state, done.attempts_spent) == ("succeeded", 1), done  # max_attempts = 1 was enough
         assert done.attempt == len(await app.attempts(job.id)) >= 3
     finally:
