@@ -6,8 +6,8 @@ Each VENV is a virtualenv with jobloom installed (for example one with ``pip ins
 ``pip install 'jobloom[all]'``, or two checkouts). For each, measured with its own Python:
 
 - the distributions installed beside pip and setuptools, and the size of its site-packages;
-- import time (``python -X importtime``, the cumulative time of the first module; the minimum of
-  ``--runs`` runs, with the median, since other load on the machine only adds time) of ``import jobloom``,
+- import time (CPU time, the minimum of ``--runs`` runs with the median, since other load on the machine
+  only adds time) and the modules imported, of ``import jobloom``,
   ``from jobloom import App``, ``jobloom.cli.main`` (what ``jobloom worker`` loads before it becomes the
   worker process) and ``jobloom.process`` (the worker process);
 - the RSS of ``jobloom worker APP`` on SQLite (one process, default flags) once it ran ``--jobs`` no-op
@@ -48,15 +48,18 @@ APP = textwrap.dedent('''
 ''')
 
 
-def import_ms(python: str, module: str, runs: int) -> tuple[float, float]:
-    """(minimum, median) milliseconds of ``import module``, its packages and what they import included."""
-    times = []
+def import_ms(python: str, module: str, runs: int) -> tuple[float, float, int]:
+    """(minimum, median) CPU milliseconds of ``import module`` (its packages and what they import included),
+    and how many modules it added. CPU time (``time.process_time``), not wall time: on a shared machine,
+    other processes' load moves it far less."""
+    code = (f"import sys, time; n = len(sys.modules); t = time.process_time(); import {module}; "
+            "print(time.process_time() - t, len(sys.modules) - n)")
+    times, count = [], 0
     for _ in range(runs):
-        err = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
-                             check=True).stderr
-        rows = [line.split("|") for line in err.splitlines() if line.startswith("import time:")]
-        times.append(next(int(r[1]) for r in rows if r[2].strip() == module) / 1000)
-    return min(times), statistics.median(times)
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        times.append(float(out[0]) * 1000)
+        count = int(out[1])
+    return min(times), statistics.median(times), count
 
 
 def installed(python: str) -> tuple[list[str], float]:
@@ -118,14 +121,14 @@ def main() -> None:
         names, size = installed(python)
         column = [f"{len(names)}", f"{size:.0f}"]
         for module in IMPORTS.values():
-            low, mid = import_ms(python, module, args.runs)
-            column.append(f"{low:.0f} ({mid:.0f})")
+            low, mid, count = import_ms(python, module, args.runs)
+            column.append(f"{low:.0f} ({mid:.0f}), {count} modules")
         rss, hwm, third = worker_rss(python, args.jobs)
         column += [f"{rss:.1f}", f"{hwm:.1f}", ", ".join(third)]
         columns[venv] = column
         print(f"{venv}: {', '.join(names)}", file=sys.stderr)
     rows = ["distributions installed (beside pip, setuptools)", "site-packages, MiB",
-            *(f"import time of `{name}`, ms: min (median)" for name in IMPORTS),
+            *(f"`{name}`: import CPU ms, min (median); modules" for name in IMPORTS),
             f"`jobloom worker` on SQLite after {args.jobs} jobs: RSS, MiB", "... its peak RSS (VmHWM), MiB",
             "... third-party packages it imported"]
     print("| measurement | " + " | ".join(f"`{v}`" for v in args.venvs) + " |")

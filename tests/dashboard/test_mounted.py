@@ -1,4 +1,4 @@
-"""The site mounted under a prefix in the user's own ASGI app (``app.asgi()``): the API and the dashboard
+"""The site mounted under a prefix in the user's own ASGI app (``jobloom.web.asgi(app)``): the API and the dashboard
 both answer under the prefix, and the dashboard's links and redirects keep it. A real server, both stores."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import re
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from jobloom.web import asgi
 from tests.dashboard.conftest import httpx
 from tests.http.apps import make_app
 from tests.http.server import serving
@@ -17,7 +18,7 @@ from tests.http.server import serving
 def test_the_site_mounted_under_a_prefix(store_url: str) -> None:
     app = make_app(store_url)
     app.run_sync(app.migrate())
-    outer = Starlette(routes=[Mount("/ops", app.asgi(auth="off"))])
+    outer = Starlette(routes=[Mount("/ops", asgi(app, auth="off"))])
     try:
         with serving(outer) as url, httpx.Client(base_url=url, timeout=30) as client:
             assert client.get("/ops/v1/health").status_code == 200

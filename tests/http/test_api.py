@@ -162,7 +162,8 @@ def test_mounted_in_a_users_fastapi_app(sqlite_url: str) -> None:
 
     app = make_app(sqlite_url)
     outer = FastAPI()
-    outer.mount("/jobs", app.asgi(auth="off"))
+    with pytest.warns(DeprecationWarning, match=r"use jobloom\.web\.asgi\(app, \.\.\.\)"):
+        outer.mount("/jobs", app.asgi(auth="off"))  # the deprecated alias of jobloom.web.asgi(app, auth="off")
     try:
         with serving(outer) as url, httpx.Client(base_url=url) as client:
             r = client.post("/jobs/v1/jobs", json={"binding": "Echo", "payload": {"a": 1}})

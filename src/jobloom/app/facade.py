@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
+import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
@@ -456,13 +458,16 @@ class App:
 
     # -- HTTP -----------------------------------------------------------------------------------------
 
-    def asgi(self, *, auth: str = "required", dashboard: bool = True, **options: Any) -> Any:
-        """The HTTP API (``/v1``) and, with ``dashboard``, the web dashboard (``/``) as an ASGI app to mount
-        or serve (see ``jobloom.dashboard.site.create_site`` and ``jobloom.http.factory.create_asgi``)."""
-        with needs_extra("web", "App.asgi()"):
-            from jobloom.dashboard.site import create_site
+    def asgi(self, **options: Any) -> Any:
+        """Deprecated: use ``jobloom.web.asgi(app, ...)``, which takes the same options and returns the same
+        ASGI application (the HTTP API at ``/v1``, the dashboard at ``/``).
 
-        return create_site(self, auth=auth, dashboard=dashboard, **options)  # type: ignore[arg-type]
+        Kept for existing code; it loads :mod:`jobloom.web` by name when called, since the app is below the
+        web stack and imports nothing of it."""
+        warnings.warn("App.asgi() is deprecated: use jobloom.web.asgi(app, ...)", DeprecationWarning, stacklevel=2)
+        with needs_extra("web", "App.asgi()"):
+            web = importlib.import_module("jobloom.web")
+        return web.asgi(self, **options)
 
     def __repr__(self) -> str:
         return f"App({self.url!r}, performers={sorted(self.specs)})"

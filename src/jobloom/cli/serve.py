@@ -84,8 +84,8 @@ def serve(
     --url, jobs are enqueued by binding name."""
     # imported here, not with the CLI: the web stack is not loaded for every other command (a worker)
     with needs_extra("web", "jobloom serve"):
-        from jobloom.dashboard.site import create_site
         from jobloom.http.server import serve as serve_bounded
+        from jobloom.web import asgi
     if metrics:
         with needs_extra("metrics", "jobloom serve's /metrics", " (or --no-metrics)"):
             import prometheus_client  # noqa: F401
@@ -122,7 +122,7 @@ def serve(
     if bounds.max_connections < max_connections:
         say(f"at most {bounds.max_connections} connections at once: the descriptor limit (ulimit -n) "
             "allows no more")
-    site = create_site(app, auth=auth, named=named, dashboard=dashboard, metrics=metrics, bounds=bounds)
+    site = asgi(app, auth=auth, named=named, dashboard=dashboard, metrics=metrics, bounds=bounds)
     polls = site.polls
     if auth == "off":
         from jobloom.http.shield import OpenShield, host_names

@@ -47,10 +47,13 @@ def lifespan(
 
 
 def mount(api: Any, app: App, path: str = "/jobs", **options: Any) -> None:
-    """Mount ``app``'s HTTP API (``app.asgi(**options)``) on the FastAPI or Starlette app ``api`` at ``path``.
+    """Mount ``app``'s HTTP API (``jobloom.web.asgi(app, **options)``) on the FastAPI or Starlette app ``api``
+    at ``path``.
 
-    ``options`` are :meth:`App.asgi`'s: ``auth="required"`` (the default: a token on every call)
+    ``options`` are :func:`jobloom.web.asgi`'s: ``auth="required"`` (the default: a token on every call)
     or ``"off"`` (behind the service's own authentication),
     ``max_body=``. The mounted API shares the service's event loop, so the store opened by
     :func:`lifespan` serves both."""
-    api.mount(path, app.asgi(**options))
+    from jobloom.web import asgi
+
+    api.mount(path, asgi(app, **options))

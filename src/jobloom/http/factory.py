@@ -1,4 +1,4 @@
-"""Building the API: ``create_asgi(app)`` returns the ASGI application that ``App.asgi()`` hands out."""
+"""Building the API: ``create_asgi(app)``, the ASGI application that :func:`jobloom.web.asgi` serves."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Serving the metrics: the registry one endpoint exposes, and the endpoint of ``jobloom worker
 --metrics-port`` (one for all of a supervisor's processes).
 
-One process (``jobloom serve``, ``app.asgi()``): its own :data:`~jobloom.observe.metrics.REGISTRY` and
+One process (``jobloom serve``, ``jobloom.web.asgi(app)``): its own :data:`~jobloom.observe.metrics.REGISTRY` and
 the store's gauges. Several (a worker's supervisor): each worker process writes its values to files in
 a folder that prometheus-client's multiprocess mode sums at each scrape (``PROMETHEUS_MULTIPROC_DIR``,
 a fresh folder per supervisor). A process that dies, even by ``kill -9``, leaves its files: its counts
