@@ -71,6 +71,15 @@ def _loaded(out: Path) -> dict[int, set[str]]:
     return {int(p.suffix[1:]): set(p.read_text().split()) for p in out.parent.glob(out.name + ".*")}
 
 
+def _cli(env: Env, *args: str, hidden: dict[str, str], rc: int = 1) -> subprocess.CompletedProcess[str]:
+    """``jobloom ARGS`` in a Python started afresh (so that its ``sitecustomize`` hides ``hidden``, which a
+    process forked from a started one would not), its error checked as :meth:`Env.run` checks it."""
+    done = subprocess.run(env.command(*args), cwd=env.path, env={**env.env, **hidden}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == rc, f"jobloom {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
 def _names(requirements: list[str]) -> set[str]:
     return {re.split(r"[\[<>=;! ]", r, maxsplit=1)[0].lower() for r in requirements}
 
@@ -115,12 +124,12 @@ def test_a_sqlite_worker_runs_without_any_extra_and_imports_none(env: Env, tmp_p
 
 def test_serve_without_the_web_extra_says_to_install_it(env: Env) -> None:
     for module in ("fastapi", "jinja2"):
-        done = env.run("serve", "--url", env.url, "--port", "0", rc=1, env=_without(module))
+        done = _cli(env, "serve", "--url", env.url, "--port", "0", hidden=_without(module))
         assert done.stderr == "error: jobloom serve needs the web extra: pip install 'jobloom[web]'\n"
 
 
 def test_serve_metrics_without_the_metrics_extra_says_to_install_it(env: Env) -> None:
-    done = env.run("serve", "--url", env.url, "--port", "0", rc=1, env=_without("prometheus_client"))
+    done = _cli(env, "serve", "--url", env.url, "--port", "0", hidden=_without("prometheus_client"))
     assert done.stderr == ("error: jobloom serve's /metrics needs the metrics extra: pip install 'jobloom[metrics]' "
                            "(or --no-metrics)\n")
 
@@ -128,17 +137,17 @@ def test_serve_metrics_without_the_metrics_extra_says_to_install_it(env: Env) ->
 def test_a_postgresql_url_without_the_postgres_extra_says_to_install_it(env: Env) -> None:
     url = "postgresql://postgres@127.0.0.1:5432/test"  # never reached: the driver is missing
     message = "error: a postgresql:// URL needs the postgres extra: pip install 'jobloom[postgres]'\n"
-    assert env.run("migrate", "--url", url, rc=1, env=_without("psycopg")).stderr == message
-    assert env.run("jobs", "list", "--url", url, rc=1, env=_without("orjson")).stderr == message
+    assert _cli(env, "migrate", "--url", url, hidden=_without("psycopg")).stderr == message
+    assert _cli(env, "jobs", "list", "--url", url, hidden=_without("orjson")).stderr == message
     (env.path / "pg_app.py").write_text((env.path / "jobs_app.py").read_text().replace(env.url, url))
-    assert env.run("worker", "pg_app:app", rc=1, env=_without("psycopg_pool")).stderr == message
+    assert _cli(env, "worker", "pg_app:app", hidden=_without("psycopg_pool")).stderr == message
 
 
 def test_worker_metrics_and_bench_without_their_extras_say_to_install_them(env: Env) -> None:
-    done = env.run("worker", "jobs_app:app", "--metrics-port", "0", rc=1, env=_without("prometheus_client"))
+    done = _cli(env, "worker", "jobs_app:app", "--metrics-port", "0", hidden=_without("prometheus_client"))
     assert done.stderr == ("error: jobloom worker --metrics-port needs the metrics extra: "
                            "pip install 'jobloom[metrics]'\n")
-    done = env.run("bench", "run", "--jobs", "10", rc=1, env=_without("psutil"))
+    done = _cli(env, "bench", "run", "--jobs", "10", hidden=_without("psutil"))
     assert done.stderr == "error: jobloom bench needs the bench extra: pip install 'jobloom[bench]'\n"
     assert "bench" in env.run("--help").stdout  # listed, though imported only for itself and the help
 
