@@ -112,7 +112,7 @@ async def test_a_cycle_the_store_ran_again_counts_its_leases_from_the_run_that_c
         delayed: list[bool] = []
 
         async def transact(fn: Callable[[Tx], Awaitable[Any]], *, exclusive: bool = True) -> Any:
-            if not delayed and fn.__qualname__.endswith("_cycle.<locals>.work"):
+            if not delayed and "Worker._cycle." in fn.__qualname__:  # the cycle's transaction
                 delayed.append(True)
                 await asyncio.sleep(1.5)  # longer than the lease: the store waited for a connection
             return await original(fn, exclusive=exclusive)
