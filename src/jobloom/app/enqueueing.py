@@ -19,7 +19,7 @@ from jobloom.core.types import Job
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import PerformerSpec
-from jobloom.engine.telemetry import Telemetry
+from jobloom.engine.telemetry import EnqueueTold, Telemetry
 from jobloom.store import Store
 from jobloom.store.base import Tx
 
@@ -79,13 +79,9 @@ async def enqueue(app: App, performer: PerformerRef, payload: Any, options: Enqu
         async def work(tx: Tx) -> list[Job]:
             return await insert_in(tx, [job])
 
-        token = app.telemetry.enqueue_started((job,))
-        try:
+        with EnqueueTold(app.telemetry, (job,)) as told:
             created = (await core.store.transact_on(connection, work))[0]
-        except BaseException as exc:
-            app.telemetry.enqueued((job,), None, token, exc)
-            raise
-        app.telemetry.enqueued((job,), [created.id], token, None)  # in the caller's transaction, not committed yet
+            told.done([created.id])  # in the caller's transaction, not committed yet
         return created
     return await core.enqueuer.submit(job)
 
@@ -124,6 +120,23 @@ async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...
     return await core.enqueuer.insert_streamed(chunks)
 
 
+async def enqueue_flagged(app: App, items: Sequence[tuple[PerformerSpec, Any, EnqueueOptions]],
+                          ) -> list[tuple[Job, bool]]:
+    """Enqueue jobs of resolved specs in one transaction, each with whether it was made now (else the
+    unfinished job that holds its unique key): the HTTP API's enqueue with unique keys."""
+    core = await app._core()
+    now = core.store.now()
+    news = []
+    for i, (spec, payload, options) in enumerate(items):
+        try:
+            news.append(build_job(spec, payload, options, now))
+        except JobloomError as exc:
+            if len(items) > 1:
+                exc.add_note(f"in item {i} of enqueue_many (counting from 0); nothing was enqueued")
+            raise
+    return await core.enqueuer.insert_flagged(news)
+
+
 async def spawn_child(app: App, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
                       options: dict[str, Any]) -> Job:
     """Enqueue a child of job ``parent_id``, idempotent by ``child_id`` (a unique key that never expires)."""
@@ -147,14 +160,10 @@ def enqueue_sync(app: App, performer: PerformerRef, payload: Any, connection: An
     async def work(tx: Tx) -> list[Job]:
         return await insert_in(tx, [job])
 
-    token = app.telemetry.enqueue_started((job,))
-    try:
+    with EnqueueTold(app.telemetry, (job,)) as told:
         created = store.transact_on_sync(connection, work)[0]
-    except BaseException as exc:
-        app.telemetry.enqueued((job,), None, token, exc)
-        raise
-    app.telemetry.enqueued((job,), [created.id], token, None)  # in the caller's transaction, not committed yet
+        told.done([created.id])  # in the caller's transaction, not committed yet
     return created
 
 
-__all__ = ["STREAM_CHUNK", "enqueue", "enqueue_many", "enqueue_sync", "options_of", "spawn_child"]
+__all__ = ["STREAM_CHUNK", "enqueue", "enqueue_flagged", "enqueue_many", "enqueue_sync", "options_of", "spawn_child"]

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption
@@ -21,10 +21,12 @@ from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.performer import Performer, PerformerSpec
 from jobloom.engine.remote import RemoteBinding
-from jobloom.engine.telemetry import Telemetry
+from jobloom.engine.telemetry import EnqueueTold, Telemetry
 
 if TYPE_CHECKING:
     from jobloom.store.base import Store, Tx
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,28 +117,32 @@ class Enqueuer:
         """Queue ``job`` for the next flush; the future resolves once it is committed."""
         if not self.telemetry.per_enqueue:  # nothing watches enqueues: the plain path
             return self._calls.submit(job)
-        token = self.telemetry.enqueue_started((job,))  # in the caller's context: its trace, if any
+        told = EnqueueTold(self.telemetry, (job,))  # in the caller's context: its trace, if any
         fut = self._calls.submit(job)
-        fut.add_done_callback(lambda f: self._told((job,), f, token))
+        fut.add_done_callback(told.settled)
         return fut
-
-    def _told(self, jobs: Sequence[NewJob], fut: asyncio.Future[Job], token: Any) -> None:
-        error = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
-        self.telemetry.enqueued(jobs, None if error else [fut.result().id], token, error)
 
     async def _insert_coalesced(self, jobs: Sequence[NewJob]) -> list[Job]:
         return await self._insert_now(jobs)
 
     async def insert(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Insert ``jobs`` now, atomically: one statement when no unique key needs checking first."""
-        token = self.telemetry.enqueue_started(jobs)
-        try:
+        with EnqueueTold(self.telemetry, jobs) as told:
             created = await self._insert_now(jobs)
-        except BaseException as exc:
-            self.telemetry.enqueued(jobs, None, token, exc)
-            raise
-        self.telemetry.enqueued(jobs, [j.id for j in created], token, None)
+            told.done([j.id for j in created])
         return created
+
+    async def insert_flagged(self, jobs: Sequence[NewJob]) -> list[tuple[Job, bool]]:
+        """Insert ``jobs`` now, atomically; each with whether it was made now (else the unfinished job that
+        holds its unique key, which was not enqueued now and is not told as enqueued)."""
+        async def work(tx: Tx) -> list[tuple[Job, bool]]:
+            return await _insert_flagged(tx, jobs)
+
+        with EnqueueTold(self.telemetry, jobs) as told:
+            made = await self._committed(work, single_statement=False)
+            told.done([j.id for j, created in made if created],
+                      [new for new, (_, created) in zip(jobs, made, strict=True) if created])
+        return made
 
     async def _insert_now(self, jobs: Sequence[NewJob]) -> list[Job]:
         async def work(tx: Tx) -> list[Job]:
@@ -149,19 +155,18 @@ class Enqueuer:
         """Insert jobs without unique keys in one transaction, built chunk by chunk while the store
         writes the chunks before (``chunks`` is called again if the transaction is retried)."""
 
-        tel = self.telemetry
         built: list[NewJob] = []
-        tokens: list[Any] = []
+        told: list[EnqueueTold] = []
 
         async def work(tx: Tx) -> list[Job]:
             built.clear()
 
             def kept() -> Iterator[Sequence[NewJob]]:
                 for jobs in chunks():
-                    if not tokens:  # the first chunk opens the enqueue's span; later ones carry its context
-                        tokens.append(tel.enqueue_started(jobs))
+                    if not told:  # the first chunk opens the enqueue's span; later ones carry its context
+                        told.append(EnqueueTold(self.telemetry, jobs))
                     else:
-                        tel.enqueue_carry(jobs, tokens[0])
+                        told[0].carry(jobs)
                     built.extend(jobs)
                     yield jobs
 
@@ -171,18 +176,18 @@ class Enqueuer:
         try:
             created = await self._committed(work, single_statement=False)
         except BaseException as exc:
-            if tokens:
-                tel.enqueued(built, None, tokens[0], exc)
+            if told:
+                told[0].failed(exc, built)
             raise
-        if tokens:
-            tel.enqueued(built, [j.id for j in created], tokens[0], None)
+        if told:
+            told[0].done([j.id for j in created], built)
         return created
 
-    async def _committed(self, work: Callable[[Tx], Awaitable[list[Job]]], *, single_statement: bool) -> list[Job]:
+    async def _committed(self, work: Callable[[Tx], Awaitable[T]], *, single_statement: bool) -> T:
         """Run ``work`` in a transaction (or as one statement) and wake idle workers unless it did."""
         notified = False
 
-        async def tracked(tx: Tx) -> list[Job]:
+        async def tracked(tx: Tx) -> T:
             nonlocal notified
             created = await work(tx)
             notified = tx.notified
@@ -195,18 +200,22 @@ class Enqueuer:
         return created
 
 
-async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
+async def _insert_flagged(tx: Tx, jobs: Sequence[NewJob]) -> list[tuple[Job, bool]]:
     now = max((job.created_at for job in jobs), default=time.time())  # the store's clock, read when built
     ids = await coordinator.enqueue(tx, jobs, now)
-    out: list[Job] = []
+    out: list[tuple[Job, bool]] = []
     for new, (job_id, created) in zip(jobs, ids, strict=True):
         if created:
-            out.append(job_from_new(job_id, new))
+            out.append((job_from_new(job_id, new), True))
         else:
             row = await tx.fetchone(Q.get_job, {"id": job_id})
             assert row is not None
-            out.append(job_from_row(row))
+            out.append((job_from_row(row), False))
     return out
+
+
+async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
+    return [job for job, _ in await _insert_flagged(tx, jobs)]
 
 
 async def insert_in(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:

@@ -11,6 +11,7 @@ the ones an app enabled (``App.telemetry``), and asks each child only for what i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from jobloom.engine.logs import direct_handler
 
 if TYPE_CHECKING:
+    from jobloom.core.types import Job
     from jobloom.engine.jobs import Claimed, NewJob, Outcome
 
 log = logging.getLogger("jobloom.worker")
@@ -63,6 +65,55 @@ class Telemetry:
 
 
 OUTCOME_LINE = "job_outcome job_id=%d binding=%s attempt=%d outcome=%s duration_ms=%.1f%s"
+
+
+class EnqueueTold:
+    """One enqueue as the telemetry hears of it: the one place that calls :meth:`Telemetry.enqueue_started`,
+    :meth:`~Telemetry.enqueue_carry` and :meth:`~Telemetry.enqueued`, whatever the path (``App.enqueue``
+    coalesced or in the caller's transaction, a batch, a stream of chunks, the HTTP API, a flow run's start).
+
+    Made before the insert, in the enqueuer's context (a tracer's span is current, and the trace context can
+    still go into the jobs' ``meta``), then ended once: :meth:`done` with the ids of the jobs made, or
+    :meth:`failed`; as a context manager, an exception leaving the block ends it as failed. Nothing is
+    called when no telemetry wants enqueues (:attr:`Telemetry.per_enqueue`)."""
+
+    __slots__ = ("jobs", "telemetry", "token")
+
+    def __init__(self, telemetry: Telemetry, jobs: Sequence[NewJob]) -> None:
+        self.telemetry = telemetry if telemetry.per_enqueue else None
+        self.jobs = jobs
+        self.token = None if self.telemetry is None else self.telemetry.enqueue_started(jobs)
+
+    def carry(self, jobs: Sequence[NewJob]) -> None:
+        """More jobs of this enqueue (a large batch, chunk by chunk)."""
+        if self.telemetry is not None:
+            self.telemetry.enqueue_carry(jobs, self.token)
+
+    def done(self, ids: Sequence[int] | None, jobs: Sequence[NewJob] | None = None) -> None:
+        """The insert committed (or, in the caller's transaction, succeeded): ``ids`` of ``jobs`` (by
+        default every job of the enqueue), in job order."""
+        if self.telemetry is not None:
+            self.telemetry.enqueued(self.jobs if jobs is None else jobs, ids, self.token, None)
+
+    def failed(self, error: BaseException, jobs: Sequence[NewJob] | None = None) -> None:
+        """The insert failed with ``error``."""
+        if self.telemetry is not None:
+            self.telemetry.enqueued(self.jobs if jobs is None else jobs, None, self.token, error)
+
+    def settled(self, fut: asyncio.Future[Job]) -> None:
+        """The coalesced insert of a single job ended (a future's done callback)."""
+        error = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        if error is None:
+            self.done([fut.result().id])
+        else:
+            self.failed(error)
+
+    def __enter__(self) -> EnqueueTold:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
+        if error is not None:
+            self.failed(error)
 
 
 def _ignore(*_: Any) -> None:

@@ -14,6 +14,7 @@ from jobloom.core.text import MAX_KEY_BYTES, check_name, plain_json
 from jobloom.core.types import NodeState, Run, to_datetime
 from jobloom.engine.enqueue import EnqueueOptions, build_job
 from jobloom.engine.jobs import NewJob
+from jobloom.engine.telemetry import EnqueueTold
 from jobloom.flows import runs, stop
 from jobloom.flows.flow import MAP_BINDING, MAX_DEPTH, SUBFLOW_BINDING, Flow, FlowError, Node
 
@@ -106,14 +107,9 @@ async def start_run(
             raise FlowError(f"run {parent_run_id!r} is no longer running: its sub-flow run {run_id!r} "
                             "is not started") from None
 
-    tel = app.telemetry
-    token = tel.enqueue_started(jobs)  # the nodes carry the starter's trace: their attempts continue it
-    try:
+    with EnqueueTold(app.telemetry, jobs) as told:  # the nodes carry the starter's trace: their attempts continue it
         run = await store.transact(work)
-    except BaseException as exc:
-        tel.enqueued(jobs, None, token, exc)
-        raise
-    tel.enqueued(jobs, None, token, None)
+        told.done(None)
     await store.notify()
     return run
 

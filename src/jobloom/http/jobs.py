@@ -8,20 +8,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import Response
 
+from jobloom.app import enqueueing
 from jobloom.core.errors import JobloomError
-from jobloom.core.queries import Q
-from jobloom.core.records import job_from_row
 from jobloom.core.text import MAX_ID
 from jobloom.core.types import Job
-from jobloom.engine import coordinator
-from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, build_job
+from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest
 from jobloom.engine.performer import PerformerSpec
 from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
 from jobloom.http.encode import attempt_json, dumps, job_json, jobs_json
 from jobloom.http.errors import field_of
 from jobloom.http.tokens import StoredToken
-from jobloom.store import Tx
 
 JobId = Annotated[int, Path(description="The job's id.", ge=-MAX_ID, le=MAX_ID)]
 MAX_WAIT = 60.0
@@ -56,37 +53,9 @@ def existed_json(job: Job) -> str:
 
 async def enqueue_flagged(ctx: Context, items: list[tuple[PerformerSpec, Any, EnqueueOptions]],
                           ) -> list[tuple[Job, bool]]:
-    """Enqueue jobs (with unique keys) in one transaction; each with whether it was made now (else an
-    unfinished holder of its key)."""
-    store = await ctx.app.store()
-    now = store.now()
-    news = []
-    for i, (spec, payload, options) in enumerate(items):
-        try:
-            news.append(build_job(spec, payload, options, now))
-        except JobloomError as exc:
-            if len(items) > 1:
-                exc.add_note(f"in item {i} of enqueue_many (counting from 0); nothing was enqueued")
-            raise
-
-    async def work(tx: Tx) -> list[tuple[Any, bool]]:
-        made = await coordinator.enqueue(tx, news, now)
-        return [(await tx.fetchone(Q.get_job, {"id": job_id}), created) for job_id, created in made]
-
-    tel = ctx.app.telemetry
-    token = tel.enqueue_started(news) if tel.per_enqueue else None
-    try:
-        rows = await store.transact(work)
-    except BaseException as exc:
-        if token is not None:
-            tel.enqueued(news, None, token, exc)
-        raise
-    made_now = [n for n, (_, created) in zip(news, rows, strict=True) if created]
-    if token is not None:  # a job that was there already was not enqueued now
-        tel.enqueued(made_now, [r.id for r, created in rows if created], token, None)
-    if made_now:
-        await store.notify()
-    return [(job_from_row(r), created) for r, created in rows]
+    """Enqueue jobs (with unique keys) in one transaction, as the app does; each with whether it was made
+    now (else an unfinished holder of its key)."""
+    return await enqueueing.enqueue_flagged(ctx.app, items)
 
 
 async def enqueue_unique(ctx: Context, spec: PerformerSpec, payload: Any, options: EnqueueOptions) -> tuple[Job, bool]:
