@@ -67,6 +67,8 @@ class LeaseKeeping:
                 log.warning("heartbeat failed (%s: %s)", type(exc).__name__, exc)
                 self.progress.restore(progress)
                 continue
+            finally:
+                self.progress.settle(progress)
             for key in keys:
                 rec = self.running.get(key)
                 if key in held:

@@ -49,6 +49,7 @@ class ProgressBuffer:
 
     def __init__(self) -> None:
         self.pending: dict[Key, str] = {}
+        self.inflight: dict[Key, str] = {}  # taken by a write of its own that may not have committed yet
         self.writes = 0  # transactions that wrote progress (for tests and curiosity)
         self._wake = asyncio.Event()
         self._last = -math.inf  # monotonic time of the last write
@@ -64,14 +65,30 @@ class ProgressBuffer:
 
     def take(self, keys: Iterable[Key] | None = None) -> list[dict[str, Any]]:
         """Remove and return the pending rows (of ``keys`` only, if given) as ``set_progress`` rows
-        (without the worker)."""
-        if not self.pending:
-            return []
+        (without the worker).
+
+        Without ``keys`` (a write of its own: call :meth:`settle` when it ends) the rows are in flight
+        until settled. With ``keys`` (the report that ends those attempts) a row still in flight is
+        returned too: the report may commit first, after which that write no longer applies, and the
+        job's last progress would be lost."""
         if keys is None:
             taken, self.pending = self.pending, {}
+            self.inflight.update(taken)
         else:
-            taken = {k: self.pending.pop(k) for k in keys if k in self.pending}
+            taken = {}
+            for k in keys:
+                if k in self.pending:
+                    taken[k] = self.pending.pop(k)
+                elif k in self.inflight:
+                    taken[k] = self.inflight[k]
         return [{"id": k[0], "attempt": k[1], "progress": v} for k, v in sorted(taken.items())]
+
+    def settle(self, rows: list[dict[str, Any]]) -> None:
+        """The write of ``rows`` (from :meth:`take` without keys) has ended, committed or not."""
+        for row in rows:
+            key = (row["id"], row["attempt"])
+            if self.inflight.get(key) == row["progress"]:
+                del self.inflight[key]
 
     def restore(self, rows: list[dict[str, Any]]) -> None:
         """Put back rows whose write failed, unless newer progress came meanwhile."""
@@ -107,3 +124,5 @@ class ProgressBuffer:
             except Exception as exc:  # progress is advisory: keep it for the next write
                 log.warning("writing progress failed (%s: %s)", type(exc).__name__, exc)
                 self.restore(rows)
+            finally:
+                self.settle(rows)
