@@ -88,21 +88,17 @@ def test_every_sqlite_query_has_a_postgres_twin() -> None:
 async def test_a_refused_login_fails_at_once_with_the_servers_reason() -> None:
     require_postgres()
     base = POSTGRES_URL.rsplit("/", 1)[0]
-    store = PostgresStore(f"{base}/jobloom_no_such_database", retry_deadline=30)
-    started = time.monotonic()
+    store = PostgresStore(f"{base}/jobloom_no_such_database", retry_deadline=600)
     with pytest.raises(StoreError, match="does not exist"):
-        await store.open()
-    assert time.monotonic() - started < 5
+        await asyncio.wait_for(store.open(), 60)  # at once: not retried until the deadline of 600 s
 
 
 async def test_a_url_libpq_cannot_read_fails_at_once_naming_the_parameter() -> None:
     require_postgres()
     sep = "&" if "?" in POSTGRES_URL else "?"
-    store = PostgresStore(f"{POSTGRES_URL}{sep}schema=jobs", retry_deadline=30)  # not a libpq parameter
-    started = time.monotonic()
+    store = PostgresStore(f"{POSTGRES_URL}{sep}schema=jobs", retry_deadline=600)  # not a libpq parameter
     with pytest.raises(StoreError, match='invalid URI query parameter: "schema"'):
-        await store.open()
-    assert time.monotonic() - started < 5
+        await asyncio.wait_for(store.open(), 60)  # at once: not retried until the deadline of 600 s
 
 
 # -- migrations ---------------------------------------------------------------------------------------
@@ -198,10 +194,8 @@ async def test_a_notify_from_another_connection_wakes_a_listener(postgres_url: s
     wake = await listener.wakeups()
     try:
         assert not await wake.wait(0.05)
-        started = time.monotonic()
         await sender.notify()
-        assert await wake.wait(5)
-        assert time.monotonic() - started < 2
+        assert await wake.wait(30)  # a listener wakes by itself only after a reconnection
         assert not await wake.wait(0.05)  # signals were merged and consumed
     finally:
         await wake.close()

@@ -150,6 +150,7 @@ async def test_listeners_of_this_process_are_signalled_at_once(tmp_path: Path) -
         sender.close()
 
 
+@pytest.mark.serial  # a time bound: the delay of a missed signal
 async def test_a_listener_wakes_by_itself_once_the_senders_listings_expired(tmp_path: Path) -> None:
     """What bounds the delay of a signal a sender elsewhere missed: at most REFRESH and a margin."""
     listener = wake.SocketWakeups(str(tmp_path / "w.wake"))

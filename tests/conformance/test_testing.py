@@ -73,6 +73,7 @@ async def clocked(store_url: str):
     await app.close()
 
 
+@pytest.mark.serial  # a time bound: the test clock's promise is that an hour costs no real time
 async def test_a_one_hour_backoff_is_tested_in_milliseconds(clocked: tuple[TestClock, jobloom.App]) -> None:
     clock, app = clocked
     began = time.monotonic()
