@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import jobloom
+import jobloom.testing
 from tests.helpers import eventually
 
 RENDER = jobloom.RemoteBinding("Render", concurrency=4, max_attempts=2, backoff=jobloom.Backoff.fixed(0.05))
@@ -72,6 +73,23 @@ async def test_heartbeats_never_keep_an_attempt_past_its_timeout(app: jobloom.Ap
     first = (await app.attempts(job.id))[0]
     assert first.outcome == "timeout" and first.error == "timed out after 1.5 s", first
     assert await app.remote_complete("w", job.id, 1, "succeeded", claim=held.claim) is False
+
+
+async def test_a_report_after_the_timeout_is_refused_and_the_attempt_times_out(store_url: str) -> None:
+    clock = jobloom.testing.TestClock()
+    app = jobloom.App(store_url, performers=[SHORT], auto_migrate=True, lease=1.0, clock=clock)
+    try:
+        job = await app.enqueue(SHORT, {})
+        (held,) = await app.remote_claim("w", ["Short"], max=1)
+        clock.jump(1.5)  # the attempt's timeout, and nothing reaped it yet
+        assert await app.remote_complete("w", job.id, 1, "succeeded", result=1, claim=held.claim) is False
+        assert (await app.get_job(job.id)).state == "running", "the late report changed nothing"
+        await clock.advance(5)  # the reaper ends it as timed out (past the lease's grace)
+        first = (await app.attempts(job.id))[0]
+        assert first.outcome == "timeout" and first.error == "timed out after 1.5 s", first
+        assert await app.remote_complete("w", job.id, 1, "succeeded", result=1, claim=held.claim) is False
+    finally:
+        await app.close()
 
 
 async def _lease(app: jobloom.App, job_id: int) -> float:

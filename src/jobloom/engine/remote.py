@@ -228,7 +228,8 @@ async def complete(
     hooks: EngineHooks, only: frozenset[str] | None = None,
 ) -> bool:
     """Apply a remote worker's report of one attempt; False, changing nothing, when the attempt no longer
-    holds the job (or ``worker`` does not hold it). The same report again returns True (idempotent).
+    holds the job (or ``worker`` does not hold it), or has reached its timeout (the reaper ends it as timed
+    out, whatever the report says). The same report again returns True (idempotent).
 
     ``JobNotFound`` if there is no such job; ``ClaimRefused`` if ``claim`` is not the secret the
     attempt's claim returned, or the job's binding is outside ``only``; ``InvalidPayload`` if a result
@@ -243,7 +244,8 @@ async def complete(
         raise ClaimRefused(f"job {job_id} attempt {attempt}: the claim secret does not match the one its "
                            "claim returned; nothing changed", "claim")
     spec = specs.get(row.binding)
-    held = row.state == "running" and row.attempt == attempt and row.lease_owner == worker
+    held = row.state == "running" and row.attempt == attempt and row.lease_owner == worker and not (
+        row.timeout is not None and row.started_at is not None and now >= row.started_at + row.timeout)
     if not held or spec is None or spec.remote is None:
         prior = await tx.fetchone(Q.get_attempt, {"job_id": job_id, "attempt": attempt})
         return matches and prior is not None and prior.worker == worker and prior.outcome == kind

@@ -140,7 +140,7 @@ async def report(ctx: Context, body: CompleteBody, caller: StoredToken | None = 
                                             body.error, body.retry_after, claim=body.claim, only=_only(caller))
     if not applied:
         raise StaleAttempt(f"job {body.id} attempt {body.attempt} is no longer held by {body.worker!r}: "
-                           "its lease was lost or it was cancelled; nothing changed")
+                           "its lease was lost, it reached its timeout, or it was cancelled; nothing changed")
     return 200, b'{"applied":true}'
 
 
