@@ -106,6 +106,7 @@ async def test_a_raising_batch_fails_its_unsettled_items_each_by_its_own_policy(
     assert bad.state == "failed" and bad.attempt == 1  # settled before the raise: kept
 
 
+@pytest.mark.serial  # a time bound: a partial batch starts soon after batch_wait
 async def test_a_partial_batch_waits_batch_wait(app: jobloom.App) -> None:
     job = await app.enqueue(Index, {"kind": "ok"})
     workers = await _workers(app, 1)

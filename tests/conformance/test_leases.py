@@ -40,6 +40,7 @@ def _unreachable(dialect: str) -> Exception:
     return sqlite3.OperationalError("disk I/O error")
 
 
+@pytest.mark.serial  # a time bound: an attempt stopped within 2 s of its lease lost
 async def test_an_attempt_whose_lease_could_not_be_renewed_is_stopped_before_anyone_reaps_it(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -163,6 +163,7 @@ async def test_5xx_and_connection_errors_are_retried_with_backoff(running: list[
         assert "ConnectError" in (failed.error or "")
 
 
+@pytest.mark.serial  # a time bound: a retry without Retry-After within 0.9 s
 async def test_429_and_503_retry_when_retry_after_says(running: list[Any], store_url: str) -> None:
     def later() -> Answer:  # an HTTP date has whole seconds: 2 s on, from 1 s to 2 s away
         return 503, {"Retry-After": formatdate(time.time() + 2, usegmt=True)}, b""

@@ -173,6 +173,7 @@ async def app(procs: Processes) -> Any:
     sys.path.remove(str(procs.state_dir))
 
 
+@pytest.mark.serial  # a time bound: a killed process is back within 1.5 s
 async def test_a_worker_process_killed_every_second_is_back_promptly_and_jobs_finish(
     app: jobloom.App, procs: Processes, supervisors: list[Supervisor]
 ) -> None:

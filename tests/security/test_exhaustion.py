@@ -349,6 +349,7 @@ def test_oversized_headers_are_refused(served: Served) -> None:
     assert status == 200
 
 
+@pytest.mark.serial  # a time bound: closed within 5 s of the last byte
 def test_half_sent_requests_are_closed(quick: Served) -> None:
     base = descriptors(quick)
     with sockets(100, quick) as slow, connect(quick) as idle, connect(quick) as slow_body:
