@@ -369,6 +369,24 @@ def test_half_sent_requests_are_closed(quick: Served) -> None:
     assert took < 5
 
 
+def test_a_chunked_body_on_a_get_is_capped_and_timed_too(quick: Served) -> None:
+    start = b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with connect(quick) as big:  # without a token or session: the small cap, whatever the method
+        big.sendall(start + b"%x\r\n" % 20_000 + b"a" * 20_000 + b"\r\n")
+        status, body = answer(big)
+        assert status == 413 and b"16384" in body, body
+    with connect(quick) as drip:  # a body trickled on a GET: 408 at --body-timeout, then closed
+        drip.sendall(start)
+        started = time.monotonic()
+        while not select.select([drip], [], [], 0.2)[0] and time.monotonic() - started < 10:
+            drip.sendall(b"1\r\na\r\n")
+        status, body = answer(drip)
+        took = time.monotonic() - started
+        assert status == 408 and json.loads(body)["error"]["type"] == "RequestTimeout", body
+        eventually_sync(lambda: closed(drip), what="the trickling connection closed", timeout=5)
+    assert took < 5, f"a trickled GET body held its connection {took:.1f} s (--body-timeout 1)"
+
+
 def test_connections_past_the_cap_are_refused(quick: Served) -> None:
     with sockets(160, quick) as many:  # nothing sent: the accepted ones are closed by the header timeout
         statuses = [answer(sock)[0] for sock in many]

@@ -6,8 +6,9 @@ is read, and the body is read within a cap and a time.
   never read.
 - A caller with a valid token (or a dashboard session, or any caller when the API takes no token) may
   send a body up to the cap of its exact route (``POST /v1/jobs/batch``: the batch cap; any other: the
-  body cap); any other caller (the login form) a small one. A declared ``Content-Length`` over the cap
-  is refused at once, a chunked body as soon as it passes it (``413``).
+  body cap); any other caller (the login form) a small one, whatever the method (a ``GET`` may carry
+  a chunked body too). A declared ``Content-Length`` over the cap is refused at once, a chunked body as
+  soon as it passes it (``413``).
 - A body must keep arriving (at most ``body_idle`` seconds between two chunks) and be complete within
   ``body_time`` seconds: ``408`` otherwise.
 
@@ -52,11 +53,14 @@ class Gate:
             return
         path, method = path_within(scope), scope["method"]
         authorization = declared = None
+        chunked = False
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value.decode("latin-1")
             elif name == b"content-length":
                 declared = value
+            elif name == b"transfer-encoding":
+                chunked = True
         authenticated = self.guard.mode == "off"
         if not authenticated and authorization is not None:
             try:
@@ -80,7 +84,7 @@ class Gate:
             if size > cap:
                 await _too_large(send, cap, authenticated)
                 return
-        if method in _BODILESS and declared is None:
+        if method in _BODILESS and declared is None and not chunked:  # a GET's chunked body is capped too
             await self.app(scope, receive, send)
             return
         body = await self._read(receive, send, cap, authenticated)
