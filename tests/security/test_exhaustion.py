@@ -369,6 +369,7 @@ def test_half_sent_requests_are_closed(quick: Served) -> None:
     assert took < 5
 
 
+@pytest.mark.serial  # a time bound: 408 within 5 s with --body-timeout 1
 def test_a_chunked_body_on_a_get_is_capped_and_timed_too(quick: Served) -> None:
     start = b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
     with connect(quick) as big:  # without a token or session: the small cap, whatever the method
