@@ -233,6 +233,25 @@ async def test_a_failed_push_stores_a_bounded_summary_never_the_answer_verbatim(
     assert "SECRET" not in failed and "bob" not in failed and len(failed) < 500, failed
 
 
+async def test_a_failed_push_never_records_what_the_receiver_echoes_of_the_request(
+    running: list[Any], store_url: str
+) -> None:
+    """A receiver that echoes the request in its error body (a debug page) does not put the performer's
+    header values or its URL's user info and query into the job's error."""
+    echo = (b"bad request: Authorization: Bearer hdr-SECRET-1234; GET /hook?key=key-SECRET-5678&x=1 "
+            b"as carol:pw-SECRET-9")
+    async with Receiver(answers((400, {}, echo))) as rx:
+        class Echoed(jobloom.HttpPerformer[dict[str, Any], Any]):
+            url = rx.url.replace("http://", "http://carol:pw-SECRET-9@") + "?key=key-SECRET-5678&x=1"
+            headers = {"Authorization": "Bearer hdr-SECRET-1234"}
+
+        app = await start(running, store_url, Echoed)
+        done = await app.wait((await app.enqueue(Echoed, {})).id, timeout=10)
+    error = done.error or ""
+    assert done.state == "failed" and "HTTP 400" in error and "bad request: Authorization: [hidden]" in error, error
+    assert "SECRET" not in error, error
+
+
 async def test_a_request_past_the_timeout_is_a_timed_out_attempt(running: list[Any], store_url: str) -> None:
     async with Receiver(answers(5.0, OK)) as rx:
         class Sluggish(jobloom.HttpPerformer[dict[str, Any], Any]):

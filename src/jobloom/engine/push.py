@@ -159,7 +159,7 @@ class PushClient:
         except httpx.HTTPError as exc:
             said = _one_line(str(exc).replace(performer.url, safe_url(performer.url)), EXCERPT_CHARS)
             raise PushFailed(f"POST {safe_url(performer.url)} failed: {type(exc).__name__}: {said}") from None
-        return _outcome(spec, response, data)
+        return _outcome(spec, response, data, _hidden(performer))
 
 
 async def _read(response: httpx.Response, limit: int) -> bytes:
@@ -190,10 +190,36 @@ def _one_line(text: str, limit: int) -> str:
     return text + ("..." if cut else "")
 
 
-def _excerpt(data: bytes) -> str:
-    """The start of an error response's body, as a failure records it (see the module)."""
-    text = _one_line(data[:EXCERPT_BYTES].decode("utf-8", errors="replace"), EXCERPT_CHARS)
+def _excerpt(data: bytes, hidden: tuple[str, ...] = ()) -> str:
+    """The start of an error response's body, as a failure records it (see the module), with what the
+    request carried that must not be recorded (``hidden``) replaced by ``[hidden]``."""
+    text = _one_line(_hide(data[:EXCERPT_BYTES].decode("utf-8", errors="replace"), hidden), EXCERPT_CHARS)
     return text or "(empty body)"
+
+
+MIN_HIDDEN = 6
+"""Shorter values of a request are not hidden in what a failure records (they cannot be told from text)."""
+
+
+def _hidden(performer: HttpPerformer[Any, Any]) -> tuple[str, ...]:
+    """What a receiver's answer may echo of the request that a failure must not record: the values of the
+    performer's headers, and its URL's user info and query (longest first)."""
+    import httpx
+
+    found = [str(v) for v in performer.headers.values()]
+    try:
+        url = httpx.URL(performer.url)
+        found += [url.username, url.password, url.query.decode("ascii", "replace"),
+                  *(v for _, v in url.params.multi_items())]
+    except (httpx.InvalidURL, TypeError, ValueError):
+        pass
+    return tuple(sorted({v for v in found if len(v) >= MIN_HIDDEN}, key=len, reverse=True))
+
+
+def _hide(text: str, hidden: tuple[str, ...]) -> str:
+    for value in hidden:
+        text = text.replace(value, "[hidden]")
+    return text
 
 
 def safe_url(url: str | None) -> str:
@@ -214,7 +240,7 @@ def safe_url(url: str | None) -> str:
     return _one_line(origin + parsed.path, URL_CHARS) + (" [...]" if dropped else "")
 
 
-def _outcome(spec: PerformerSpec, response: httpx.Response, data: bytes) -> Any:
+def _outcome(spec: PerformerSpec, response: httpx.Response, data: bytes, hidden: tuple[str, ...] = ()) -> Any:
     status = response.status_code
     if 200 <= status < 300:
         if len(data) > MAX_RESULT_BYTES:
@@ -225,17 +251,18 @@ def _outcome(spec: PerformerSpec, response: httpx.Response, data: bytes) -> Any:
             return spec.result_adapter.validate_python(value)
         except pydantic.ValidationError as exc:
             raise Permanent(f"{_status(response)}, but the response body does not match the result type: "
-                            f"{_one_line(describe_validation(exc), 2 * EXCERPT_CHARS)}") from None
+                            f"{_one_line(_hide(describe_validation(exc), hidden), 2 * EXCERPT_CHARS)}") from None
     if status in (429, 503):
         after = retry_after(response.headers.get("Retry-After"))
         when = "after the backoff" if after is None else f"in {after:g} s (Retry-After)"
-        raise Retry(after, f"{_status(response)}: retrying {when}: {_excerpt(data)}")
+        raise Retry(after, f"{_status(response)}: retrying {when}: {_excerpt(data, hidden)}")
     if status >= 500:
-        raise PushFailed(f"{_status(response)}: {_excerpt(data)}")
+        raise PushFailed(f"{_status(response)}: {_excerpt(data, hidden)}")
     if 300 <= status < 400:
-        where = safe_url(response.headers.get("Location"))
-        raise Permanent(f"{_status(response)} (redirects are not followed; Location: {where}): {_excerpt(data)}")
-    raise Permanent(f"{_status(response)}: {_excerpt(data)}")
+        where = _hide(safe_url(response.headers.get("Location")), hidden)
+        raise Permanent(f"{_status(response)} (redirects are not followed; Location: {where}): "
+                        f"{_excerpt(data, hidden)}")
+    raise Permanent(f"{_status(response)}: {_excerpt(data, hidden)}")
 
 
 def _json_or_text(data: bytes) -> Any:
