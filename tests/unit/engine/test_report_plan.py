@@ -107,7 +107,8 @@ def reports(draw: st.DrawFn) -> tuple[list[Outcome], dict[int, RunningRow], dict
         delivery = draw(st.sampled_from(["at_least_once", "at_most_once"]))
         rows[job] = RunningRow(
             job, draw(st.sampled_from(["A", "B"])), state, draw(st.integers(1, 2)), 0, draw(st.integers(1, 3)),
-            delivery, draw(st.booleans()) and draw(st.booleans()), "w1", NOW - 5, run, f"n{job}" if run else None)
+            delivery, draw(st.booleans()) and draw(st.booleans()), "w1", NOW - 5, run, f"n{job}" if run else None,
+            None, None)
     outcomes = []
     for _ in range(draw(st.integers(0, 8))):  # mostly for a job's running attempt, some for none
         job = draw(st.sampled_from(sorted(rows))) if rows and draw(st.integers(0, 4)) else draw(ids)
@@ -153,7 +154,8 @@ def test_a_report_plan_does_what_the_model_says(case: tuple) -> None:
 
 
 def _row(job: int, **kw: object) -> RunningRow:
-    base = RunningRow(job, "A", "running", 1, 0, 3, "at_least_once", False, "w1", NOW - 5, "run-1", f"n{job}")
+    base = RunningRow(job, "A", "running", 1, 0, 3, "at_least_once", False, "w1", NOW - 5, "run-1", f"n{job}",
+                      None, None)
     return base._replace(**kw)
 
 
