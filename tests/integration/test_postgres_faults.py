@@ -386,7 +386,8 @@ async def test_a_commit_acknowledgement_lost_inside_the_postgres_store_orphans_n
 
 _LISTEN_RETRY = re.compile(r"LISTEN reconnect failed .*?; next try in ([0-9.]+) s", re.S)
 _CYCLE_FAILED = re.compile(r"jobloom cycle failed \((\w+):")
-_POOL_REFUSED = re.compile(r"^(\S+ \S+) WARNING psycopg\.pool error connecting[^\n]*Connection refused", re.M)
+_POOL_REFUSED = re.compile(
+    r"^(\S+ \S+(?: [+-]\d{4})?) WARNING psycopg\.pool error connecting[^\n]*Connection refused", re.M)
 
 
 def _listen_delays(text: str) -> list[float]:
