@@ -95,7 +95,7 @@ _WHERE: dict[str, str] = {
     "UnknownSchedule": "jobloom.schedules.schedule",
 }
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "App",

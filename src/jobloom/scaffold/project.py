@@ -55,7 +55,7 @@ def project_name(folder: Path) -> str:
 
 
 def init_project(folder: Path, *, package: str | None = None, force: bool = False,
-                 jobloom_version: str = "0.1.0") -> NewProject:
+                 jobloom_version: str = "0.2.0") -> NewProject:
     """Write a new project into ``folder`` (made if missing) and return what was written.
 
     ``folder`` must be empty unless ``force``; ``package`` defaults to a name made from the folder's.
