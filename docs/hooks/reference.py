@@ -51,33 +51,17 @@ def _help(command: Any, args: list[str]) -> str:
     return "\n".join(line.rstrip() for line in result.output.strip("\n").splitlines())
 
 
-def _commands(group: Any, path: list[str]) -> list[list[str]]:
-    """Every visible command under ``group``, depth first, in the order the group lists them."""
-    import click
-
-    found: list[list[str]] = []
-    ctx = click.Context(group, info_name="jobloom")  # typer's own click too: groups are told by list_commands
-    for name in group.list_commands(ctx):
-        sub = group.get_command(ctx, name)
-        if sub is None or sub.hidden:
-            continue
-        found.append([*path, name])
-        if hasattr(sub, "list_commands"):
-            found.extend(_commands(sub, [*path, name]))
-    return found
-
-
 @cache
 def cli_reference() -> str:
     """Markdown: the help of ``jobloom`` and of each of its commands."""
     import typer.main
 
     from jobloom.cli.main import cli
-    from jobloom.cli.usage import plain_flags
+    from jobloom.cli.usage import plain_flags, visible_commands
 
     command = plain_flags(typer.main.get_command(cli))
     parts = ["### jobloom", "", "```text", _help(command, []), "```", ""]
-    for path in _commands(command, []):
+    for path in visible_commands(command):
         parts += [f"### jobloom {' '.join(path)}", "", "```text", _help(command, path), "```", ""]
     return "\n".join(parts)
 

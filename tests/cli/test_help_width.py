@@ -5,35 +5,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 import typer.main
 from click.testing import CliRunner
 
 from jobloom.cli.main import cli
-from jobloom.cli.usage import plain_flags
-
-
-def _commands(group: Any, path: list[str]) -> list[list[str]]:
-    import click
-
-    found: list[list[str]] = []
-    ctx = click.Context(group, info_name="jobloom")
-    for name in group.list_commands(ctx):
-        sub = group.get_command(ctx, name)
-        if sub is None or sub.hidden:
-            continue
-        found.append([*path, name])
-        if hasattr(sub, "list_commands"):
-            found.extend(_commands(sub, [*path, name]))
-    return found
+from jobloom.cli.usage import plain_flags, visible_commands
 
 
 @pytest.mark.parametrize("width", [60, 40])
 def test_every_commands_help_fits_the_terminal_width(width: int) -> None:
     command = plain_flags(typer.main.get_command(cli))
-    paths = [[], *_commands(command, [])]
+    paths = [[], *visible_commands(command)]
     assert ["runs", "list"] in paths and ["stats"] in paths
     env = {"COLUMNS": str(width), "NO_COLOR": "1", "TERM": "dumb"}
     for path in paths:

@@ -91,3 +91,20 @@ def usage_message(exc: Any) -> str:
         return f"{command}: invalid {name}{shown}: {_lower_first(detail)} ({see})"
     text = _lower_first(str(exc.format_message())).rstrip(".")
     return f"{text} ({see})" if command == "jobloom" else f"{command}: {text} ({see})"
+
+
+def visible_commands(group: Any, path: tuple[str, ...] = ()) -> list[list[str]]:
+    """Every visible command under ``group`` (a built click group), depth first, in the order the group
+    lists them, each as its path of names (the docs' CLI reference and the help tests walk it)."""
+    import click
+
+    found: list[list[str]] = []
+    ctx = click.Context(group, info_name="jobloom")  # typer's own click too: groups are told by list_commands
+    for name in group.list_commands(ctx):
+        sub = group.get_command(ctx, name)
+        if sub is None or sub.hidden:
+            continue
+        found.append([*path, name])
+        if hasattr(sub, "list_commands"):
+            found.extend(visible_commands(sub, (*path, name)))
+    return found
