@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import time
 
+from jobloom.bench.catalog import WORKLOADS
 from jobloom.bench.defaults import defaults as defaults_workload
 from jobloom.bench.model import TARGETS, Measurement, Report, environment, now_iso, with_target
 from jobloom.bench.processes import BenchError
 from jobloom.bench.progress import Reporter, RichReporter
 from jobloom.bench.sandbox import Target, dialect_of, redact
-from jobloom.bench.workloads import WORKLOADS, Context, Params
+from jobloom.bench.workloads import Context, Params
 
 ALL = "all"
 WORKLOADS["defaults"] = defaults_workload  # it builds on workloads' pieces, so it is added here

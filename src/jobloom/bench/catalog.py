@@ -1,0 +1,15 @@
+"""Every benchmark workload by the name ``jobloom bench`` knows it by."""
+
+from __future__ import annotations
+
+from jobloom.bench.flow_workloads import flows
+from jobloom.bench.workloads import Workload, drain, enqueue, history, latency, limits
+
+WORKLOADS: dict[str, Workload] = {
+    "enqueue": enqueue,
+    "drain": drain,
+    "latency": latency,
+    "limits": limits,
+    "history": history,
+    "flows": flows,
+}
