@@ -128,3 +128,18 @@ def test_the_latency_steps_script_traces_each_job(store_url: str) -> None:
                 "its transaction", "WHOLE: enqueue to perform"}
     assert expected <= steps, out.stdout
     assert any(s.startswith(("statement claim", "round trip: COMMIT")) for s in steps), out.stdout
+
+
+def test_cpu_is_counted_finer_than_a_clock_tick() -> None:
+    """A short drain's CPU is read from the kernel's scheduler clock (nanoseconds), not ``cpu_times()``'s
+    10 ms ticks: a few hundred microseconds of work already shows (a tick-counted 0.0 made
+    ``defaults.cpu`` read nothing at 40 jobs)."""
+    import psutil
+
+    from jobloom.bench.processes import cpu_seconds
+
+    me = psutil.Process()
+    before = cpu_seconds(me)
+    sum(i * i for i in range(20_000))
+    after = cpu_seconds(me)
+    assert after > before or sys.platform != "linux"  # elsewhere ticks: the same reading is possible
