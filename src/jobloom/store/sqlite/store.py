@@ -128,6 +128,13 @@ def _json_lists(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(json.dumps(list(v)) if isinstance(v, _LISTS) else v for v in values)
 
 
+def _named(name: str) -> tuple[str, Callable[[Params], tuple[Any, ...]]]:
+    try:
+        return _POSITIONAL[name]
+    except KeyError:
+        raise StoreError(f"the SQLite store has no query named {name!r}") from None
+
+
 class SQLiteTx(Tx):
     """A transaction on the store's connection; statements run synchronously (they are short).
 
@@ -143,7 +150,7 @@ class SQLiteTx(Tx):
         self.one_snapshot = one_snapshot
 
     def _one(self, name: str, params: Params | None) -> sqlite3.Cursor:
-        sql, get = _POSITIONAL[name]
+        sql, get = _named(name)
         try:
             values = get(params or {})
         except KeyError:
@@ -153,7 +160,7 @@ class SQLiteTx(Tx):
         return self.conn.execute(sql, values)
 
     def _many(self, name: str, rows: Sequence[Params]) -> sqlite3.Cursor:
-        sql, get = _POSITIONAL[name]
+        sql, get = _named(name)
         try:
             values = list(map(get, rows))
         except KeyError:
