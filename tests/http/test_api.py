@@ -215,3 +215,18 @@ def test_the_fast_lane_and_the_routes_answer_alike(api: Api) -> None:
 def store_url(pooled_store_url: str) -> str:
     """The API runs through PgBouncer (transaction pooling) too."""
     return pooled_store_url
+
+
+def test_debounced_enqueues_collapse_and_bad_timing_options_name_the_field(api: Api) -> None:
+    h = auth(api)
+    body: dict[str, Any] = {"binding": "Echo", "payload": [1], "debounce": 60, "debounce_key": "user:42"}
+    first = api.client.post("/v1/jobs", json=body, headers=h)
+    again = api.client.post("/v1/jobs", json=body | {"payload": [2]}, headers=h)
+    assert (first.status_code, again.status_code) == (201, 200), again.text
+    assert first.json()["id"] == again.json()["id"] and again.json()["payload"] == [2]
+    assert again.json()["state"] == "scheduled"
+    for bad, field in (({"debounce": 5}, "debounce_key"), ({"debounce_key": "k"}, "debounce"),
+                       ({"debounce": -1, "debounce_key": "k"}, "debounce")):
+        answer = api.client.post("/v1/jobs", json={"binding": "Echo", "payload": 1, **bad}, headers=h)
+        assert answer.status_code == 422 and answer.json()["error"]["field"] == field, answer.text
+        assert "Echo" in answer.json()["error"]["message"]

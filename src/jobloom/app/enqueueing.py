@@ -61,13 +61,16 @@ class App(Protocol):
 def options_of(
     delay: float | None, run_at: datetime | float | None, priority: int | None, unique_key: str | None,
     concurrency_key: str | None, max_attempts: int | None, delivery: str | None, tags: Sequence[str] | None,
-    meta: dict[str, Any] | None,
+    meta: dict[str, Any] | None, **timing: Any,
 ) -> EnqueueOptions:
-    """The options of one enqueue; the shared :data:`DEFAULT_OPTIONS` when none is given (the fast path)."""
+    """The options of one enqueue; the shared :data:`DEFAULT_OPTIONS` when none is given (the fast path).
+    ``timing``: ``debounce``, ``debounce_key``, ``debounce_max``, ``expires_in``, ``expires_at``."""
     if (delay is None and run_at is None and priority is None and unique_key is None and concurrency_key is None
-            and max_attempts is None and delivery is None and tags is None and meta is None):
+            and max_attempts is None and delivery is None and tags is None and meta is None
+            and all(v is None for v in timing.values())):
         return DEFAULT_OPTIONS
-    return EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery, tags, meta)
+    return EnqueueOptions(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery, tags, meta,
+                          **timing)
 
 
 async def enqueue(app: App, performer: PerformerRef, payload: Any, options: EnqueueOptions, connection: Any) -> Job:
@@ -109,7 +112,7 @@ async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...
 
     n = len(requests)
     if n <= STREAM_CHUNK or not core.store.streams_inserts or any(
-        req.options.unique_key is not None for req in requests
+        req.options.unique_key is not None or req.options.debounce_key is not None for req in requests
     ):
         return await core.enqueuer.insert(build(0, n))
 

@@ -228,6 +228,11 @@ class App:
         delivery: str | None = None,
         tags: Sequence[str] | None = None,
         meta: dict[str, Any] | None = None,
+        debounce: float | None = None,
+        debounce_key: str | None = None,
+        debounce_max: float | None = None,
+        expires_in: float | None = None,
+        expires_at: datetime | float | None = None,
         connection: Any = None,
     ) -> Job:
         """Enqueue one job. Calls made in the same event-loop tick share one transaction.
@@ -238,9 +243,16 @@ class App:
         ``connection``: the caller's own open connection (a psycopg ``AsyncConnection`` on PostgreSQL,
         a ``sqlite3.Connection`` on SQLite): the job is inserted in the caller's transaction and exists
         if and only if the caller commits.
+
+        ``debounce`` (seconds) with ``debounce_key``: the enqueues of one key within the window collapse
+        into one job, which runs once ``debounce`` seconds pass without another, with the latest payload
+        (``debounce_max``: at the latest that long after the first); each returns that job.
+        ``expires_in`` (seconds from now) or ``expires_at``: a job not started by then never starts and
+        ends ``expired`` (the performer's ``expires_in`` is the default).
         """
         options = enqueueing.options_of(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery,
-                                        tags, meta)
+                                        tags, meta, debounce=debounce, debounce_key=debounce_key,
+                                        debounce_max=debounce_max, expires_in=expires_in, expires_at=expires_at)
         return await enqueueing.enqueue(self, performer, payload, options, connection)
 
     async def enqueue_many(self, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:

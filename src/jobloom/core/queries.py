@@ -22,6 +22,7 @@ from jobloom.core.rows import (
     ClaimRow,
     CountRow,
     CursorRow,
+    DebouncedRow,
     EventRow,
     FoldedEventsRow,
     HeartbeatRow,
@@ -124,6 +125,7 @@ class Q:
     remote_attempts = Query("remote_attempts", RemoteAttemptRow)
     cancel_requests = Query("cancel_requests", AttemptKeyRow)
     find_unique = Query("find_unique", UniqueRow)
+    find_debounced = Query("find_debounced", DebouncedRow)
     get_binding = Query("get_binding", PolicyRow)
     lock_binding = Query("lock_binding", PolicyRow)
     try_lock_binding = Query("try_lock_binding", PolicyRow)

@@ -179,6 +179,14 @@ class UniqueRow(NamedTuple):
     unique_until: float | None
 
 
+class DebouncedRow(NamedTuple):
+    """The newest job of a debounce key that is still scheduled and never started."""
+
+    id: int
+    run_at: float
+    created_at: float
+
+
 class PolicyRow(NamedTuple):
     """A binding's stored limits, overrides and token bucket."""
 

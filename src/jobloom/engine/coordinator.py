@@ -25,6 +25,7 @@ from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
+from jobloom.engine.debounce import enqueue_debounced
 from jobloom.engine.dispatch import candidate_reads, merge_by_age
 from jobloom.engine.dispatch import dispatch as dispatch
 from jobloom.engine.hooks import EngineHooks
@@ -37,27 +38,20 @@ _rng = random.Random()
 
 
 async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int, bool]]:
-    """Insert jobs; a job whose unique key is taken returns the holder's id instead (``created=False``)."""
-    if len(jobs) == 1 and jobs[0].unique_key is None and not jobs[0].tags:  # a lone enqueue: one statement
+    """Insert jobs; a job whose unique key is taken returns the holder's id instead (``created=False``),
+    and a debounced job that collapses into its key's scheduled job returns that job's id."""
+    if len(jobs) == 1 and _plain(jobs[0]) and not jobs[0].tags:  # a lone enqueue: one statement
         (new_id,) = await tx.insert_jobs([_with_event(jobs[0])], now)
         return [(new_id, True)]
     out: list[tuple[int, bool] | None] = [None] * len(jobs)
     plain: list[int] = []
     for i, job in enumerate(jobs):
-        if job.unique_key is None:
+        if _plain(job):
             plain.append(i)
-            continue
-        key = {"binding": job.binding, "unique_key": job.unique_key}
-        await tx.execute("lock_unique", key)
-        holder = await tx.fetchone(Q.find_unique, key)
-        if holder is not None and (holder.state not in FINISHED_STATES or (
-                holder.unique_until is not None and holder.unique_until > now)):
-            out[i] = (holder.id, False)
-            continue
-        (new_id,) = await tx.insert_jobs([_with_event(job)], now)
-        out[i] = (new_id, True)
-        if job.tags:
-            await insert_tags(tx, [(new_id, job.tags)])
+        elif job.debounce_key is not None:
+            out[i] = await enqueue_debounced(tx, job, now, lambda tx, job: _insert_one(tx, job, now))
+        else:
+            out[i] = await _enqueue_unique(tx, job, now)
     if plain:
         ids = await tx.insert_jobs([_with_event(jobs[i]) for i in plain], now)
         for i, new_id in zip(plain, ids, strict=True):
@@ -66,6 +60,30 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
         if tagged:
             await insert_tags(tx, tagged)
     return [o for o in out if o is not None]
+
+
+def _plain(job: NewJob) -> bool:
+    """Whether ``job`` is inserted without reading first (no unique key, no debounce key)."""
+    return job.unique_key is None and job.debounce_key is None
+
+
+async def _enqueue_unique(tx: Tx, job: NewJob, now: float) -> tuple[int, bool]:
+    """Insert a job with a unique key, or return the job that holds the key."""
+    key = {"binding": job.binding, "unique_key": job.unique_key}
+    await tx.execute("lock_unique", key)
+    holder = await tx.fetchone(Q.find_unique, key)
+    if holder is not None and (holder.state not in FINISHED_STATES or (
+            holder.unique_until is not None and holder.unique_until > now)):
+        return holder.id, False
+    return await _insert_one(tx, job, now), True
+
+
+async def _insert_one(tx: Tx, job: NewJob, now: float) -> int:
+    """Insert one job and its tags; its id."""
+    (new_id,) = await tx.insert_jobs([_with_event(job)], now)
+    if job.tags:
+        await insert_tags(tx, [(new_id, job.tags)])
+    return new_id
 
 
 async def insert_tags(tx: Tx, tagged: Iterable[tuple[int, tuple[str, ...] | None]]) -> None:
@@ -83,8 +101,8 @@ async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: floa
 
     def rows() -> Iterator[list[dict[str, Any]]]:
         for jobs in chunks:
-            if any(job.unique_key is not None for job in jobs):
-                raise ValueError("enqueue_streamed takes jobs without unique keys")
+            if not all(_plain(job) for job in jobs):
+                raise ValueError("enqueue_streamed takes jobs without unique or debounce keys")
             tags.extend(job.tags for job in jobs)
             yield [_with_event(job) for job in jobs]
 

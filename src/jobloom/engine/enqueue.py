@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobloom.core import options as opt
@@ -42,6 +42,11 @@ class EnqueueOptions:
     delivery: str | None = None
     tags: Sequence[str] | None = None
     meta: dict[str, Any] | None = None
+    debounce: float | None = None
+    debounce_key: str | None = None
+    debounce_max: float | None = None
+    expires_in: float | None = None
+    expires_at: datetime | float | None = None
 
 
 DEFAULT_OPTIONS = EnqueueOptions()
@@ -59,26 +64,15 @@ def build_job(
             binding=b, payload=spec.encode_payload(value), priority=spec.priority, run_at=now, state="queued",
             max_attempts=spec.max_attempts, delivery=spec.delivery, timeout=spec.timeout, unique_key=None,
             unique_until=None, concurrency_key=None if spec.concurrency_key is None else spec.key_for(value),
-            created_at=now,
+            created_at=now, expires_at=None if spec.expires_in is None else now + spec.expires_in,
         )
     data = spec.dump_payload(payload) if payload_json is None else payload_json
-    if o.delay is not None and o.run_at is not None:
-        raise InvalidOption("delay", o.delay, "either delay or run_at, not both", b)
-    delay = opt.seconds("delay", o.delay, b)
-    if delay is not None and delay > opt.MAX_DELAY:
-        raise InvalidOption("delay", o.delay, f"seconds >= 0 and <= {opt.MAX_DELAY:g}", b)
-    if o.run_at is None:
-        run_at = now + (delay or 0.0)
-    elif isinstance(o.run_at, datetime):
-        if o.run_at.tzinfo is None:
-            raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime (or epoch seconds)", b)
-        run_at = o.run_at.timestamp()
-    elif isinstance(o.run_at, int | float) and not isinstance(o.run_at, bool):
-        run_at = opt.finite("run_at", o.run_at, b, minimum=opt.MIN_EPOCH, maximum=opt.MAX_EPOCH)
-    else:
-        raise InvalidOption("run_at", o.run_at, "a timezone-aware datetime or epoch seconds", b)
+    debounce = _debounce(o, b)
+    run_at = now + debounce if debounce is not None else _run_at(o, now, b)
+    expires_at = _expires_at(spec, o, now, run_at)
     priority = spec.priority if o.priority is None else opt.integer("priority", o.priority, b)
-    for name, value in (("unique_key", o.unique_key), ("concurrency_key", o.concurrency_key)):
+    for name, value in (("unique_key", o.unique_key), ("concurrency_key", o.concurrency_key),
+                        ("debounce_key", o.debounce_key)):
         if value is not None:
             check_name(name, value, MAX_KEY_BYTES, b)
     max_attempts = opt.positive_int("max_attempts", o.max_attempts, b) or spec.max_attempts
@@ -93,7 +87,80 @@ def build_job(
         timeout=spec.timeout, unique_key=o.unique_key,
         unique_until=None if o.unique_key is None else now + spec.unique_for,
         concurrency_key=key, created_at=now, tags=check_tags(o.tags, b), meta=check_meta(o.meta, b),
+        debounce_key=o.debounce_key, expires_at=expires_at, debounce=debounce,
+        debounce_max=opt.seconds("debounce_max", o.debounce_max, b),
     )
+
+
+def _run_at(o: EnqueueOptions, now: float, b: str) -> float:
+    """When the job may run: ``delay`` seconds from now, or ``run_at`` (epoch seconds)."""
+    if o.delay is not None and o.run_at is not None:
+        raise InvalidOption("delay", o.delay, "either delay or run_at, not both", b)
+    delay = opt.seconds("delay", o.delay, b)
+    if delay is not None and delay > opt.MAX_DELAY:
+        raise InvalidOption("delay", o.delay, f"seconds >= 0 and <= {opt.MAX_DELAY:g}", b)
+    if o.run_at is None:
+        return now + (delay or 0.0)
+    return _moment("run_at", o.run_at, b)
+
+
+def _moment(name: str, value: object, b: str) -> float:
+    """A moment given as a timezone-aware datetime or epoch seconds, as epoch seconds."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise InvalidOption(name, value, "a timezone-aware datetime (or epoch seconds)", b)
+        return value.timestamp()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return opt.finite(name, value, b, minimum=opt.MIN_EPOCH, maximum=opt.MAX_EPOCH)
+    raise InvalidOption(name, value, "a timezone-aware datetime or epoch seconds", b)
+
+
+def _debounce(o: EnqueueOptions, b: str) -> float | None:
+    """The debounce window in seconds (None: not debounced), its options checked together."""
+    if o.debounce is None:
+        if o.debounce_key is not None:
+            raise InvalidOption("debounce", None, f"seconds >= 0 with debounce_key={o.debounce_key!r}", b)
+        if o.debounce_max is not None:
+            raise InvalidOption("debounce_max", o.debounce_max, "only with debounce= and debounce_key=", b)
+        return None
+    window = opt.seconds("debounce", o.debounce, b, allow_none=False)
+    assert window is not None
+    if window > opt.MAX_DELAY:
+        raise InvalidOption("debounce", o.debounce, f"seconds >= 0 and <= {opt.MAX_DELAY:g}", b)
+    if o.debounce_key is None:
+        raise InvalidOption("debounce_key", None, "a key with debounce= (the enqueues of one key collapse "
+                            "into one job)", b)
+    if o.delay is not None or o.run_at is not None:
+        raise InvalidOption("debounce", o.debounce, "either debounce or delay/run_at, not both (the window "
+                            "sets when the job runs)", b)
+    if o.unique_key is not None:
+        raise InvalidOption("debounce_key", o.debounce_key, "either debounce_key or unique_key, not both", b)
+    return window
+
+
+def _expires_at(spec: PerformerSpec, o: EnqueueOptions, now: float, run_at: float) -> float | None:
+    """The moment after which the job never starts: ``expires_at``, ``expires_in`` seconds from now, or
+    the performer's ``expires_in``; refused unless it comes after the job's first chance to run."""
+    b = spec.binding
+    if o.expires_in is not None and o.expires_at is not None:
+        raise InvalidOption("expires_in", o.expires_in, "either expires_in or expires_at, not both", b)
+    if o.expires_at is not None:
+        name, given, at = "expires_at", o.expires_at, _moment("expires_at", o.expires_at, b)
+    elif o.expires_in is not None:
+        seconds = opt.seconds("expires_in", o.expires_in, b, allow_none=False)
+        assert seconds is not None
+        if not 0 < seconds <= opt.MAX_DELAY:
+            raise InvalidOption("expires_in", o.expires_in, f"seconds > 0 and <= {opt.MAX_DELAY:g}", b)
+        name, given, at = "expires_in", o.expires_in, now + seconds
+    elif spec.expires_in is not None:
+        name, given, at = "expires_in", spec.expires_in, now + spec.expires_in
+    else:
+        return None
+    if at <= max(now, run_at):
+        first = "now" if run_at <= now else f"the job's first run at {datetime.fromtimestamp(run_at, UTC).isoformat()}"
+        raise InvalidOption(name, given, f"a moment after {first} (a job that expires before it may start "
+                            "could never run)", b)
+    return at
 
 
 def job_from_new(job_id: int, new: NewJob) -> Job:
@@ -148,7 +215,8 @@ class Enqueuer:
         async def work(tx: Tx) -> list[Job]:
             return await _insert(tx, jobs)
 
-        single = all(job.unique_key is None and not job.tags for job in jobs)  # tags take a statement of their own
+        # tags take a statement of their own; a unique or debounce key reads first
+        single = all(job.unique_key is None and job.debounce_key is None and not job.tags for job in jobs)
         return await self._committed(work, single_statement=single)
 
     async def insert_streamed(self, chunks: Callable[[], Iterable[Sequence[NewJob]]]) -> list[Job]:

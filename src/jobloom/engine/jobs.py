@@ -33,6 +33,10 @@ class NewJob:
     node: str | None = None
     tags: tuple[str, ...] | None = None
     meta: str | None = None  # JSON text
+    debounce_key: str | None = None  # enqueues with this key collapse into one job (with debounce)
+    expires_at: float | None = None  # never starts after this moment
+    debounce: float | None = None  # the debounce window (seconds), not a column
+    debounce_max: float | None = None  # at most this long after the first enqueue of the key, not a column
 
     def params(self) -> dict[str, Any]:
         """The row as named parameters."""
@@ -42,6 +46,7 @@ class NewJob:
             "timeout": self.timeout, "unique_key": self.unique_key, "unique_until": self.unique_until,
             "concurrency_key": self.concurrency_key, "created_at": self.created_at, "run_id": self.run_id,
             "node": self.node, "tags": None if self.tags is None else json.dumps(self.tags), "meta": self.meta,
+            "debounce_key": self.debounce_key, "expires_at": self.expires_at,
         }
 
 

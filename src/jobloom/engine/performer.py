@@ -49,6 +49,9 @@ class Performer(Generic[P, R]):
     rate_limit: ClassVar[str | RateLimit | None] = None
     priority_aging: ClassVar[float | None] = 60.0
     unique_for: ClassVar[float] = 24 * 3600.0
+    expires_in: ClassVar[float | None] = None
+    """Seconds after its enqueue by which a job must have started, or it never starts (ends ``expired``);
+    ``None``: never expires. An enqueue's ``expires_in=`` or ``expires_at=`` replaces it."""
     retention: ClassVar[dict[str, float] | float | None] = None
     isolation: ClassVar[str] = "thread"
     pushes: ClassVar[bool] = False
@@ -131,6 +134,7 @@ class PerformerSpec:
     push: bool = False  # an HttpPerformer: the worker hands it its pooled HTTP client
     remote: Any = None  # the RemoteBinding of a binding run by remote workers (never by this app's)
     max_snoozes: int = DEFAULT_MAX_SNOOZES
+    expires_in: float | None = None  # a job not started this long after its enqueue ends expired
     key_check: Checker | None = None  # finds a payload key the type would drop (None: none can be, or "drop")
 
     def dump_payload(self, payload: Any, *, check_keys: bool = True) -> str:
@@ -335,7 +339,15 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         push=bool(cls.pushes),
         max_snoozes=opt.positive_int("max_snoozes", cls.max_snoozes, binding, allow_none=False) or 1,
         key_check=_key_check(cls, binding, payload_adapter),
+        expires_in=_expires_in(cls.expires_in, binding),
     )
+
+
+def _expires_in(value: object, binding: str) -> float | None:
+    """Check a performer's ``expires_in``: None, or seconds > 0 (a job must have some time to start)."""
+    if value is None:
+        return None
+    return opt.finite("expires_in", value, binding, minimum=0.0, above=True, maximum=opt.MAX_DELAY)
 
 
 def _key_check(cls: type[Performer[Any, Any]], binding: str, adapter: pydantic.TypeAdapter[Any]) -> Checker | None:

@@ -37,7 +37,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def options_of(body: s.JobOptions) -> EnqueueOptions:
     """The enqueue options a request gives (the shared default when it gives none)."""
     o = EnqueueOptions(body.delay, body.run_at, body.priority, body.unique_key, body.concurrency_key,
-                       body.max_attempts, body.delivery, body.tags, body.meta)
+                       body.max_attempts, body.delivery, body.tags, body.meta, body.debounce, body.debounce_key,
+                       body.debounce_max, body.expires_in, body.expires_at)
     return DEFAULT_OPTIONS if o == DEFAULT_OPTIONS else o
 
 
@@ -69,7 +70,7 @@ async def enqueue_one(ctx: Context, body: s.EnqueueBody, caller: StoredToken | N
     whole only to a caller that may read it)."""
     spec = await ctx.spec(body.binding)
     options = options_of(body)
-    if options.unique_key is not None:
+    if options.unique_key is not None or options.debounce_key is not None:
         job, created = await enqueue_unique(ctx, spec, body.payload, options)
         if created:
             return 201, job_json(job).encode()
@@ -77,7 +78,8 @@ async def enqueue_one(ctx: Context, body: s.EnqueueBody, caller: StoredToken | N
     job = await ctx.app.enqueue(spec.binding, body.payload, delay=options.delay, run_at=options.run_at,
                                 priority=options.priority, concurrency_key=options.concurrency_key,
                                 max_attempts=options.max_attempts, delivery=options.delivery, tags=options.tags,
-                                meta=options.meta)
+                                meta=options.meta, debounce=options.debounce, debounce_max=options.debounce_max,
+                                expires_in=options.expires_in, expires_at=options.expires_at)
     return 201, job_json(job).encode()
 
 
@@ -94,7 +96,7 @@ async def enqueue_many(ctx: Context, body: s.BatchBody, caller: StoredToken | No
             raise
         requests.append(EnqueueRequest(spec.binding, item.payload, options_of(item)))
     try:
-        if reads(caller) or all(r.options.unique_key is None for r in requests):
+        if reads(caller) or all(r.options.unique_key is None and r.options.debounce_key is None for r in requests):
             jobs = await ctx.app.enqueue_many(requests)
         else:
             made = await enqueue_flagged(ctx, [(ctx.app.spec(r.performer), r.payload, r.options) for r in requests])
@@ -117,11 +119,13 @@ def router(ctx: Context) -> APIRouter:
 
     @api.post("", status_code=201, response_model=s.JobOut, **enqueue,
               responses={200: {"model": s.JobOut | s.JobExistsOut,
-                               "description": "An unfinished job with that unique_key (without the read "
-                                              "scope: its id and state only)"}})
+                               "description": "An unfinished job with that unique_key, or the scheduled job "
+                                              "a debounced enqueue collapsed into (without the read scope: "
+                                              "its id and state only)"}})
     async def enqueue_job(request: Request, body: s.EnqueueBody) -> Response:
-        """Enqueue one job (201); a ``unique_key`` held by an unfinished job returns that job (200; to a token
-        without ``read``, its id and state only)."""
+        """Enqueue one job (201); a ``unique_key`` held by an unfinished job returns that job, and a debounced
+        enqueue (``debounce`` with ``debounce_key``) that collapses into its key's scheduled job returns that
+        job with the new payload (200; to a token without ``read``, its id and state only)."""
         status, content = await enqueue_one(ctx, body, request.state.token)
         return json_response(content, status)
 

@@ -35,6 +35,17 @@ class JobOptions(Body):
     delivery: Literal["at_least_once", "at_most_once"] | None = None
     tags: list[str] | None = Field(None, description="Labels to search by (GET /v1/jobs?tags=...).")
     meta: dict[str, JsonValue] | None = Field(None, description="Any JSON object kept with the job.")
+    debounce: float | None = Field(
+        None, description="Seconds: enqueues with the same debounce_key within this window collapse into one "
+                          "job, run once the window passes without another, with the latest payload.")
+    debounce_key: str | None = Field(None, description="The key debounced enqueues collapse by (with debounce).")
+    debounce_max: float | None = Field(
+        None, description="Seconds after the key's first enqueue at which the debounced job runs at the latest.")
+    expires_in: float | None = Field(
+        None, description="Seconds from now: a job not started by then never starts (it ends expired).")
+    expires_at: datetime | float | None = Field(
+        None, description="A job not started by this moment never starts (it ends expired): ISO 8601 with a "
+                          "time zone, or epoch seconds.")
 
 
 class EnqueueBody(JobOptions):

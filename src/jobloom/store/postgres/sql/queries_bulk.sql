@@ -11,12 +11,14 @@ WITH r AS (
     SELECT * FROM json_to_recordset(:rows::json) AS r(
         i int, binding text, state text, payload text, priority int, run_at float8, max_attempts int,
         delivery text, timeout float8, unique_key text, unique_until float8, concurrency_key text,
-        created_at float8, run_id text, node text, tags text, meta text, event text)
+        created_at float8, run_id text, node text, tags text, meta text, event text, debounce_key text,
+        expires_at float8)
 ), j AS (
     INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                              unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta)
+                              unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta,
+                          debounce_key, expires_at)
     SELECT binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-           unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta
+           unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta, debounce_key, expires_at
     FROM r ORDER BY i
     RETURNING id
 ), n AS (

@@ -2,9 +2,11 @@
 
 -- name: insert_job
 INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta)
+                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta,
+                          debounce_key, expires_at)
 VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
-        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node, :tags, :meta)
+        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node, :tags, :meta,
+        :debounce_key, :expires_at)
 
 -- name: lock_unique
 SELECT 1
@@ -13,6 +15,23 @@ SELECT 1
 SELECT id, state, unique_until FROM jobloom_jobs
 WHERE binding = :binding AND unique_key = :unique_key
 ORDER BY id DESC LIMIT 1
+
+-- name: lock_debounce
+-- SQLite serializes writers: enqueues of one debounce key run one after the other already.
+SELECT 1
+
+-- name: find_debounced
+-- The job enqueues of a debounce key collapse into: scheduled and never started (a retry's backoff or a
+-- snooze is scheduled too, but has started), the newest if a window ended unpromoted.
+SELECT id, run_at, created_at FROM jobloom_jobs
+WHERE binding = :binding AND debounce_key = :debounce_key AND state = 'scheduled' AND attempt = 0
+ORDER BY id DESC LIMIT 1
+
+-- name: debounce_job
+-- A debounced enqueue collapsed into its key's job: the latest payload, and the window moved on.
+UPDATE jobloom_jobs SET payload = :payload, run_at = :run_at, concurrency_key = :concurrency_key,
+                        expires_at = :expires_at
+WHERE id = :id AND state = 'scheduled' AND attempt = 0
 
 -- name: get_job
 SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
