@@ -379,7 +379,8 @@ async def test_two_batches_deleting_a_runs_last_jobs_at_once_delete_the_run(stor
 
     async def setup(tx: Tx) -> list[int]:
         await tx.execute("insert_run", {"id": "r1", "flow": "f", "input": "{}", "graph": "{}", "deadline": None,
-                                        "deadline_seconds": None, "parent_job_id": None, "depth": 0, "now": now})
+                                        "deadline_seconds": None, "parent_job_id": None, "depth": 0, "now": now,
+                                        "spec": None})
         await tx.execute("set_run_state", {"id": "r1", "state": "succeeded", "error": None, "finished_at": now})
         return await enqueue(tx, jobs, now)  # type: ignore[return-value]
 

@@ -21,6 +21,7 @@ class RunRow(NamedTuple):
     created_at: float
     finished_at: float | None
     deadline_seconds: float | None
+    spec: str | None
 
 
 class RunStateRow(NamedTuple):

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from jobloom.core.errors import UnknownBinding
 from jobloom.core.options import MAX_DELAY, finite
 from jobloom.core.queries import Q
 from jobloom.core.rows import RunJobRow, RunRow, RunsJobRow
@@ -15,7 +16,7 @@ from jobloom.core.types import NodeState, Run, to_datetime
 from jobloom.engine.enqueue import EnqueueOptions, build_job
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.telemetry import EnqueueTold
-from jobloom.flows import runs, stop
+from jobloom.flows import runs, spec, stop
 from jobloom.flows.flow import MAP_BINDING, MAX_DEPTH, SUBFLOW_BINDING, Flow, FlowError, Node
 
 if TYPE_CHECKING:
@@ -47,10 +48,10 @@ async def _read_run(tx: Tx, run_id: str) -> Run:
 def _node_jobs(app: FlowHost, flow: Flow, inp: Any, run_id: str, now: float) -> list[NewJob]:
     jobs = []
     for node in flow.nodes.values():
-        root = not node.after
+        root = not node.after and not node.on_failure  # an on_failure node waits for the run to fail
         if node.kind == "job":
             payload = ""
-            if root:
+            if root and node.when is None:  # a node with a when= is decided, and built, by its worker
                 try:
                     value = node.input(inp, {})
                 except Exception as exc:
@@ -79,8 +80,7 @@ async def start_run(
 
     ``deadline``: seconds, or the flow's default (``Flow(name, deadline=...)``). ``parent_run_id``: of a
     sub-flow run, whose parent run must still be running for it to start."""
-    if flow.name not in app.flows or app.flows[flow.name] is not flow:
-        raise FlowError(f"flow {flow.name!r} is not one of this app's flows (App(..., flows=[...]))")
+    spec_text = _spec_of(app, flow)
     if depth > MAX_DEPTH:
         raise FlowError(f"sub-flows nest deeper than {MAX_DEPTH}")
     run_id = uuid.uuid4().hex if run_id is None else check_name("id", run_id, MAX_KEY_BYTES)
@@ -100,6 +100,7 @@ async def start_run(
         await runs.start_run(
             tx, run_id=run_id, flow=flow.name, input_json=input_json, graph=flow.graph(), deadline=deadline,
             parent_job_id=parent_job_id, depth=depth, jobs=jobs, now=now, parent_run_id=parent_run_id,
+            spec=spec_text,
         )
         try:
             return await _read_run(tx, run_id)
@@ -114,6 +115,26 @@ async def start_run(
     return run
 
 
+def _spec_of(app: FlowHost, flow: Flow) -> str:
+    """The definition to store with a run of ``flow``: a declared flow's, or that of a flow built at
+    run time (data only, its bindings known to the app)."""
+    declared = app.flows.get(flow.name)
+    if declared is not None and declared is not flow:
+        raise FlowError(f"flow {flow.name!r} is declared on this app as another Flow object: start the declared "
+                        "one, or give a flow built at run time a name of its own")
+    if declared is None:
+        known: set[str] = set()
+        for node in flow.nodes.values():
+            if node.kind != "subflow":
+                try:
+                    app.spec(node.child_binding)
+                except UnknownBinding:
+                    continue
+                known.add(node.child_binding)
+        spec.check_adhoc(flow, known)
+    return spec.spec_json(flow, adhoc=declared is None)
+
+
 class FlowOps:
     """The flow operations of an app (``App.start``, ``App.get_run``, ...), on its store."""
 
@@ -123,6 +144,9 @@ class FlowOps:
     async def start(self, flow: Flow, input: Any, *, id: str | None = None,
                     deadline: float | None = None) -> Run:
         """Start a run of ``flow`` with ``input``; the same ``id`` again returns the same run.
+
+        ``flow``: one of the app's flows, or a flow built now from data (``payload=``, ``items=``; not
+        declared on the app): its definition is stored with the run, so any worker carries it on.
 
         ``deadline`` (seconds, a positive finite number; default: the flow's ``deadline``): past it, the
         run is stopped and fails (see docs/how-to/flows.md). An ``input``
@@ -184,9 +208,10 @@ class FlowOps:
 
 
 def flow_bindings(flows: dict[str, Flow]) -> list[str]:
-    """The internal bindings that the app's flows need workers for."""
+    """The internal bindings that the app's workers run: fan-outs always (a flow started at run time
+    may have one), sub-flows if one of the app's flows has one."""
     kinds = {n.kind for f in _all_flows(flows.values()) for n in f.nodes.values()}
-    return [b for k, b in (("map", MAP_BINDING), ("subflow", SUBFLOW_BINDING)) if k in kinds]
+    return [MAP_BINDING, *([SUBFLOW_BINDING] if "subflow" in kinds else [])]
 
 
 def _all_flows(flows: Any) -> list[Flow]:

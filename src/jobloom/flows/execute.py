@@ -16,6 +16,7 @@ from jobloom.core.states import ACTIVE_STATES, RUN_RESUMABLE_STATES
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
 from jobloom.engine.steps import FOREVER, Suspended
+from jobloom.flows import spec
 from jobloom.flows.api import node_options, start_run
 from jobloom.flows.flow import Flow, FlowError, Node, child_name_problem
 from jobloom.flows.runs import CHILDREN_DONE, SUBFLOW_DONE, insert_children, like_prefix, top_node
@@ -87,18 +88,32 @@ async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any,
     if loaded is None:
         raise Permanent(f"run {c.run_id!r} of node {c.node!r} no longer exists")
     run, results, children = loaded
-    flow = app.flows.get(run.flow)
-    if flow is None:
-        raise Permanent(f"this worker does not know flow {run.flow!r}")
-    node = flow.nodes.get(top_node(c.node) or "")
-    if node is None:
-        raise Permanent(f"flow {flow.name!r} has no node {c.node!r} (was the flow changed?)")
+    flow, node = _node_of(app, run, top_node(c.node) or "")
     up: dict[str, Any] = {}
     for r in results:
         up[r.node or ""] = None if r.result is None else json.loads(r.result)
     for name in {up_name for up_name, _ in children}:
         up[name] = fanout_summary([child for up_name, child in children if up_name == name])
     return flow, node, json.loads(run.input), up, int(run.depth)
+
+
+def _node_of(app: FlowHost, run: RunRow, name: str) -> tuple[Flow, Node]:
+    """The flow and node a worker runs node ``name`` of ``run`` with: the definition stored with a run
+    started at run time; the app's declared flow otherwise, if the node is still the one the run
+    started with."""
+    stored = spec.load_spec(run)
+    if stored is not None and stored.get("adhoc"):
+        flow = spec.flow_from_spec(run.flow, stored)
+        return flow, flow.nodes[name]
+    declared = app.flows.get(run.flow)
+    if declared is None:
+        raise Permanent(f"this worker does not know flow {run.flow!r}")
+    node = declared.nodes.get(name)
+    problem = spec.changed(run, None if stored is None else stored["nodes"].get(name), node, name)
+    if problem is not None:
+        raise Permanent(problem)
+    assert node is not None
+    return declared, node
 
 
 def fanout_summary(children: list[ChildRow]) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """Flows: DAGs of jobs declared once and started many times.
 
 A node names a performer, its upstream nodes (``after=``) and how its payload is built from the
-run's input and the upstream results (``input=lambda inp, up: ...``). ``Flow.map`` fans out over a
-list; ``Flow.subflow`` runs another flow as one node. Definitions are checked when the app is built:
-a cycle, an unknown upstream, an unknown performer or a duplicate name is refused with the names.
+run's input and the upstream results (``input=lambda inp, up: ...``) or given as data (``payload=``).
+``Flow.map`` fans out over a list; ``Flow.subflow`` runs another flow as one node;
+``Flow.on_failure`` declares a node that runs only when the run fails. Definitions are checked when
+the app is built (or, for a flow built at run time, when it is started): a cycle, an unknown
+upstream, an unknown performer or a duplicate name is refused with the names.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from jobloom.core.text import MAX_NAME_BYTES, check_meta, check_tags, name_probl
 from jobloom.engine.performer import Performer
 
 InputFn = Callable[[Any, dict[str, Any]], Any]
+WhenFn = Callable[[Any, dict[str, Any]], Any]
 MAX_DEPTH = 8
+UPSTREAM_FAILURE = ("skip", "run")
+"""What a node does when an upstream node did not succeed: it is skipped (the default), or it runs."""
 
 #: Internal bindings that run fan-out and sub-flow nodes.
 MAP_BINDING = "jobloom.map"
@@ -35,6 +40,32 @@ def _identity(inp: Any, up: dict[str, Any]) -> Any:
     return inp
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""No ``payload=`` given: the payload is built by ``input=``."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamFailed:
+    """What ``up[name]`` holds, for a node declared with ``on_upstream_failure="run"``, in place of the
+    result of an upstream node that did not succeed: its ``state`` (``failed``, ``skipped``, ...) and
+    its ``error``."""
+
+    state: str
+    error: str | None
+
+
+def _constant(value: Any) -> InputFn:
+    def given(inp: Any, up: dict[str, Any]) -> Any:
+        return value
+
+    return given
+
+
 @dataclass(eq=False)
 class Node:
     """One node of a flow: a job (``kind="job"``), a fan-out (``"map"``) or a sub-flow (``"subflow"``)."""
@@ -49,6 +80,11 @@ class Node:
     subflow: Flow | None = None
     key: Callable[[Any], Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    payload: Any = UNSET
+    items: list[Any] | None = None
+    when: WhenFn | None = None
+    upstream_failure: str = "skip"
+    on_failure: bool = False
 
     @property
     def binding(self) -> str:
@@ -103,6 +139,13 @@ class Flow:
                 f"nodes take {', '.join(sorted(_NODE_OPTIONS))} (not unique_key)"
             )
         where = f"node {node.name!r} in flow {self.name!r}"
+        if node.upstream_failure not in UPSTREAM_FAILURE:
+            raise FlowError(f"{where}: on_upstream_failure must be \"skip\" or \"run\"; "
+                            f"got {shown(node.upstream_failure)}")
+        if node.when is not None and not callable(node.when):
+            raise FlowError(f"{where}: when must be a function of (input, upstream); got {node.when!r}")
+        if node.when is not None or node.on_failure or node.upstream_failure != "skip":
+            raise FlowError(f"{where}: when=, on_failure and on_upstream_failure are not supported yet")
         check_tags(node.options.get("tags"), where)
         check_meta(node.options.get("meta"), where)
         self.nodes[node.name] = node
@@ -119,19 +162,49 @@ class Flow:
         *,
         after: Sequence[Node | str] | None = None,
         input: InputFn | None = None,
+        payload: Any = UNSET,
+        when: WhenFn | None = None,
+        on_upstream_failure: str = "skip",
         **options: Any,
     ) -> Node:
-        """A job node: runs ``performer`` with ``input(run_input, upstream_results)`` as payload."""
-        return self._add(Node(self, name, performer, self._names(after), input or _identity, options=options))
+        """A job node: runs ``performer`` with ``input(run_input, upstream_results)`` as payload, or with
+        ``payload`` (a JSON value, given as data: what a flow built at run time uses).
+
+        ``when=lambda inp, up: ...``: the node is ``skipped`` when it returns false (evaluated by the
+        worker, just before the node would run). ``on_upstream_failure="run"``: the node runs once its
+        upstream nodes finished, whatever their states; ``up`` holds an :class:`UpstreamFailed` for
+        each that did not succeed (default ``"skip"``: it is skipped).
+        """
+        node = Node(self, name, performer, self._names(after), self._input(name, input, payload), options=options,
+                    payload=payload, when=when, upstream_failure=on_upstream_failure)
+        return self._add(node)
+
+    def _input(self, name: str, input: InputFn | None, payload: Any) -> InputFn:
+        if payload is UNSET:
+            return input or _identity
+        if input is not None:
+            raise FlowError(f"node {name!r} in flow {self.name!r}: give input= or payload=, not both")
+        return _constant(payload)
+
+    def on_failure(
+        self, performer: type[Performer[Any, Any]] | str, *, name: str = "on_failure", **options: Any,
+    ) -> Node:
+        """A node that runs only when the run fails (some node failed, for good), once every other node
+        finished; its payload is ``{"failed": {node: error}}``. On a run that does not fail it is
+        ``skipped``; the run still ends ``failed`` once it finished, whatever its outcome."""
+        return self._add(Node(self, name, performer, [], _identity, options=options, on_failure=True))
 
     def map(
         self,
         name: str,
         performer: type[Performer[Any, Any]] | str,
         *,
-        over: InputFn,
+        over: InputFn | None = None,
+        items: Sequence[Any] | None = None,
         after: Sequence[Node | str] | None = None,
         key: Callable[[Any], Any] | None = None,
+        when: WhenFn | None = None,
+        on_upstream_failure: str = "skip",
         **options: Any,
     ) -> Node:
         """A fan-out: one child job ``name:i`` per item of ``over(run_input, upstream_results)``.
@@ -139,12 +212,20 @@ class Flow:
         ``key=lambda item: ...`` names the children ``name:<key>`` instead: keys must be unique within
         the fan-out and valid names without ``:`` or ``/`` (otherwise the fan-out node fails, naming the
         item). Downstream nodes receive ``{"total", "succeeded", "failed", "results"}`` (results in item
-        order) once every child has finished, whatever their outcomes.
+        order) once every child has finished, whatever their outcomes. ``items=[...]`` instead of
+        ``over=`` fans out over a list given as data. ``when=`` and ``on_upstream_failure=`` as for
+        :meth:`node`.
         """
         if key is not None and not callable(key):
             raise FlowError(f"node {name!r} in flow {self.name!r}: key must be a function of an item; got {key!r}")
+        if (over is None) == (items is None):
+            raise FlowError(f"node {name!r} in flow {self.name!r}: give over= (a function) or items= (a list)")
+        if over is None:
+            listed = list(items or [])
+            over = _constant(listed)
         node = Node(self, name, performer, self._names(after), _identity, kind="map", over=over, options=options,
-                    key=key)
+                    key=key, items=None if items is None else list(items), when=when,
+                    upstream_failure=on_upstream_failure)
         return self._add(node)
 
     def subflow(
@@ -154,10 +235,13 @@ class Flow:
         *,
         after: Sequence[Node | str] | None = None,
         input: InputFn | None = None,
+        when: WhenFn | None = None,
+        on_upstream_failure: str = "skip",
     ) -> Node:
-        """A node that starts ``flow`` as a child run and finishes with it (result: its nodes' results)."""
+        """A node that starts ``flow`` as a child run and finishes with it (result: its nodes' results).
+        ``when=`` and ``on_upstream_failure=`` as for :meth:`node`."""
         return self._add(Node(self, name, None, self._names(after), input or _identity, kind="subflow",
-                              subflow=flow))
+                              subflow=flow, when=when, upstream_failure=on_upstream_failure))
 
     # -- checks -----------------------------------------------------------------------------------
 
@@ -171,6 +255,9 @@ class Flow:
                     raise FlowError(
                         f"node {node.name!r} in flow {self.name!r} is after {up!r}, which is not in the flow"
                     )
+                if self.nodes[up].on_failure:
+                    raise FlowError(f"node {node.name!r} in flow {self.name!r} is after {up!r}, an on_failure "
+                                    "node: it runs only when the run fails, after every other node")
             if node.kind != "subflow" and node.child_binding not in bindings:
                 raise FlowError(
                     f"node {node.name!r} in flow {self.name!r} names performer {node.child_binding!r}, "

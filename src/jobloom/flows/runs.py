@@ -108,6 +108,7 @@ async def start_run(
     jobs: Sequence[NewJob],
     now: float,
     parent_run_id: str | None = None,
+    spec: str | None = None,
 ) -> bool:
     """Insert a run and its node jobs atomically; False if a run with that id exists (nothing inserted),
     or if the parent run (of a sub-flow run) is no longer running: a child run never outlives it.
@@ -120,7 +121,7 @@ async def start_run(
     inserted = await tx.execute("insert_run", {
         "id": run_id, "flow": flow, "input": input_json, "graph": json.dumps(graph),
         "deadline": None if deadline is None else now + deadline, "deadline_seconds": deadline,
-        "parent_job_id": parent_job_id, "depth": depth, "now": now,
+        "parent_job_id": parent_job_id, "depth": depth, "now": now, "spec": spec,
     })
     if not inserted:
         return False

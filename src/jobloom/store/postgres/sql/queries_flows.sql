@@ -4,18 +4,18 @@
 
 -- name: insert_run
 INSERT INTO jobloom_runs (id, flow, state, input, graph, deadline, parent_job_id, depth, created_at,
-                          deadline_seconds)
-VALUES (:id, :flow, 'running', :input, :graph, :deadline, :parent_job_id, :depth, :now, :deadline_seconds)
+                          deadline_seconds, spec)
+VALUES (:id, :flow, 'running', :input, :graph, :deadline, :parent_job_id, :depth, :now, :deadline_seconds, :spec)
 ON CONFLICT (id) DO NOTHING
 
 -- name: get_run
 SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
-       deadline_seconds
+       deadline_seconds, spec
 FROM jobloom_runs WHERE id = :id
 
 -- name: lock_run
 SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
-       deadline_seconds
+       deadline_seconds, spec
 FROM jobloom_runs WHERE id = :id
 FOR UPDATE
 
@@ -26,7 +26,7 @@ FOR UPDATE SKIP LOCKED
 
 -- name: list_runs
 SELECT id, flow, state, input, graph, deadline, parent_job_id, depth, error, created_at, finished_at,
-       deadline_seconds
+       deadline_seconds, spec
 FROM jobloom_runs
 WHERE (:flow::text IS NULL OR flow = :flow::text) AND (:state::text IS NULL OR state = :state::text)
   AND (:before::text IS NULL OR (created_at, id) < (SELECT created_at, id FROM jobloom_runs WHERE id = :before::text))
