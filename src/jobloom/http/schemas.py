@@ -145,13 +145,47 @@ class EventOut(BaseModel):
     woken: bool
 
 
+class NodeDef(Body):
+    """One node of a flow given as data: a job of ``binding``, or with ``items`` a fan-out (one child job
+    of ``binding`` per item). Its upstream nodes are ``after`` (and the ``edges`` that end at it)."""
+
+    name: str
+    binding: str = Field(description="A binding the app knows: the performer of the node (of each child).")
+    after: list[str] = Field(default_factory=list, max_length=1000, description="Its upstream nodes.")
+    payload: JsonValue = Field(None, description="The node's payload; left out: the run's input.")
+    items: list[JsonValue] | None = Field(None, description="A fan-out over these items (no payload then).")
+    on_upstream_failure: Literal["skip", "run"] | None = Field(
+        None, description='"run": the node runs even when an upstream node did not succeed (default "skip").')
+    on_failure: bool = Field(False, description="A node that runs only when the run fails, payload "
+                                                '{"failed": {node: error}} (no after, no payload).')
+    priority: int | None = None
+    max_attempts: int | None = None
+    delivery: Literal["at_least_once", "at_most_once"] | None = None
+    concurrency_key: str | None = None
+    delay: float | None = None
+    tags: list[str] | None = None
+    meta: dict[str, JsonValue] | None = None
+
+
+class FlowDefinition(Body):
+    """A flow given as data, started without being declared on the app: its nodes and edges."""
+
+    nodes: list[NodeDef] = Field(min_length=1, max_length=1000)
+    edges: list[tuple[str, str]] = Field(
+        default_factory=list, max_length=10000, description="[upstream, downstream] pairs, beside each node's after.")
+
+
 class RunBody(Body):
-    """``POST /v1/runs``: start a run of a flow of the app."""
+    """``POST /v1/runs``: start a run of a flow of the app, or (with ``definition``) of a flow given as
+    data under the name ``flow``."""
 
     flow: str
     input: JsonValue = None
     id: str | None = Field(None, description="The run's id; the same id again returns the same run.")
     deadline: float | None = Field(None, description="Seconds; past it the run is stopped and fails.")
+    definition: FlowDefinition | None = Field(
+        None, description="A flow built now from data (nodes, bindings, edges, payloads), stored with the run; "
+                          "its name (flow) must not be one of the app's flows.")
 
 
 class RunStartedOut(BaseModel):
