@@ -139,6 +139,8 @@ DRIVERS: dict[str, Drive] = {
     "retry_now__bulk": Drive(as_rows),
     "queue_waiting": Drive(each_node),
     "skip_waiting": Drive(each_node),
+    "release_dependant": Drive(each_job),
+    "skip_dependant": Drive(each_job),
     "fail_unstarted": Drive(whole_run),
     "cancel_unstarted": Drive(whole_run),
     "wake_suspended": Drive(each_job),

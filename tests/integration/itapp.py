@@ -188,6 +188,21 @@ class Indexer(jobloom.BatchPerformer[dict[str, Any], None]):
             gauge(-1)
 
 
+class Dependant(jobloom.Performer[dict[str, Any], int]):
+    """Appends ``job_id attempt pid ok|early`` to ``dependants``: ``early`` if any of its dependencies
+    had not succeeded when it started."""
+
+    max_attempts = 20
+    backoff = jobloom.Backoff.fixed(0.1)
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        deps = await self.ctx.dependencies()
+        ok = len(deps) == payload["n"] and all(j.state == "succeeded" for j in deps.values())
+        append("dependants", f"{self.ctx.job_id} {self.ctx.attempt} {os.getpid()} {'ok' if ok else 'early'}")
+        await asyncio.sleep(random.uniform(0.005, 0.02))
+        return len(deps)
+
+
 fan_in = jobloom.Flow("fan-in")
 _a = fan_in.node("a", Node, input=lambda inp, up: {"n": 1})
 _b = fan_in.node("b", Node, after=[_a], input=lambda inp, up: {"n": 2, "sleep": 0.01})
@@ -198,7 +213,7 @@ fan_in.node("d", Node, after=[_b, _c], input=lambda inp, up: {"n": up["b"] + up[
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
     performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
-                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer],
+                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer, Dependant],
     flows=[fan_in],
     schedules=[jobloom.Schedule("tick", every=1, performer=Tick, payload=lambda at: {"tick": at.timestamp()})]
     if os.environ.get("JOBLOOM_IT_TICK") else [],

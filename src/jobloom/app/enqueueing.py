@@ -112,7 +112,8 @@ async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...
 
     n = len(requests)
     if n <= STREAM_CHUNK or not core.store.streams_inserts or any(
-        req.options.unique_key is not None or req.options.debounce_key is not None for req in requests
+        req.options.unique_key is not None or req.options.debounce_key is not None
+        or req.options.depends_on is not None for req in requests
     ):
         return await core.enqueuer.insert(build(0, n))
 

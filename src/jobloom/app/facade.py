@@ -23,6 +23,7 @@ from jobloom.core.extras import needs_extra
 from jobloom.core.signing import secret_bytes
 from jobloom.core.text import checked_id
 from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
+from jobloom.engine.dependencies import read_links
 from jobloom.engine.enqueue import EnqueueOptions, EnqueueRequest, PerformerRef
 from jobloom.engine.housekeeper import Housekeeper
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
@@ -233,12 +234,20 @@ class App:
         debounce_max: float | None = None,
         expires_in: float | None = None,
         expires_at: datetime | float | None = None,
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: str | None = None,
         connection: Any = None,
     ) -> Job:
         """Enqueue one job. Calls made in the same event-loop tick share one transaction.
 
         ``tags``: up to 16 short strings to search by (:meth:`list_jobs`); ``meta``: a small JSON object
         kept with the job (``Job.tags``, ``Job.meta``).
+
+        ``depends_on``: ids of jobs that must succeed first: the job waits (``waiting``) until they all
+        did, then runs; if one ends failed, cancelled or stalled, it is skipped with an error naming that
+        job, unless ``on_dependency_failure="run"`` (it then runs once they all ended). An unknown or
+        deleted job is refused; a finished one counts as it ended. Inside ``perform``,
+        ``await self.ctx.dependencies()`` returns them.
 
         ``connection``: the caller's own open connection (a psycopg ``AsyncConnection`` on PostgreSQL,
         a ``sqlite3.Connection`` on SQLite): the job is inserted in the caller's transaction and exists
@@ -252,7 +261,8 @@ class App:
         """
         options = enqueueing.options_of(delay, run_at, priority, unique_key, concurrency_key, max_attempts, delivery,
                                         tags, meta, debounce=debounce, debounce_key=debounce_key,
-                                        debounce_max=debounce_max, expires_in=expires_in, expires_at=expires_at)
+                                        debounce_max=debounce_max, expires_in=expires_in, expires_at=expires_at,
+                                        depends_on=depends_on, on_dependency_failure=on_dependency_failure)
         return await enqueueing.enqueue(self, performer, payload, options, connection)
 
     async def enqueue_many(self, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
@@ -288,6 +298,13 @@ class App:
     async def get_job(self, job_id: int) -> Job:
         """The job with that id; ``JobNotFound`` if there is none."""
         return await reads.read_job(await self.store(), job_id)
+
+    async def job_links(self, job_id: int) -> tuple[dict[int, str | None], dict[int, str | None]]:
+        """The jobs that job ``job_id`` depends on, and (up to 100 of) its dependants: their states by id
+        (None for one deleted since)."""
+        await self.get_job(job_id)  # JobNotFound if there is none
+        deps, dependants = await read_links(await self.store(), job_id)
+        return {r.id: r.state for r in deps}, {r.id: r.state for r in dependants}
 
     async def list_jobs(
         self, state: str | Sequence[str] | None = None, binding: str | None = None, limit: int = 100,

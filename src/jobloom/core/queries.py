@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from jobloom.core.dep_rows import CountdownRow, DependencyRow, EdgeRow, LinkRow, SkippedRow
 from jobloom.core.rows import (
     AttemptKeyRow,
     AttemptRow,
@@ -119,6 +120,13 @@ class Q:
     lock_expired = Query("lock_expired", RunningRow)
     lock_running = Query("lock_running", RunningRow)
     lock_job = Query("lock_job", LockedJobRow)
+    lock_dependencies = Query("lock_dependencies", DependencyRow)
+    close_dependencies = Query("close_dependencies", EdgeRow)
+    count_down_dependencies = Query("count_down_dependencies", CountdownRow)
+    release_dependant = Query("release_dependant", MovedRow)
+    skip_dependant = Query("skip_dependant", SkippedRow)
+    dependencies_of = Query("dependencies_of", LinkRow)
+    dependants_of = Query("dependants_of", LinkRow)
     running_of_worker = Query("running_of_worker", HeldRow)
     heartbeat = Query("heartbeat", HeartbeatRow)
     heartbeat_remote = Query("heartbeat_remote", RemoteBeatRow)

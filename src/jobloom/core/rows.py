@@ -115,6 +115,7 @@ class RunningRow(NamedTuple):
     node: str | None
     timeout: float | None
     claim_hash: str | None
+    dependants: bool
 
 
 class LockedJobRow(NamedTuple):
@@ -126,6 +127,7 @@ class LockedJobRow(NamedTuple):
     binding: str
     run_id: str | None
     node: str | None
+    dependants: bool
 
 
 class HeldRow(NamedTuple):

@@ -83,6 +83,8 @@ TRANSITIONS: Final[tuple[Transition, ...]] = (
     _t("retry_now", _RESTARTABLE, QUEUED, "a person retries a failed, stalled or cancelled job"),
     _t("queue_waiting", WAITING, QUEUED, "every upstream node of a flow node succeeded"),
     _t("skip_waiting", WAITING, SKIPPED, "an upstream node failed for good"),
+    _t("release_dependant", WAITING, QUEUED, "every job that a job depends on ended (succeeded, or it runs anyway)"),
+    _t("skip_dependant", WAITING, SKIPPED, "a job that a job depends on ended without succeeding"),
     _t("fail_unstarted", UNSTARTED_STATES, FAILED,
        "the flow run's deadline passed (a sub-flow node waiting for its child run stays until it ends)"),
     _t("cancel_unstarted", UNSTARTED_STATES, CANCELLED,

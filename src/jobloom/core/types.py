@@ -203,6 +203,14 @@ class AttemptControl(Protocol):
         ...
 
 
+class JobLinks(Protocol):
+    """The store reads behind ``ctx.dependencies()`` (``jobloom.engine.links``)."""
+
+    def dependencies(self, job_id: int) -> Awaitable[dict[int, Job]]:
+        """The jobs that job ``job_id`` depends on, by id."""
+        ...
+
+
 class _Recorded:
     """What an async ``ctx.progress`` returns: already done, awaitable."""
 
@@ -230,6 +238,7 @@ class JobContext:
     node: str | None = None
     spawner: Callable[..., Awaitable[Job]] | None = field(default=None, repr=False, compare=False)
     control: AttemptControl | None = field(default=None, repr=False, compare=False)
+    links: JobLinks | None = field(default=None, repr=False, compare=False)
 
     @property
     def sync(self) -> bool:
@@ -250,6 +259,15 @@ class JobContext:
         if self.spawner is None:
             raise RuntimeError("spawn is only available inside a running job (not in a process-isolated one)")
         call = self.spawner(self.job_id, child_id, performer, payload, **options)
+        return self.control.call(call) if self.control is not None and self.control.sync else call
+
+    def dependencies(self) -> Any:
+        """The jobs this job depends on (``depends_on``), as ``{job id: Job}`` with their states and results.
+
+        ``await`` it in an async ``perform``; in a sync one it returns the dict."""
+        if self.links is None:
+            raise RuntimeError("dependencies are only available inside a running job (not in a process-isolated one)")
+        call = self.links.dependencies(self.job_id)
         return self.control.call(call) if self.control is not None and self.control.sync else call
 
     def progress(self, fraction: float, message: str | None = None) -> Any:

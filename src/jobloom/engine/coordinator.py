@@ -25,6 +25,7 @@ from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
+from jobloom.engine import dependencies
 from jobloom.engine.debounce import enqueue_debounced
 from jobloom.engine.dispatch import candidate_reads, merge_by_age
 from jobloom.engine.dispatch import dispatch as dispatch
@@ -39,7 +40,8 @@ _rng = random.Random()
 
 async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int, bool]]:
     """Insert jobs; a job whose unique key is taken returns the holder's id instead (``created=False``),
-    and a debounced job that collapses into its key's scheduled job returns that job's id."""
+    and a debounced job that collapses into its key's scheduled job returns that job's id. A job with
+    ``depends_on`` is inserted ``waiting`` with its dependencies (:mod:`~jobloom.engine.dependencies`)."""
     if len(jobs) == 1 and _plain(jobs[0]) and not jobs[0].tags:  # a lone enqueue: one statement
         (new_id,) = await tx.insert_jobs([_with_event(jobs[0])], now)
         return [(new_id, True)]
@@ -50,8 +52,10 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
             plain.append(i)
         elif job.debounce_key is not None:
             out[i] = await enqueue_debounced(tx, job, now, lambda tx, job: _insert_one(tx, job, now))
-        else:
+        elif job.unique_key is not None:
             out[i] = await _enqueue_unique(tx, job, now)
+        else:
+            out[i] = (await _insert_one(tx, job, now), True)
     if plain:
         ids = await tx.insert_jobs([_with_event(jobs[i]) for i in plain], now)
         for i, new_id in zip(plain, ids, strict=True):
@@ -63,8 +67,8 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
 
 
 def _plain(job: NewJob) -> bool:
-    """Whether ``job`` is inserted without reading first (no unique key, no debounce key)."""
-    return job.unique_key is None and job.debounce_key is None
+    """Whether ``job`` is inserted without reading first (no unique key, no debounce key, no dependencies)."""
+    return job.unique_key is None and job.debounce_key is None and job.depends_on is None
 
 
 async def _enqueue_unique(tx: Tx, job: NewJob, now: float) -> tuple[int, bool]:
@@ -79,10 +83,13 @@ async def _enqueue_unique(tx: Tx, job: NewJob, now: float) -> tuple[int, bool]:
 
 
 async def _insert_one(tx: Tx, job: NewJob, now: float) -> int:
-    """Insert one job and its tags; its id."""
+    """Insert one job and its tags (its dependencies locked first, and recorded); its id."""
+    states = await dependencies.lock_dependencies(tx, job) if job.depends_on is not None else None
     (new_id,) = await tx.insert_jobs([_with_event(job)], now)
     if job.tags:
         await insert_tags(tx, [(new_id, job.tags)])
+    if states is not None:
+        await dependencies.add_waiting(tx, new_id, job, states, now)
     return new_id
 
 
@@ -102,7 +109,7 @@ async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: floa
     def rows() -> Iterator[list[dict[str, Any]]]:
         for jobs in chunks:
             if not all(_plain(job) for job in jobs):
-                raise ValueError("enqueue_streamed takes jobs without unique or debounce keys")
+                raise ValueError("enqueue_streamed takes jobs without unique or debounce keys or dependencies")
             tags.extend(job.tags for job in jobs)
             yield [_with_event(job) for job in jobs]
 
@@ -162,6 +169,8 @@ async def report(
         plan.add(o, row, verdict(o, row, now, spawned=spawned.get(o.job_id), snoozes=snoozes.get(o.job_id, 0),
                                  backoff=backoffs.get(row.binding), rng=_rng))
     await _write_report(tx, plan, hooks)
+    if plan.with_dependants:  # after the jobs' own rows: their dependants are counted down now
+        result.released += await dependencies.settle(tx, plan.with_dependants, now)
     result.applied += plan.applied
     result.finished += plan.finished
     return result
@@ -347,6 +356,8 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, 
         await emit(tx, [event(now, job_id, row.binding, "cancelled", row.attempt)])
         if row.run_id is not None:
             await hooks.finished(tx, [(job_id, row.run_id, row.node, "cancelled")], now)
+        if row.dependants:
+            await dependencies.settle(tx, [(job_id, "cancelled")], now)
         return "cancelled"
     if state == "running":
         await tx.execute("request_cancel", {"id": job_id})
@@ -373,6 +384,7 @@ async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
         return False
     await tx.execute("insert_attempt", attempt_row(o) | {"outcome": lifecycle.PERMANENT})
     await emit(tx, [event(now, o.job_id, row.binding, "failed", o.attempt, o.finished_at - o.started_at)])
+    await dependencies.settle(tx, [(o.job_id, "failed")], now)  # the last resort: no row to tell if it has any
     return True
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobloom.core import options as opt
+from jobloom.core.dependencies import check_depends_on, check_on_failure
 from jobloom.core.errors import InvalidOption
 from jobloom.core.queries import Q
 from jobloom.core.records import job_from_row
@@ -47,6 +48,8 @@ class EnqueueOptions:
     debounce_max: float | None = None
     expires_in: float | None = None
     expires_at: datetime | float | None = None
+    depends_on: Sequence[int] | None = None
+    on_dependency_failure: str | None = None
 
 
 DEFAULT_OPTIONS = EnqueueOptions()
@@ -67,6 +70,12 @@ def build_job(
             created_at=now, expires_at=None if spec.expires_in is None else now + spec.expires_in,
         )
     data = spec.dump_payload(payload) if payload_json is None else payload_json
+    depends_on = check_depends_on(o.depends_on, b)
+    on_failure = check_on_failure(o.on_dependency_failure, b)
+    if depends_on is not None:
+        for name, value in (("delay", o.delay), ("run_at", o.run_at), ("debounce", o.debounce)):
+            if value is not None:
+                raise InvalidOption(name, value, "none with depends_on (a job runs once its dependencies ended)", b)
     debounce = _debounce(o, b)
     run_at = now + debounce if debounce is not None else _run_at(o, now, b)
     expires_at = _expires_at(spec, o, now, run_at)
@@ -83,12 +92,13 @@ def build_job(
                            spec.payload_adapter.validate_python(payload))
     return NewJob(
         binding=b, payload=data, priority=priority, run_at=run_at,
-        state="queued" if run_at <= now else "scheduled", max_attempts=max_attempts, delivery=delivery,
-        timeout=spec.timeout, unique_key=o.unique_key,
+        state="waiting" if depends_on else "queued" if run_at <= now else "scheduled", max_attempts=max_attempts,
+        delivery=delivery, timeout=spec.timeout, unique_key=o.unique_key,
         unique_until=None if o.unique_key is None else now + spec.unique_for,
         concurrency_key=key, created_at=now, tags=check_tags(o.tags, b), meta=check_meta(o.meta, b),
         debounce_key=o.debounce_key, expires_at=expires_at, debounce=debounce,
         debounce_max=opt.seconds("debounce_max", o.debounce_max, b),
+        depends_on=depends_on, on_dependency_failure=on_failure,
     )
 
 
@@ -215,8 +225,9 @@ class Enqueuer:
         async def work(tx: Tx) -> list[Job]:
             return await _insert(tx, jobs)
 
-        # tags take a statement of their own; a unique or debounce key reads first
-        single = all(job.unique_key is None and job.debounce_key is None and not job.tags for job in jobs)
+        # tags and dependencies take statements of their own; a unique or debounce key reads first
+        single = all(job.unique_key is None and job.debounce_key is None and not job.tags and job.depends_on is None
+                     for job in jobs)
         return await self._committed(work, single_statement=single)
 
     async def insert_streamed(self, chunks: Callable[[], Iterable[Sequence[NewJob]]]) -> list[Job]:

@@ -20,6 +20,7 @@ from jobloom.core.types import JobContext
 from jobloom.engine import batches, reporting, runners
 from jobloom.engine.control import Control
 from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.engine.links import Links
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.push import PushClient
 from jobloom.engine.running import Key, Running
@@ -48,6 +49,7 @@ class Execution:
     _store: Store | None
     _push: PushClient | None
     _sync: runners.SyncRunner
+    _links: Links
 
     _now: Callable[[], float]
     """The store's clock (epoch seconds): every time this worker stores or compares with stored times."""
@@ -89,7 +91,8 @@ class Execution:
 
         def context(c: Claimed) -> JobContext:
             return JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts, c.run_id, c.node,
-                              self.app.spawn_child if c.run_id is None else self.app.hooks.spawner(c))
+                              self.app.spawn_child if c.run_id is None else self.app.hooks.spawner(c),
+                              links=self._links)
 
         try:
             outcomes = await batches.run_batch(
@@ -204,7 +207,8 @@ class Execution:
                 performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
                                            c.run_id, c.node, self.app.spawn_child if c.run_id is None
                                            else self.app.hooks.spawner(c),
-                                           Control(rec, self.progress, self._now, sync=not spec.is_async))
+                                           Control(rec, self.progress, self._now, sync=not spec.is_async),
+                                           self._links)
                 performer.env = self.app.env
                 store = self._store if self._store is not None else await self.app.store()
                 performer._steps = StepContext(store, c.id, c.attempt)

@@ -37,6 +37,8 @@ class NewJob:
     expires_at: float | None = None  # never starts after this moment
     debounce: float | None = None  # the debounce window (seconds), not a column
     debounce_max: float | None = None  # at most this long after the first enqueue of the key, not a column
+    depends_on: tuple[int, ...] | None = None  # inserted waiting until these jobs end
+    on_dependency_failure: str = "skip"
 
     def params(self) -> dict[str, Any]:
         """The row as named parameters."""
@@ -99,6 +101,7 @@ class ReportResult:
     stale: list[int] = field(default_factory=list)
     duplicate: int = 0
     finished: list[int] = field(default_factory=list)
+    released: int = 0  # waiting jobs queued because their last dependency ended
 
 
 def claims(rows: Sequence[ClaimRow], now: float) -> list[Claimed]:

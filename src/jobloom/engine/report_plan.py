@@ -97,6 +97,7 @@ class ReportPlan:
     events: list[dict[str, Any]] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)  # jobs now in a final state
     in_runs: list[Finished] = field(default_factory=list)  # those of flow runs, for the flows' hook
+    with_dependants: list[tuple[int, str]] = field(default_factory=list)  # those other jobs depend on: (id, state)
     moved: set[int] = field(default_factory=set)  # jobs an earlier outcome moved: no longer running
 
     def live(self, o: Outcome, row: RunningRow | None) -> bool:
@@ -138,6 +139,8 @@ class ReportPlan:
             self.finished.append(o.job_id)
             if row.run_id is not None:
                 self.in_runs.append((o.job_id, row.run_id, row.node, nxt.state))
+            if row.dependants:
+                self.with_dependants.append((o.job_id, nxt.state))
 
 
 def spawn_questions(outcomes: Sequence[Outcome], current: dict[int, RunningRow]) -> list[tuple[int, str, str]]:

@@ -33,6 +33,7 @@ from jobloom.engine.execution import Execution
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.jobs import CycleReads, Outcome
 from jobloom.engine.leases import LeaseKeeping
+from jobloom.engine.links import Links
 from jobloom.engine.pacing import Pacing, Rotation
 from jobloom.engine.performer import check_local
 from jobloom.engine.progress import ProgressBuffer
@@ -108,6 +109,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         self._unsure = False
         self._batched = 0  # jobs running in batches beyond the first of each: they take no slot
         self._store: Store | None = None  # the store of the loop it runs on, once it runs
+        self._links = Links(self.app.store)
         self._now = self._clock
         self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
         self.next_due: float | None = None
@@ -355,6 +357,7 @@ class Worker(Execution, LeaseKeeping, Shutdown):
         res = CycleResult(began=time.monotonic())
         now = self._now()
         outcomes, free = cycle.outcomes, cycle.free
+        released = 0
         reads = await coordinator.read_cycle(
             tx, now, reporting=[o.job_id for o in outcomes], worker=self.name, watching=cycle.watching,
             bindings=cycle.order if free > 0 else [], runs=[o.run_id for o in outcomes], prefetch=cycle.prefetch,
@@ -363,15 +366,17 @@ class Worker(Execution, LeaseKeeping, Shutdown):
             self._expected.learn(reads.bindings)
         if outcomes:
             await self.progress.write(tx, self.name, cycle.progress)  # their last progress, while still running
-            await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
+            reported = await coordinator.report(tx, outcomes, now, hooks=self.app.hooks, locked=reads.locked)
+            released = reported.released
         reaped = await coordinator.reap(tx, now, hooks=self.app.hooks, expired=reads.expired)
         if reaped:
             gone = set(reaped)
             res.reaped = [r.binding for r in reads.expired if r.id in gone]
         promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
-        res.notify = bool(reaped or promoted or (outcomes and free <= 0))
+        res.notify = bool(reaped or promoted or released or (outcomes and free <= 0))
         res.cancels = reads.cancels
-        token_at = await self._dispatch_all(tx, cycle, reads, now, res, prefetched=not (cycle.flows or reaped))
+        token_at = await self._dispatch_all(tx, cycle, reads, now, res,
+                                            prefetched=not (cycle.flows or reaped or released))
         res.token_at = res.next_due = token_at  # a worker that claimed other jobs still wakes for it
         if not res.claimed and not res.deferred:
             due = await coordinator.next_due(tx)

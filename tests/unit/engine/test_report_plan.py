@@ -108,7 +108,7 @@ def reports(draw: st.DrawFn) -> tuple[list[Outcome], dict[int, RunningRow], dict
         rows[job] = RunningRow(
             job, draw(st.sampled_from(["A", "B"])), state, draw(st.integers(1, 2)), 0, draw(st.integers(1, 3)),
             delivery, draw(st.booleans()) and draw(st.booleans()), "w1", NOW - 5, run, f"n{job}" if run else None,
-            None, None)
+            None, None, draw(st.booleans()))
     outcomes = []
     for _ in range(draw(st.integers(0, 8))):  # mostly for a job's running attempt, some for none
         job = draw(st.sampled_from(sorted(rows))) if rows and draw(st.integers(0, 4)) else draw(ids)
@@ -151,11 +151,12 @@ def test_a_report_plan_does_what_the_model_says(case: tuple) -> None:
     final = [k[0] for k, w in expected.items() if w.state not in (None, "scheduled")]
     assert plan.finished == final
     assert [f[0] for f in plan.in_runs] == [j for j in final if rows[j].run_id is not None]
+    assert [f[0] for f in plan.with_dependants] == [j for j in final if rows[j].dependants]
 
 
 def _row(job: int, **kw: object) -> RunningRow:
     base = RunningRow(job, "A", "running", 1, 0, 3, "at_least_once", False, "w1", NOW - 5, "run-1", f"n{job}",
-                      None, None)
+                      None, None, False)
     return base._replace(**kw)
 
 

@@ -162,7 +162,7 @@ SELECT binding FROM b WHERE binding IS NOT NULL
 -- name: lock_jobs
 -- A chunk of a bulk action: its jobs, locked in id order (a job's run is not locked: retry takes no
 -- run lock, and cancel goes job by job through coordinator.cancel, which keeps the lock order).
-SELECT id, state, attempt, binding, run_id, node FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) ORDER BY id FOR UPDATE
+SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) ORDER BY id FOR UPDATE
 
 -- name: pick_deletable
 -- The finished jobs of a chunk of delete_many, locked (a person's retry cannot slip in before the delete).

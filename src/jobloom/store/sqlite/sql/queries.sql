@@ -146,17 +146,17 @@ RETURNING id, binding, attempt
 
 -- name: lock_running
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash
+       started_at, run_id, node, timeout, claim_hash, dependants
 FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: expired_leases
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash
+       started_at, run_id, node, timeout, claim_hash, dependants
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
 
 -- name: lock_expired
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash
+       started_at, run_id, node, timeout, claim_hash, dependants
 FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND lease_expires < :cutoff
 ORDER BY id
 
@@ -225,7 +225,7 @@ SELECT min(lease_expires) AS at FROM jobloom_jobs WHERE state = 'running'
 SELECT run_id FROM jobloom_jobs WHERE id = :id
 
 -- name: lock_job
-SELECT id, state, attempt, binding, run_id, node FROM jobloom_jobs WHERE id = :id
+SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs WHERE id = :id
 
 -- name: cancel_now
 UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason

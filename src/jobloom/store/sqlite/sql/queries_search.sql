@@ -154,7 +154,7 @@ SELECT binding FROM b WHERE binding IS NOT NULL
 
 -- name: lock_jobs
 -- A chunk of a bulk action: its jobs as they are now (SQLite serializes writers: nothing to lock).
-SELECT id, state, attempt, binding, run_id, node FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id
+SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id
 
 -- name: pick_deletable
 -- The finished jobs of a chunk of delete_many. The newest job is never deleted: SQLite would hand its
