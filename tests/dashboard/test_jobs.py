@@ -70,3 +70,25 @@ def test_delete_finished_jobs_one_and_many_after_confirming(page: Any, site: Sit
     expect(page.get_by_role("status")).to_have_text("3 jobs deleted")
     expect(page.locator("#jobs tbody tr[data-job]")).to_have_count(0)
     assert site.run(app.list_jobs(payload_text="delete-me")) == []
+
+
+def test_a_job_page_shows_its_dependencies_and_dependants(page: Any, site: Site) -> None:
+    app, d = site.app, site.dashapp
+
+    async def work() -> tuple[Any, Any, Any]:
+        first = await app.enqueue(d.Quick, {"n": 1}, delay=3600)
+        second = await app.enqueue(d.Quick, {"n": 2}, depends_on=[first.id])
+        third = await app.enqueue(d.Quick, {"n": 3}, depends_on=[second.id])
+        return first, second, third
+
+    first, second, third = site.run(work())
+    try:
+        page.goto(f"{site.url}/jobs/{second.id}")
+        expect(page.locator("#depends-on li")).to_have_text([f"job {first.id} scheduled"])
+        expect(page.locator("#dependants li")).to_have_text([f"job {third.id} waiting"])
+        page.locator("#dependants").get_by_role("link", name=f"job {third.id}").click()
+        expect(page.locator("#depends-on li")).to_have_text([f"job {second.id} waiting"])
+        expect(page.locator("#dependants")).to_have_count(0)
+    finally:
+        site.run(app.cancel(first.id))
+    wait_until("the chain to be skipped", lambda: site.job(third.id).state == "skipped")

@@ -101,6 +101,7 @@ async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
     job = await app.get_job(job_id)
     attempts = await app.attempts(job_id)
     steps, events, notes = await reads.steps_and_events(await app.store(), job_id)
+    depends_on, dependants = await app.job_links(job_id)
     diagnosis: Diagnosis | None = None
     if job.state in WAITING_STATES:
         diagnosis = await why_not_running(app, job_id)
@@ -115,6 +116,7 @@ async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
         "tags": json.loads(job.tags_json) if job.tags_json else [],
         "meta": json.loads(job.meta_json) if job.meta_json else None,
         "progress": json.loads(job.progress_json) if job.progress_json else None,
+        "depends_on": depends_on, "dependants": dependants,
     }
 
 

@@ -38,7 +38,8 @@ def options_of(body: s.JobOptions) -> EnqueueOptions:
     """The enqueue options a request gives (the shared default when it gives none)."""
     o = EnqueueOptions(body.delay, body.run_at, body.priority, body.unique_key, body.concurrency_key,
                        body.max_attempts, body.delivery, body.tags, body.meta, body.debounce, body.debounce_key,
-                       body.debounce_max, body.expires_in, body.expires_at)
+                       body.debounce_max, body.expires_in, body.expires_at, depends_on=body.depends_on,
+                       on_dependency_failure=body.on_dependency_failure)
     return DEFAULT_OPTIONS if o == DEFAULT_OPTIONS else o
 
 
@@ -79,7 +80,8 @@ async def enqueue_one(ctx: Context, body: s.EnqueueBody, caller: StoredToken | N
                                 priority=options.priority, concurrency_key=options.concurrency_key,
                                 max_attempts=options.max_attempts, delivery=options.delivery, tags=options.tags,
                                 meta=options.meta, debounce=options.debounce, debounce_max=options.debounce_max,
-                                expires_in=options.expires_in, expires_at=options.expires_at)
+                                expires_in=options.expires_in, expires_at=options.expires_at,
+                                depends_on=options.depends_on, on_dependency_failure=options.on_dependency_failure)
     return 201, job_json(job).encode()
 
 
@@ -139,6 +141,12 @@ def router(ctx: Context) -> APIRouter:
     async def get_job(job_id: JobId) -> Response:
         """One job."""
         return json_response(job_json(await app.get_job(job_id)).encode())
+
+    @api.get("/{job_id}/dependencies", response_model=s.DependenciesOut, **read)
+    async def get_dependencies(job_id: JobId) -> Response:
+        """The ids of the jobs a job depends on, and of (up to 100 of) the jobs that depend on it."""
+        deps, dependants = await app.job_links(job_id)
+        return json_response(dumps({"dependencies": list(deps), "dependants": list(dependants)}))
 
     @api.get("/{job_id}/attempts", response_model=s.AttemptsOut, **read)
     async def get_attempts(job_id: JobId) -> Response:

@@ -46,6 +46,10 @@ class JobOptions(Body):
     expires_at: datetime | float | None = Field(
         None, description="A job not started by this moment never starts (it ends expired): ISO 8601 with a "
                           "time zone, or epoch seconds.")
+    depends_on: list[int] | None = Field(
+        None, max_length=1000, description="Ids of jobs that must end first: the job waits until they succeeded.")
+    on_dependency_failure: Literal["skip", "run"] | None = Field(
+        None, description="When a dependency fails, is cancelled or stalls: skip this job (the default) or run it.")
 
 
 class EnqueueBody(JobOptions):
@@ -59,6 +63,13 @@ class BatchBody(Body):
     """``POST /v1/jobs/batch``: jobs enqueued in one transaction, all or none."""
 
     jobs: list[EnqueueBody] = Field(min_length=1, max_length=10_000)
+
+
+class DependenciesOut(BaseModel):
+    """The jobs a job depends on, and (up to 100 of) the jobs that depend on it, by id."""
+
+    dependencies: list[int]
+    dependants: list[int]
 
 
 class ProgressOut(BaseModel):
