@@ -25,6 +25,7 @@ EXPECTED = {
     "limits": ["limits.none", "limits.limited", "limits.ratio"],
     "history": ["history.empty", "history.full", "history.ratio"],
     "flows": ["flows.rate", "flows.map.small", "flows.map.medium", "flows.map.large", "flows.map.ratio"],
+    "dependencies": ["deps.chain.small", "deps.chain.large", "deps.chain.ratio"],
     "defaults": ["defaults.drain", "defaults.p50", "defaults.p99", "defaults.cpu", "defaults.rss", "defaults.enqueue",
                  "defaults.floor", "defaults.enqueue_ratio"],
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobloom.bench.flow_workloads import flows
+from jobloom.bench.link_workloads import dependencies
 from jobloom.bench.workloads import Workload, drain, enqueue, history, latency, limits
 
 WORKLOADS: dict[str, Workload] = {
@@ -12,4 +13,5 @@ WORKLOADS: dict[str, Workload] = {
     "limits": limits,
     "history": history,
     "flows": flows,
+    "dependencies": dependencies,
 }

@@ -30,6 +30,7 @@ class WorkloadName(enum.StrEnum):
     limits = "limits"
     history = "history"
     flows = "flows"
+    dependencies = "dependencies"
     defaults = "defaults"
     all = ALL
 
