@@ -68,14 +68,14 @@ def wrap(owner: Any, name: str) -> None:
 
 def install() -> None:
     """Wrap the calls of both stores' paths (whichever the process uses, it calls only its own)."""
-    from jobloom.engine.worker import Worker
+    from jobloom.engine.worker.cycle import Cycle
     from jobloom.store.postgres.listen import Listener
     from jobloom.store.postgres.store import PostgresStore
     from jobloom.store.postgres.tx import PostgresTx
     from jobloom.store.sqlite.store import SQLiteStore, SQLiteTx
     from jobloom.store.sqlite.wake import SocketWakeups
 
-    wrap(Worker, "_cycle")
+    wrap(Cycle, "run")
     wrap(SQLiteStore, "transact")
     wrap(SQLiteStore, "_begin")
     wrap(SQLiteTx, "_one")

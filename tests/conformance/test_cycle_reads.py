@@ -38,8 +38,8 @@ async def app(store_url: str) -> AsyncIterator[jobloom.App]:
 
 async def settle(worker: jobloom.Worker, n: int) -> None:
     """Wait until ``n`` started attempts have finished, then report them (no new claims)."""
-    await eventually(lambda: len(worker.outcomes) >= n, timeout=10, what=f"{n} attempts finished")
-    await worker._cycle(claim=False)
+    await eventually(lambda: len(worker.completer.outcomes) >= n, timeout=10, what=f"{n} attempts finished")
+    await worker.cycle.run(claim=False)
 
 
 def ids(claimed: list[Claimed]) -> list[int]:
@@ -48,59 +48,59 @@ def ids(claimed: list[Claimed]) -> list[int]:
 
 async def test_a_limit_set_after_the_worker_last_read_the_binding_decides_the_claim(app: jobloom.App) -> None:
     worker = jobloom.Worker(app, concurrency=10, bindings=["Plain"])
-    assert (await worker._cycle(claim=True)).claimed == []  # the binding, read unlimited: read ahead from now on
+    assert (await worker.cycle.run(claim=True)).claimed == []  # the binding, read unlimited: read ahead from now on
     first = await app.enqueue(Plain, {})
-    assert ids((await worker._cycle(claim=True)).claimed) == [first.id]  # through the candidates read ahead
+    assert ids((await worker.cycle.run(claim=True)).claimed) == [first.id]  # through the candidates read ahead
     await settle(worker, 1)
     await app.set_limits("Plain", concurrency=1)
     jobs = [await app.enqueue(Plain, {}) for _ in range(3)]
     # the cycle reads three candidates ahead, then the binding's new limit: it claims one, under the lock
-    assert len((await worker._cycle(claim=True)).claimed) == 1
-    assert len((await worker._cycle(claim=True)).claimed) == 0
+    assert len((await worker.cycle.run(claim=True)).claimed) == 1
+    assert len((await worker.cycle.run(claim=True)).claimed) == 0
     await settle(worker, 1)
     await app.set_limits("Plain", concurrency=None)
-    assert len((await worker._cycle(claim=True)).claimed) == 2
+    assert len((await worker.cycle.run(claim=True)).claimed) == 2
     await settle(worker, 2)
     assert {(await app.get_job(j.id)).state for j in jobs} == {"succeeded"}
 
 
 async def test_a_paused_binding_starts_nothing_though_its_candidates_were_read_ahead(app: jobloom.App) -> None:
     worker = jobloom.Worker(app, concurrency=10, bindings=["Plain"])
-    await worker._cycle(claim=True)
+    await worker.cycle.run(claim=True)
     await app.pause_binding("Plain")
     job = await app.enqueue(Plain, {})
-    assert (await worker._cycle(claim=True)).claimed == []
+    assert (await worker.cycle.run(claim=True)).claimed == []
     await app.resume_binding("Plain")
-    assert ids((await worker._cycle(claim=True)).claimed) == [job.id]
+    assert ids((await worker.cycle.run(claim=True)).claimed) == [job.id]
     await settle(worker, 1)
 
 
 async def test_a_node_made_runnable_by_the_cycles_own_report_is_claimed_in_that_cycle(app: jobloom.App) -> None:
     worker = jobloom.Worker(app, concurrency=10)
-    await worker._cycle(claim=True)
+    await worker.cycle.run(claim=True)
     run = await app.start(app.flows["publish-image"], {"image": "a.png"})
-    [analyze] = (await worker._cycle(claim=True)).claimed
+    [analyze] = (await worker.cycle.run(claim=True)).claimed
     assert analyze.node == "analyze"
-    await eventually(lambda: len(worker.outcomes) == 1, timeout=10, what="analyze finished")
+    await eventually(lambda: len(worker.completer.outcomes) == 1, timeout=10, what="analyze finished")
     # one cycle reports analyze, which queues thumbnail and metadata, and claims them: the candidates
     # read ahead of that report cannot have them, so this cycle reads its candidates after it
-    nodes = sorted(c.node or "" for c in (await worker._cycle(claim=True)).claimed)
+    nodes = sorted(c.node or "" for c in (await worker.cycle.run(claim=True)).claimed)
     assert nodes == ["metadata", "thumbnail"]
-    await eventually(lambda: len(worker.outcomes) == 2, timeout=10, what="thumbnail and metadata finished")
-    assert [c.node for c in (await worker._cycle(claim=True)).claimed] == ["publish"]
+    await eventually(lambda: len(worker.completer.outcomes) == 2, timeout=10, what="thumbnail and metadata finished")
+    assert [c.node for c in (await worker.cycle.run(claim=True)).claimed] == ["publish"]
     await settle(worker, 1)
     assert (await app.get_run(run.id)).state == "succeeded"
 
 
 async def test_a_cycle_claims_what_it_counts_and_the_outbox_counts_each_start(app: jobloom.App) -> None:
     worker = jobloom.Worker(app, concurrency=4, bindings=["Plain"])
-    await worker._cycle(claim=True)
+    await worker.cycle.run(claim=True)
     jobs = await app.enqueue_many([(Plain, {}) for _ in range(6)])
-    first = (await worker._cycle(claim=True)).claimed
+    first = (await worker.cycle.run(claim=True)).claimed
     assert len(first) == 4 and all(c.attempt == 1 for c in first)
-    assert len((await worker._cycle(claim=True)).claimed) == 0  # no room: four run
+    assert len((await worker.cycle.run(claim=True)).claimed) == 0  # no room: four run
     await settle(worker, 4)
-    second = (await worker._cycle(claim=True)).claimed
+    second = (await worker.cycle.run(claim=True)).claimed
     assert ids(first + second) == sorted(j.id for j in jobs)
     await settle(worker, 2)
     await project_all(await app.store())

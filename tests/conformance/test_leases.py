@@ -113,7 +113,7 @@ async def test_a_cycle_the_store_ran_again_counts_its_leases_from_the_run_that_c
         delayed: list[bool] = []
 
         async def transact(fn: Callable[[Tx], Awaitable[Any]], *, exclusive: bool = True) -> Any:
-            if not delayed and "Worker._cycle." in fn.__qualname__:  # the cycle's transaction
+            if not delayed and "Cycle.run." in fn.__qualname__:  # the cycle's transaction
                 delayed.append(True)
                 await asyncio.sleep(1.5)  # longer than the lease: the store waited for a connection
             return await original(fn, exclusive=exclusive)
@@ -143,13 +143,13 @@ async def test_an_attempt_stopped_before_its_task_began_is_reported_and_let_go(
     try:
         job = await app.enqueue(Quick, {}, max_attempts=3)
         worker = jobloom.Worker(app, concurrency=1, grace=1.0)
-        result = await worker._cycle(claim=True)
+        result = await worker.cycle.run(claim=True)
         assert [c.id for c in result.claimed] == [job.id]
         (key,) = list(worker.running)
-        worker._stop_job(key, reason)  # the task was created, and has not run a step yet
+        worker.executor.stop_job(key, reason)  # the task was created, and has not run a step yet
         await eventually(lambda: key not in worker.running, timeout=5, what="the attempt let go")
-        assert [o.kind for o in worker.outcomes] == ["cancelled" if reason == "cancel" else "lost"]
-        await worker._cycle(claim=False)  # reports it
+        assert [o.kind for o in worker.completer.outcomes] == ["cancelled" if reason == "cancel" else "lost"]
+        await worker.cycle.run(claim=False)  # reports it
         got = await app.get_job(job.id)
         assert got.state in (state, "scheduled"), got.state
         assert [a.outcome for a in await app.attempts(job.id)] == ["cancelled" if reason == "cancel" else "lost"]

@@ -235,17 +235,17 @@ async def test_an_idle_worker_claims_a_job_in_two_round_trips(postgres_url: str,
     try:
         store = await app.store()
         worker = jobloom.Worker(app, concurrency=4)
-        await worker._cycle(claim=True)  # reads the binding: unlimited, so read ahead from now on
+        await worker.cycle.run(claim=True)  # reads the binding: unlimited, so read ahead from now on
         job = await app.enqueue(_Quick, {})
         trips.on = True
-        claimed = (await worker._cycle(claim=True)).claimed
+        claimed = (await worker.cycle.run(claim=True)).claimed
         trips.on = False
         assert [(c.id, c.attempt) for c in claimed] == [(job.id, 1)]
         assert trips.n == 2
-        await eventually(lambda: worker.outcomes, timeout=10, what="the job finished")
+        await eventually(lambda: worker.completer.outcomes, timeout=10, what="the job finished")
         events = await store.transact(lambda tx: tx.fetch("job_events", {"job_id": job.id}))
         assert [(e.kind, e.attempt) for e in events] == [("enqueued", 0), ("started", 1)]  # one start names its job
-        await worker._cycle(claim=False)
+        await worker.cycle.run(claim=False)
         assert (await app.get_job(job.id)).state == "succeeded"
     finally:
         await app.close()

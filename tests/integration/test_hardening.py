@@ -16,7 +16,7 @@ import pytest
 import jobloom
 from jobloom.engine import coordinator
 from jobloom.engine.jobs import Claimed, Outcome
-from jobloom.engine.shutdown import ABANDON_MARGIN
+from jobloom.engine.worker import ABANDON_MARGIN
 from tests.helpers import eventually
 
 from .conftest import Processes
@@ -64,12 +64,12 @@ async def test_one_outcome_that_cannot_be_stored_fails_only_its_job(store_url: s
         worker = jobloom.Worker(app)
         claimed = {c.id: c for c in await _claim_two(app, worker)}
         now = time.time()
-        worker.outcomes = [
+        worker.completer.extend([
             Outcome(a.id, claimed[a.id].attempt, "succeeded", worker.name, now, now, result='"\ud800"'),
             Outcome(b.id, claimed[b.id].attempt, "succeeded", worker.name, now, now, result="1"),
-        ]
-        assert await worker._cycle_with_retry(claim=False) is not None
-        assert worker.outcomes == []
+        ])
+        assert await worker.cycle.run_with_retry(claim=False) is not None
+        assert worker.completer.outcomes == []
         bad, good = await app.get_job(a.id), await app.get_job(b.id)
         assert good.state == "succeeded" and good.result == 1
         assert bad.state == "failed" and bad.error is not None

@@ -265,7 +265,7 @@ def _transient_error(store: Store) -> Exception:
 
 
 def _is_cycle_with_outcomes(fn: Callable[..., Any], worker: jobloom.Worker) -> bool:
-    return "Worker._cycle." in fn.__qualname__ and bool(worker.outcomes)
+    return "Cycle.run." in fn.__qualname__ and bool(worker.completer.outcomes)
 
 
 async def _events(store: Store, job_id: int) -> list[str]:
@@ -306,7 +306,7 @@ async def test_a_report_whose_commit_acknowledgement_was_lost_is_applied_once(
             carries = _is_cycle_with_outcomes(fn, worker)
             result = await original(fn, exclusive=exclusive)  # committed
             if carries and not lost:
-                lost.append(repr(worker.outcomes))
+                lost.append(repr(worker.completer.outcomes))
                 raise _transient_error(store)  # ... but the worker never hears so
             return result
 

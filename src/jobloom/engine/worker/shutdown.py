@@ -10,13 +10,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobloom.engine import coordinator, registry
-from jobloom.engine.jobs import Outcome
-from jobloom.engine.running import CycleResult, Key, Running
+from jobloom.engine.running import Key
+from jobloom.engine.worker.completer import Completer
+from jobloom.engine.worker.cycle import Cycle
+from jobloom.engine.worker.executor import Executor
+from jobloom.engine.worker.shared import Clock, Stopping, Wakes
 from jobloom.store.base import Store, Tx
 
 if TYPE_CHECKING:
@@ -42,37 +44,30 @@ class Stopped:
 
 
 class Shutdown:
-    """The shutdown sequence of :class:`~jobloom.engine.worker.Worker` (a base class: it uses its state)."""
+    """The shutdown sequence of a worker: its stop, the grace period, and what it does with the jobs left."""
 
-    app: Host
-    name: str
-    grace: float
-    running: dict[Key, Running]
-    outcomes: list[Outcome]
-    _kick: asyncio.Event
-    _house_kick: asyncio.Event
-    _stopping: bool
-    _stop_deadline: float | None
-    _abandoned: bool
-    _main: asyncio.Task[None] | None
-    _now: Callable[[], float]  # the store's clock: the worker's
-    stop_now_requested: bool  # stop_now() was called
-    reports_closed: bool  # set once the worker reports nothing more (an attempt ending then is only logged)
-    stopped: Stopped
+    def __init__(self, app: Host, name: str, *, grace: float, executor: Executor, completer: Completer,
+                 cycle: Cycle, clock: Clock, stopping: Stopping, wakes: Wakes) -> None:
+        self._app = app
+        self._name = name
+        self.grace = grace
+        self._executor = executor
+        self._completer = completer
+        self._cycle = cycle
+        self._clock = clock
+        self._stopping = stopping
+        self._wakes = wakes
+        self.stopped = Stopped()
+        """What the shutdown did with the jobs the worker held."""
+        self.abandoned = False
+        """Whether the shutdown was abandoned (held up past the grace period)."""
+        self._main: asyncio.Task[None] | None = None
 
-    def _stop_job(self, key: Key, reason: str) -> None:  # pragma: no cover - the worker's
-        raise NotImplementedError
-
-    def _cancel(self, rec: Running) -> None:  # pragma: no cover - the worker's
-        raise NotImplementedError
-
-    async def _cycle_with_retry(self, *, claim: bool) -> CycleResult | None:  # pragma: no cover - the worker's
-        raise NotImplementedError
-
-    @property
-    def stopping(self) -> bool:
-        """Whether :meth:`stop` was called."""
-        return self._stopping
+    def started(self, main: asyncio.Task[None] | None) -> None:
+        """The worker's loop runs on ``main``: the task a stuck shutdown cancels."""
+        self._main = main
+        if self._stopping.requested:  # stopped before it started
+            asyncio.get_running_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
 
     def stop(self) -> None:
         """Ask the worker to stop claiming and shut down gracefully, within its grace period.
@@ -80,12 +75,11 @@ class Shutdown:
         Whatever still holds the shutdown up ``ABANDON_MARGIN`` seconds after the grace period (a
         store that does not answer, a job that ignores cancellation) is abandoned: the worker returns,
         and the leases of the jobs it could not report expire (the reaper then handles them)."""
-        if self._stopping:
+        if self._stopping.requested:
             return
-        self._stopping = True
-        self._stop_deadline = time.monotonic() + self.grace
-        self._kick.set()
-        self._house_kick.set()
+        self._stopping.requested = True
+        self._stopping.deadline = time.monotonic() + self.grace
+        self._wakes.all()
         if self._main is not None:
             self._main.get_loop().call_later(self.grace + ABANDON_MARGIN, self._abandon)
 
@@ -97,61 +91,52 @@ class Shutdown:
         expires (the reaper then handles its job). Whatever still holds the stop up ``ABANDON_MARGIN``
         seconds later is abandoned."""
         self.stop()
-        self.stop_now_requested = True
-        self._stop_deadline = time.monotonic()
-        self._kick.set()
+        self._stopping.now_requested = True
+        self._stopping.deadline = time.monotonic()
+        self._wakes.loop.set()
         if self._main is not None:
             self._main.get_loop().call_later(ABANDON_MARGIN, self._abandon)
 
     def _abandon(self) -> None:
         if self._main is not None and not self._main.done():
-            self._abandoned = True
-            self.reports_closed = True
+            self.abandoned = True
+            self._completer.closed = True
             log.error("worker %s did not stop within its grace period (%.1f s): abandoning %d running job(s) "
-                      "and %d unreported outcome(s); their leases will expire", self.name, self.grace,
-                      len(self.running), len(self.outcomes))
+                      "and %d unreported outcome(s); their leases will expire", self._name, self.grace,
+                      len(self._executor.running), len(self._completer.outcomes))
             self._main.cancel()
-
-    def _past_deadline(self) -> bool:
-        return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
-
-    async def _pause(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less when the stop deadline comes first."""
-        if self._stop_deadline is not None:
-            seconds = min(seconds, max(0.0, self._stop_deadline - time.monotonic()))
-        await asyncio.sleep(seconds)
 
     async def _interrupt(self) -> set[Key]:
         """Stop every running attempt (those not begun are cancelled) and wait for them to end, except
         sync jobs in threads, which cannot be stopped; the attempts stopped and ended."""
+        running = self._executor.running
         stopped: set[Key] = set()
-        for key, rec in list(self.running.items()):
+        for key, rec in list(running.items()):
             if rec.started:
-                self._stop_job(key, "shutdown")
+                self._executor.stop_job(key, "shutdown")
                 stopped.add(key)
             else:
-                self._cancel(rec)
+                self._executor.cancel(rec)
         # a sync thread cannot be stopped: its job is not reported while it runs; when this process
         # exits its lease expires and the reaper handles the job (retried, or stalled if at most once)
-        hung = [r.claimed.id for r in self.running.values() if r.sync is not None and not r.sync.stoppable
+        hung = [r.claimed.id for r in running.values() if r.sync is not None and not r.sync.stoppable
                 and not r.sync.finished]
         if hung:
             stopped -= {k for k in stopped if k[0] in hung}
             self.stopped.left_running = len(hung)
             log.warning("sync job(s) %s still running in threads at the stop: not reported (the store "
                         "shows them running); their leases will expire and the reaper handles them", hung)
-        tasks = [r.task for r in self.running.values() if r.task is not None and r.claimed.id not in hung]
+        tasks = [r.task for r in running.values() if r.task is not None and r.claimed.id not in hung]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         return stopped
 
     async def _give_back(self, store: Store, unstarted: list[tuple[int, int, str]], deadline: float) -> None:
         """Release the claimed jobs that never started (``queued`` again, no attempt spent)."""
-        released = {(j, a) for j, a, _ in unstarted}
-        self.outcomes = [o for o in self.outcomes if (o.job_id, o.attempt) not in released]
+        self._completer.drop({(j, a) for j, a, _ in unstarted})
 
         async def work(tx: Tx) -> int:
-            return await coordinator.release(tx, self.name, unstarted, self._now())
+            return await coordinator.release(tx, self._name, unstarted, self._clock.now())
 
         try:
             async with asyncio.timeout(max(0.5, deadline + ABANDON_MARGIN / 2 - time.monotonic())):
@@ -160,29 +145,34 @@ class Shutdown:
             log.warning("could not give back %d unstarted job(s) (%s: %s); their leases will expire",
                         len(unstarted), type(exc).__name__, exc)
 
-    async def _shutdown(self) -> None:
-        """Let running jobs finish within the grace period; interrupt the rest; report everything."""
-        if not self._stopping:
-            self.stop()
-        assert self._stop_deadline is not None
-        while self.running and time.monotonic() < self._stop_deadline:  # stop_now() moves the deadline
-            self._kick.clear()
+    async def _finish_within_grace(self) -> None:
+        """Let running jobs finish within the grace period, reporting them as they end."""
+        kick = self._wakes.loop
+        while self._executor.running and time.monotonic() < (deadline := self._stopping.deadline or 0.0):
+            kick.clear()  # stop_now() moves the deadline
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, self._stop_deadline - time.monotonic())):
-                    await self._kick.wait()
-            if self.outcomes:
-                await self._cycle_with_retry(claim=False)
-        deadline = self._stop_deadline
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await kick.wait()
+            if self._completer.outcomes:
+                await self._cycle.run_with_retry(claim=False)
+
+    async def run(self) -> None:
+        """Let running jobs finish within the grace period; interrupt the rest; report everything."""
+        if not self._stopping.requested:
+            self.stop()
+        await self._finish_within_grace()
+        deadline = self._stopping.deadline
+        assert deadline is not None
         unstarted = [(r.claimed.id, r.claimed.attempt, r.claimed.binding)
-                     for r in self.running.values() if not r.started]
+                     for r in self._executor.running.values() if not r.started]
         interrupted = await self._interrupt()
-        store = await self.app.store()
+        store = await self._app.store()
         if unstarted:
             await self._give_back(store, unstarted, deadline)
-        if self.outcomes:
-            await self._cycle_with_retry(claim=False)
-        self.reports_closed = True  # an attempt that ends from here on is never reported, so never logged as if
-        unreported = {(o.job_id, o.attempt) for o in self.outcomes}
+        if self._completer.outcomes:
+            await self._cycle.run_with_retry(claim=False)
+        self._completer.closed = True  # an attempt that ends from here on is never reported, so never logged as if
+        unreported = set(self._completer.pending())
         self.stopped.interrupted = len(interrupted - unreported)
         if unreported:
             self.stopped.unreported = len(unreported)
@@ -192,8 +182,8 @@ class Shutdown:
         # the registry row goes with the worker, within what is left of the stop's budget (a store that
         # does not answer leaves it to be pruned as stale)
         budget = min(1.0, deadline + ABANDON_MARGIN - time.monotonic())
-        if budget > 0 and not self._abandoned:
+        if budget > 0 and not self.abandoned:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(budget):
                     await store.notify()
-                    await store.transact(lambda tx: registry.forget(tx, self.name))
+                    await store.transact(lambda tx: registry.forget(tx, self._name))

@@ -1,17 +1,20 @@
-"""How a worker runs the attempts it claimed: one task per attempt (one per batch of a batch
-performer), their timeouts and stops, and the outcome each ends with, kept until a cycle reports it.
+"""A worker's executor: the attempts it runs, one task per attempt (one per batch of a batch performer),
+their timeouts and stops, the runners of sync performers (a thread or a child process each) and the
+pooled HTTP client of push performers; the outcome each attempt ends with goes to the completer.
 
-An attempt leaves the worker's running map only with its outcome: when its task's body ends, or, for
-a task that ended without running it (stopped before its first step), from the task's done callback.
+An attempt leaves the running map only with its outcome: when its task's body ends, or, for a task
+that ended without running it (stopped before its first step), from the task's done callback. The
+executor counts the worker's slots: ``concurrency`` jobs at once (a batch takes one), of which at most
+``sync_concurrency`` of sync performers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jobloom.core import lifecycle
@@ -23,10 +26,11 @@ from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.links import Links
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.push import PushClient
-from jobloom.engine.running import Key, Running
+from jobloom.engine.running import CycleResult, Key, Running
 from jobloom.engine.steps import StepContext
 from jobloom.engine.telemetry import Telemetry
-from jobloom.store.base import Store
+from jobloom.engine.worker.completer import Completer
+from jobloom.engine.worker.shared import Clock
 
 if TYPE_CHECKING:
     from jobloom.engine.host import Host
@@ -34,27 +38,73 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobloom.worker")
 
 
-class Execution:
-    """The attempts of :class:`~jobloom.engine.worker.Worker` (a base class: it uses its state)."""
+class Executor:
+    """Runs the attempts a worker claimed and hands their outcomes to its :class:`Completer`."""
 
-    app: Host
-    name: str
-    running: dict[Key, Running]
-    outcomes: list[Outcome]
-    attempts_run: int
-    progress: ProgressBuffer
-    telemetry: Telemetry
-    _kick: asyncio.Event
-    _batched: int
-    _store: Store | None
-    _push: PushClient | None
-    _sync: runners.SyncRunner
-    _links: Links
+    def __init__(self, app: Host, name: str, *, concurrency: int, sync_concurrency: int, sync_bindings: frozenset[str],
+                 completer: Completer, progress: ProgressBuffer, telemetry: Telemetry, clock: Clock,
+                 wake: asyncio.Event) -> None:
+        self.app = app
+        self.name = name
+        self.concurrency = concurrency
+        self.sync_concurrency = sync_concurrency
+        self.sync_bindings = sync_bindings
+        """The bindings whose jobs take a thread or a child process: they share the ``sync_concurrency`` slots."""
+        self._completer = completer
+        self._progress = progress
+        self._telemetry = telemetry
+        self._clock = clock
+        self._kick = wake  # the worker's loop: an attempt ended
+        self.running: dict[Key, Running] = {}
+        """The attempts it runs, by (job id, attempt)."""
+        self.attempts_run = 0
+        self._batched = 0  # jobs running in batches beyond the first of each: they take no slot
+        self._sync = runners.SyncRunner(app.specs)
+        self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
+        self._links = Links(app.store)
 
-    _now: Callable[[], float]
-    """The store's clock (epoch seconds): every time this worker stores or compares with stored times."""
+    # -- slots --------------------------------------------------------------------------------------
 
-    reports_closed: bool  # the worker has stopped: an attempt that ends now is not reported
+    def free(self) -> int:
+        """Free slots (a batch takes one)."""
+        return self.concurrency - len(self.running) + self._batched
+
+    def sync_free(self) -> int:
+        """Free slots for sync performers' jobs (only computed for a worker that serves some)."""
+        busy = sum(1 for r in self.running.values() if r.claimed.binding in self.sync_bindings)
+        return self.sync_concurrency - busy
+
+    # -- starting and stopping --------------------------------------------------------------------
+
+    def start_claimed(self, result: CycleResult, lease: float) -> None:
+        """Start the jobs (and batches) a cycle claimed; their leases run ``lease`` s from the cycle's start."""
+        lease_until = result.began + lease
+        if result.batches:
+            in_batches = {c.id for batch in result.batches for c in batch}
+            for batch in result.batches:
+                self._start_batch(batch, lease_until)
+            for claimed in result.claimed:
+                if claimed.id not in in_batches:
+                    self._start(claimed, lease_until)
+            return
+        for claimed in result.claimed:
+            self._start(claimed, lease_until)
+
+    def cancel_running(self) -> None:
+        """Cancel every attempt that runs on a task (a sync job's thread or child is stopped through its run)."""
+        for rec in list(self.running.values()):
+            if rec.sync is None:
+                self.cancel(rec)
+
+    async def close(self) -> None:
+        """Close the sync runners and the push client."""
+        self._sync.close()
+        if self._push is not None:
+            push, self._push = self._push, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(push.aclose(), 1.0)
+
+    # -- attempts -----------------------------------------------------------------------------------
 
     def _start(self, claimed: Claimed, lease_until: float) -> None:
         key = (claimed.id, claimed.attempt)
@@ -63,7 +113,7 @@ class Execution:
         rec.task = loop.create_task(self._execute(rec))
         if claimed.timeout is not None and ((spec := self.app.specs.get(claimed.binding)) is None or spec.is_async):
             # a sync job's clock starts with its thread or child process
-            rec.timer = loop.call_at(loop.time() + claimed.timeout, self._stop_job, key, "timeout")
+            rec.timer = loop.call_at(loop.time() + claimed.timeout, self.stop_job, key, "timeout")
 
     def _start_batch(self, claims: list[Claimed], lease_until: float) -> None:
         """Start a batch performer's batch: one task for all its jobs, each job its own attempt."""
@@ -75,7 +125,7 @@ class Execution:
         self._batched += len(recs) - 1
         task.add_done_callback(lambda _t: self._ended_unstarted(recs))
         if claims[0].timeout is not None:  # the timeout is the whole call's
-            recs[0].timer = task.get_loop().call_later(claims[0].timeout, self._stop_job, recs[0].key, "timeout")
+            recs[0].timer = task.get_loop().call_later(claims[0].timeout, self.stop_job, recs[0].key, "timeout")
 
     async def _execute_batch(self, recs: list[Running]) -> None:
         spec = self.app.specs[recs[0].claimed.binding]
@@ -83,7 +133,7 @@ class Execution:
         for rec in recs:
             rec.started = True
         self.attempts_run += len(recs)
-        tel = self.telemetry
+        tel = self._telemetry
         tokens, ended = None, tel.attempt_ended
         if tel.per_attempt:
             tokens = [tel.attempt_started(r.claimed, self.name) for r in recs]
@@ -97,10 +147,12 @@ class Execution:
         try:
             outcomes = await batches.run_batch(
                 spec, [r.claimed for r in recs], worker=self.name, env=self.app.env, context=context,
-                node_payload=self.app.hooks.node_payload, stopped=lambda c: by_id[c.id].stop_reason, now=self._now)
+                node_payload=self.app.hooks.node_payload, stopped=lambda c: by_id[c.id].stop_reason,
+                now=self._clock.now)
         except BaseException as exc:  # jobloom's own failure around the call: every job fails this attempt
             kind, error, tb, *_ = reporting.ending_of(exc, None, None)
-            outcomes = [Outcome(r.claimed.id, r.claimed.attempt, kind, self.name, r.claimed.started_at, self._now(),
+            finished = self._clock.now()
+            outcomes = [Outcome(r.claimed.id, r.claimed.attempt, kind, self.name, r.claimed.started_at, finished,
                                 error=error, traceback=tb, run_id=r.claimed.run_id) for r in recs]
         if recs[0].timer is not None:
             recs[0].timer.cancel()
@@ -109,7 +161,7 @@ class Execution:
             for rec, token in zip(reversed(recs), reversed(tokens), strict=True):  # tracing contexts unwind in order
                 if (o := by_job.get(rec.claimed.id)) is not None:
                     ended(rec.claimed, o, token)
-        self.outcomes.extend(outcomes)
+        self._completer.extend(outcomes)
         for rec in recs:
             if self.running.get(rec.key) is rec:
                 del self.running[rec.key]
@@ -128,7 +180,7 @@ class Execution:
                     extra={"event": "job_unreported", "job_id": outcome.job_id, "attempt": outcome.attempt,
                            "ended": outcome.kind, "worker": self.name})
 
-    def _cancel(self, rec: Running) -> None:
+    def cancel(self, rec: Running) -> None:
         """Cancel ``rec``'s task. A task cancelled before its first step never runs its body, so nothing
         in it would end the attempt: one not begun yet gets a done callback that does (a batch's task
         has one from the start). Attempts that begin end in their own body, so the common path pays
@@ -142,20 +194,20 @@ class Execution:
 
     def _ended_unstarted(self, recs: list[Running]) -> None:
         """A task ended without its attempts' ending: stopped before it began (a task cancelled before its
-        first step never runs its body: see :meth:`_cancel`), or, for a batch, failed in jobloom's own
+        first step never runs its body: see :meth:`cancel`), or, for a batch, failed in jobloom's own
         code around the call. Report each attempt still held as the stop made it end (cancelled, timed
         out, lost) and let go of it: held, it would be heartbeated, and its job left running, for ever."""
         left = [r for r in recs if self.running.get(r.key) is r]
         if not left:
             return
-        finished = self._now()
+        finished = self._clock.now()
         for rec in left:
             c = rec.claimed
             kind, error, *_ = reporting.ending_of(asyncio.CancelledError(), rec.stop_reason, c.timeout)
             log.warning("job %d attempt %d ended before it began (%s)", c.id, c.attempt, error)
             if rec.timer is not None:
                 rec.timer.cancel()
-            self.outcomes.append(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, error=error,
+            self._completer.add(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, error=error,
                                          run_id=c.run_id))
             del self.running[rec.key]
         if left[0].batch and not left[0].started:
@@ -167,10 +219,11 @@ class Execution:
         if rec.timer is not None:
             rec.timer.cancel()
         if rec.claimed.timeout is not None:
-            rec.timer = asyncio.get_running_loop().call_later(rec.claimed.timeout, self._stop_job, rec.key,
+            rec.timer = asyncio.get_running_loop().call_later(rec.claimed.timeout, self.stop_job, rec.key,
                                                               "timeout")
 
-    def _stop_job(self, key: Key, reason: str) -> None:
+    def stop_job(self, key: Key, reason: str) -> None:
+        """Stop the attempt ``key`` for ``reason`` ("cancel", "timeout", "shutdown" or "lease_lost")."""
         rec = self.running.get(key)
         if rec is not None and rec.task is not None and rec.stop_reason is None:
             rec.stop_reason = reason
@@ -179,14 +232,14 @@ class Execution:
             if rec.sync is not None:
                 rec.sync.stop()  # kills a child process; a thread runs on, and its slot stays taken until it ends
             else:
-                self._cancel(rec)
+                self.cancel(rec)
 
     async def _execute(self, rec: Running) -> None:
         c = rec.claimed
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
         payload_json: str | None = None
-        deadline = None if c.timeout is None else self._now() + c.timeout
-        tel = self.telemetry
+        deadline = None if c.timeout is None else self._clock.now() + c.timeout
+        tel = self._telemetry
         token, ended = None, None
         try:  # from its first step on, the body ends the attempt, whatever fails in it
             rec.started = True
@@ -207,10 +260,10 @@ class Execution:
                 performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
                                            c.run_id, c.node, self.app.spawn_child if c.run_id is None
                                            else self.app.hooks.spawner(c),
-                                           Control(rec, self.progress, self._now, sync=not spec.is_async),
+                                           Control(rec, self._progress, self._clock.now, sync=not spec.is_async),
                                            self._links)
                 performer.env = self.app.env
-                store = self._store if self._store is not None else await self.app.store()
+                store = self._clock.store if self._clock.store is not None else await self.app.store()
                 performer._steps = StepContext(store, c.id, c.attempt)
                 if spec.push:
                     if self._push is None:
@@ -227,15 +280,15 @@ class Execution:
             kind, error, tb, retry_after, wait = reporting.ending_of(exc, rec.stop_reason, c.timeout)
         if rec.timer is not None:
             rec.timer.cancel()
-        finished = self._now()
+        finished = self._clock.now()
         outcome = Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb, retry_after,
                           payload_json, wait, c.run_id)
         if kind == lifecycle.SNOOZED and (spec := self.app.specs.get(c.binding)) is not None:
             outcome.max_snoozes = spec.max_snoozes
-        if self.reports_closed:  # the worker has stopped: nothing reports this outcome, and the store
+        if self._completer.closed:  # the worker has stopped: nothing reports this outcome, and the store
             self._unreported(rec, outcome)  # keeps the job running until its lease expires
             return
-        self.outcomes.append(outcome)
+        self._completer.add(outcome)
         if self.running.get(rec.key) is rec:
             del self.running[rec.key]
         self._kick.set()
