@@ -93,3 +93,17 @@ async def test_bad_debounce_options_name_field_value_and_binding(
         await app.enqueue(Sync, {}, **options)
     assert caught.value.option == field and says in str(caught.value) and "Sync" in str(caught.value)
     assert await app.list_jobs() == []
+
+
+async def test_why_not_running_names_the_debounce_window(clocked: Any) -> None:
+    from jobloom.app.diagnose import why_not_running
+
+    app, clock = clocked
+    job = await app.enqueue(Sync, {"n": 1}, debounce=10, debounce_key="user:42")
+    d = await why_not_running(app, job.id)
+    assert d.codes[0] == "debounce_window" and "'user:42'" in d.reasons[0].text
+    assert d.reasons[0].until is not None and d.reasons[0].until.timestamp() == pytest.approx(job.run_ts)
+    await clock.advance(4)
+    await app.enqueue(Sync, {"n": 2}, debounce=10, debounce_key="user:42")  # the window moves on
+    moved = (await why_not_running(app, job.id)).reasons[0]
+    assert moved.until is not None and moved.until.timestamp() == pytest.approx(job.run_ts + 4)

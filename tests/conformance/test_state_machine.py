@@ -63,6 +63,7 @@ NOW = time.time()
 BINDING = "StateMachine"
 RUN = "run-1"
 STEP = "approved"
+EXPIRY = 1000.0  # every seeded job expires this long after NOW: only expire_due is driven past it
 BASE = {"now": NOW, "reason": "test", "worker": "w1", "lease_expires": NOW + 30, "result": None, "error": None,
         "run_at": NOW, "finished_at": NOW, "refund": 0, "payload": None, "run_id": RUN, "limit": 1000, "step": STEP}
 
@@ -126,6 +127,7 @@ class Drive:
 
 DRIVERS: dict[str, Drive] = {
     "promote_due": Drive(due),
+    "expire_due": Drive(due, [{"now": NOW + 2 * EXPIRY}]),  # past every seeded job's expiry
     "claim": Drive(candidates),
     "claim__with_events": Drive(candidates),
     "claim_batch": Drive(candidates, [{"batch": 1}]),
@@ -180,11 +182,12 @@ def test_the_outcomes_of_an_attempt_stay_within_finish_attempt() -> None:
     """``finish_attempt`` takes its target from ``lifecycle.next_state``: every outcome, for every
     delivery and attempt budget, must lead where the transition allows."""
     seen = set()
-    for outcome, delivery, cancel, attempt in itertools.product(
-        sorted(lifecycle.OUTCOMES), ["at_least_once", "at_most_once"], [False, True], [1, 3]
+    for outcome, delivery, cancel, attempt, expires_at in itertools.product(
+        sorted(lifecycle.OUTCOMES), ["at_least_once", "at_most_once"], [False, True], [1, 3], [None, NOW + 1]
     ):
         nxt = lifecycle.next_state(outcome, now=NOW, attempt=attempt, retries_from=0, max_attempts=3,
-                                   delivery=delivery, cancel_requested=cancel, backoff=Backoff.fixed(1))
+                                   delivery=delivery, cancel_requested=cancel, backoff=Backoff.fixed(1),
+                                   expires_at=expires_at)
         seen.add(nxt.state)
     assert seen == transition("finish_attempt").targets
 
@@ -218,6 +221,7 @@ class Raw:
                 "lease_expires": repr(NOW + 30) if state == "running" else "NULL",
                 "started_at": repr(NOW - 5) if started else "NULL",
                 "finished_at": repr(NOW - 1) if state not in ACTIVE_STATES else "NULL",
+                "expires_at": repr(NOW + EXPIRY),
             }
             self.run(f"INSERT INTO jobloom_jobs ({', '.join(values)}) VALUES ({', '.join(values.values())})")
         self.run(f"INSERT INTO jobloom_steps (job_id, name, result, created_at) "

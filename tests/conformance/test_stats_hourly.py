@@ -4,6 +4,8 @@ of a week reads 168 hourly rows per binding, and migration 0018 rolls up the min
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -16,6 +18,7 @@ from jobloom.engine.jobs import event
 from jobloom.housekeeping import retention
 from jobloom.housekeeping.stats import MINUTE_RETENTION, Tally, bucket_of, hourly_from, read_hours
 from jobloom.store.base import Tx
+from jobloom.store.sqlite.store import sqlite_path
 from tests.conformance.test_projector import add_events, app_before, project_all
 
 
@@ -67,15 +70,14 @@ async def test_the_migration_rolls_up_the_minutes_there(sqlite_url: str, monkeyp
         store = await app.store()
         first = int(time.time() // 60) - 120
         rows = []
-        for i in range(5):  # minute rows as the projector wrote them before 0018
+        for i in range(5):  # minute rows as the projector wrote them before 0018 (and before 0022's expired)
             tally = Tally()
             tally.add("succeeded", 1, bucket_of(0.01), 0.01, 0.01)
-            rows.append(tally.params("Ok", first + i * 20))
-
-        async def write(tx: Tx) -> None:
-            await tx.executemany("upsert_stats", rows)
-
-        await store.transact(write)
+            rows.append({k: v for k, v in tally.params("Ok", first + i * 20).items() if k != "expired"})
+        columns = ", ".join(rows[0])
+        with contextlib.closing(sqlite3.connect(sqlite_path(sqlite_url))) as conn, conn:
+            conn.executemany(f"INSERT INTO jobloom_stats ({columns}) VALUES ({', '.join(':' + c for c in rows[0])})",
+                             rows)
         monkeypatch.undo()
         assert (await store.migrate())[0] == "0018_stats_hourly"
         hours = await read_hours(store, since=timedelta(hours=3))

@@ -23,6 +23,7 @@ from jobloom.core.errors import JobNotFound
 from jobloom.core.queries import Q
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import AttemptRow, JobRow, NodeJobRow, PolicyRow
+from jobloom.core.states import EXPIRED
 from jobloom.core.text import checked_id
 from jobloom.core.types import Bucket, Candidate, Policy, to_datetime
 from jobloom.engine import registry
@@ -31,8 +32,8 @@ from jobloom.flows.flow import MAP_BINDING, SUBFLOW_BINDING
 from jobloom.flows.runs import child_range, spawn_range, top_node
 from jobloom.store.base import Store, Tx
 
-CODES = ("scheduled", "retry_backoff", "upstream", "children", "binding_full", "key_full", "rate_limited",
-         "queued_behind", "batch_filling", "paused", "no_worker", "ready")
+CODES = ("scheduled", "debounce_window", "retry_backoff", "upstream", "children", "binding_full", "key_full",
+         "rate_limited", "queued_behind", "batch_filling", "paused", "no_worker", "ready", "expires", "expired")
 """Every :attr:`Reason.code`, in the order a diagnosis lists them."""
 
 WINDOW = 16
@@ -105,6 +106,8 @@ async def why_not_running(app: App, job_id: int) -> Diagnosis:
         row = await tx.fetchone(Q.get_job, {"id": job_id})
         if row is None:
             raise JobNotFound(job_id)
+        if row.state == EXPIRED:
+            return Diagnosis(job_id, row.state, (await _expired(tx, row),))
         if row.state not in _HOLDABLE:
             return Diagnosis(job_id, row.state, ())
         return Diagnosis(job_id, row.state, tuple(await _reasons(tx, app, row, store.now())))
@@ -113,14 +116,16 @@ async def why_not_running(app: App, job_id: int) -> Diagnosis:
 
 
 async def _reasons(tx: Tx, app: App, job: JobRow, now: float) -> list[Reason]:
-    policy_rows, attempts = await tx.fetch_batch([(Q.get_binding, {"binding": job.binding}),
-                                                  (Q.get_attempts, {"id": job.id})])
+    policy_rows, attempts, timing = await tx.fetch_batch([(Q.get_binding, {"binding": job.binding}),
+                                                          (Q.get_attempts, {"id": job.id}),
+                                                          (Q.job_timing, {"id": job.id})])
     policy_row: PolicyRow | None = policy_rows[0] if policy_rows else None
     policy, bucket, _ = policy_from_row(policy_row)
     found: list[Reason] = []
     due = job.state == "queued" or (job.state == "scheduled" and job.run_at <= now)
     if job.state == "scheduled" and not due:
-        found.append(_scheduled(job, attempts))
+        key = timing[0].debounce_key if timing else None
+        found.append(_debounced(job, key) if key is not None and job.attempt == 0 else _scheduled(job, attempts))
     elif job.state == "waiting":
         found += await _waiting(tx, job)
     elif due:
@@ -131,7 +136,29 @@ async def _reasons(tx: Tx, app: App, job: JobRow, now: float) -> list[Reason]:
     found += await _no_worker(tx, app, job.binding, now)
     if not found:
         found.append(Reason("ready", "Nothing holds it: it starts at the next dispatch."))
+    expires_at = timing[0].expires_at if timing else None
+    if expires_at is not None:
+        found.append(Reason("expires", f"It expires at {_at(expires_at)}: if it has not started by then, it never "
+                                       "starts (it ends expired).", (), _until(expires_at)))
     return sorted(found, key=lambda r: CODES.index(r.code))
+
+
+def _debounced(job: JobRow, key: str) -> Reason:
+    """A debounced job in its window: each enqueue of its key moves the window on."""
+    return Reason("debounce_window", f"Debounced by key {key!r}: it runs at {_at(job.run_at)} unless another "
+                  "enqueue of the key comes first, which moves the window on (and brings the latest payload).",
+                  (), _until(job.run_at))
+
+
+async def _expired(tx: Tx, job: JobRow) -> Reason:
+    """Why an expired job never ran (or never ran again)."""
+    timing = await tx.fetchone(Q.job_timing, {"id": job.id})
+    at = _at(timing.expires_at) if timing is not None and timing.expires_at is not None else "its expiry"
+    if job.attempt == 0:
+        return Reason("expired", f"It never ran: it had not started by its expiry at {at}.", (),
+                      _until(timing.expires_at) if timing is not None else None)
+    return Reason("expired", f"It will not run again: attempt {job.attempt} failed and its retry would have come "
+                  f"at or past its expiry at {at}.", (), _until(timing.expires_at) if timing is not None else None)
 
 
 def _at(ts: float) -> str:

@@ -44,7 +44,7 @@ jobs_cli = typer.Typer(
 
 STATE_STYLES = {
     "waiting": "dim", "scheduled": "cyan", "queued": "blue", "running": "bold yellow", "succeeded": "green",
-    "failed": "bold red", "stalled": "magenta", "cancelled": "dim red", "skipped": "dim",
+    "failed": "bold red", "stalled": "magenta", "cancelled": "dim red", "skipped": "dim", "expired": "dim",
 }
 OUTCOME_STYLES = {
     "succeeded": "green", "failed": "red", "timeout": "red", "permanent": "bold red", "retry": "yellow",

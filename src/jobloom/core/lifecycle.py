@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from jobloom.core.deadlines import expires_before
 from jobloom.core.options import Backoff
 
 # Outcome kinds a worker (or the reaper) reports for one attempt.
@@ -43,6 +44,7 @@ def next_state(
     rng: random.Random | None = None,
     snoozes: int = 0,
     max_snoozes: int = DEFAULT_MAX_SNOOZES,
+    expires_at: float | None = None,
 ) -> Transition:
     """Apply the retry policy to one finished attempt.
 
@@ -51,6 +53,7 @@ def next_state(
     ``at_most_once`` jobs are never started again automatically after they may have run: an
     exception, a timeout or a lost worker ends them (``failed``, ``failed``, ``stalled``); only an
     explicit ``Retry`` from the performer (it knows a new start is safe) or a person retries them.
+    A retry due at or past ``expires_at`` (the job's expiry) ends the job ``expired`` instead.
     """
     if outcome == SUCCEEDED:
         return Transition("succeeded")
@@ -73,4 +76,7 @@ def next_state(
         return Transition("failed")
     explicit = outcome == RETRY and retry_after is not None
     delay = retry_after if explicit and retry_after is not None else backoff.delay(attempt - retries_from, rng)
-    return Transition("scheduled", now + max(0.0, delay))
+    run_at = now + max(0.0, delay)
+    if expires_before(run_at, expires_at):  # the retry would come too late: it never starts
+        return Transition("expired")
+    return Transition("scheduled", run_at)

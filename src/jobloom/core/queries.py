@@ -32,6 +32,7 @@ from jobloom.core.rows import (
     JobRow,
     JobRunRow,
     JobStateRow,
+    JobTimingRow,
     KeyCountRow,
     LockedJobRow,
     MomentRow,
@@ -108,6 +109,7 @@ class Q:
     cancel_unstarted = Query("cancel_unstarted", MovedRow)
     fail_unstarted = Query("fail_unstarted", MovedRow)
     promote_due = Query("promote_due", MovedRow)
+    expire_due = Query("expire_due", MovedRow)
     queue_waiting = Query("queue_waiting", MovedRow)
     settle_node = Query("settle_node", MovedRow)
     skip_waiting = Query("skip_waiting", MovedRow)
@@ -134,6 +136,7 @@ class Q:
     cancel_requests = Query("cancel_requests", AttemptKeyRow)
     find_unique = Query("find_unique", UniqueRow)
     find_debounced = Query("find_debounced", DebouncedRow)
+    job_timing = Query("job_timing", JobTimingRow)
     get_binding = Query("get_binding", PolicyRow)
     lock_binding = Query("lock_binding", PolicyRow)
     try_lock_binding = Query("try_lock_binding", PolicyRow)
@@ -155,6 +158,7 @@ class Q:
     next_lease_expiry = Query("next_lease_expiry", MomentRow)
     next_run_deadline = Query("next_run_deadline", MomentRow)
     next_scheduled = Query("next_scheduled", MomentRow)
+    next_expiry = Query("next_expiry", MomentRow)
     fail_attempt = Query("fail_attempt", BindingOfRow)
     lock_pruned_runs = Query("lock_pruned_runs", RunIdRow)
     lock_run_skip = Query("lock_run_skip", RunIdRow)

@@ -116,6 +116,7 @@ class RunningRow(NamedTuple):
     timeout: float | None
     claim_hash: str | None
     dependants: bool
+    expires_at: float | None  # a retry due at or past it ends the job expired
 
 
 class LockedJobRow(NamedTuple):
@@ -187,6 +188,13 @@ class DebouncedRow(NamedTuple):
     id: int
     run_at: float
     created_at: float
+
+
+class JobTimingRow(NamedTuple):
+    """A job's debounce key and expiry (``job_timing``)."""
+
+    debounce_key: str | None
+    expires_at: float | None
 
 
 class PolicyRow(NamedTuple):
@@ -441,6 +449,7 @@ class StatsRow(NamedTuple):
     retried: int
     cancelled: int
     stalled: int
+    expired: int
     runs: int
     run_time: float
     run_max: float | None

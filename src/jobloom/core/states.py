@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 State = Literal[
-    "waiting", "scheduled", "queued", "running", "succeeded", "failed", "stalled", "cancelled", "skipped"
+    "waiting", "scheduled", "queued", "running", "succeeded", "failed", "stalled", "cancelled", "skipped", "expired"
 ]
 
 WAITING: Final = "waiting"
@@ -25,16 +25,17 @@ FAILED: Final = "failed"
 STALLED: Final = "stalled"
 CANCELLED: Final = "cancelled"
 SKIPPED: Final = "skipped"
+EXPIRED: Final = "expired"
 
 ALL_STATES: Final[tuple[str, ...]] = (
-    WAITING, SCHEDULED, QUEUED, RUNNING, SUCCEEDED, FAILED, STALLED, CANCELLED, SKIPPED
+    WAITING, SCHEDULED, QUEUED, RUNNING, SUCCEEDED, FAILED, STALLED, CANCELLED, SKIPPED, EXPIRED
 )
 INITIAL_STATES: Final = frozenset({WAITING, SCHEDULED, QUEUED})
 """The states a job is inserted in (a flow node waiting for upstream, a delayed job, a runnable one)."""
 UNSTARTED_STATES: Final = INITIAL_STATES
 """Neither running nor finished: a job in these states can be ended without a worker."""
 ACTIVE_STATES: Final = frozenset({WAITING, SCHEDULED, QUEUED, RUNNING})
-FINISHED_STATES: Final = frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SKIPPED})
+FINISHED_STATES: Final = frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SKIPPED, EXPIRED})
 
 # A flow run's states: running, stopping (cancelling, or failing past its deadline) while some of its
 # jobs still run, then one of the finished states.
@@ -69,11 +70,14 @@ _RESTARTABLE = frozenset({FAILED, STALLED, CANCELLED})
 
 TRANSITIONS: Final[tuple[Transition, ...]] = (
     _t("promote_due", SCHEDULED, QUEUED, "a delayed or backed-off job is due"),
+    _t("expire_due", frozenset({SCHEDULED, QUEUED}), EXPIRED,
+       "a job that has not started by its expiry (expires_at) never starts: it ends expired"),
     _t("claim", QUEUED, RUNNING, "the coordinator dispatches a job to a worker under a lease"),
     _t("claim_batch", QUEUED, RUNNING, "the coordinator dispatches a batch of a batch performer's jobs to a worker"),
-    _t("finish_attempt", RUNNING, frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SCHEDULED}),
+    _t("finish_attempt", RUNNING, frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SCHEDULED, EXPIRED}),
        "an attempt ended (or its lease expired): done, failed for good, stalled (at most once), cancelled, "
-       "or scheduled again (a retry with backoff, or a durable sleep or event wait)"),
+       "scheduled again (a retry with backoff, or a durable sleep or event wait), or expired (a retry whose "
+       "backoff ends at or past the job's expiry)"),
     _t("snooze_attempt", RUNNING, SCHEDULED,
        "the performer raised Snooze: the job runs again after the delay, without spending an attempt"),
     _t("fail_attempt", RUNNING, FAILED,

@@ -17,7 +17,7 @@ from jobloom.app.diagnose import Diagnosis, why_not_running
 from jobloom.app.notes import add_notes
 from jobloom.core.errors import JobNotFound
 from jobloom.core.rows import EventRow, NoteRow
-from jobloom.core.states import FINISHED_STATES, RETRYABLE_STATES
+from jobloom.core.states import EXPIRED, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.text import MAX_ID
 from jobloom.core.types import Attempt, Job
 from jobloom.dashboard import reads
@@ -103,7 +103,7 @@ async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
     steps, events, notes = await reads.steps_and_events(await app.store(), job_id)
     depends_on, dependants = await app.job_links(job_id)
     diagnosis: Diagnosis | None = None
-    if job.state in WAITING_STATES:
+    if job.state in WAITING_STATES or job.state == EXPIRED:  # an expired job: why it never ran
         diagnosis = await why_not_running(app, job_id)
     return {
         "job": job, "page_url": f"/jobs/{job.id}", "payload": payload_text(job), "attempts": list(reversed(attempts)),

@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-STATE_ORDER = ("queued", "scheduled", "waiting", "running", "failed", "stalled", "cancelled", "succeeded",
-               "skipped")
+STATE_ORDER = ("queued", "scheduled", "waiting", "running", "failed", "stalled", "cancelled", "expired",
+               "succeeded", "skipped")
 """States in the order the pages list them."""
 
 

@@ -270,6 +270,12 @@ async def promote(tx: Tx, now: float, *, limit: int = PROMOTE_LIMIT,
     return len(rows)
 
 
+async def expire(tx: Tx, now: float, lapsed: list[MovedRow]) -> int:
+    """Record the jobs ``expire_due`` ended (read in :func:`read_cycle`): one ``expired`` event each."""
+    await emit(tx, [event(now, r.id, r.binding, "expired", r.attempt) for r in lapsed])
+    return len(lapsed)
+
+
 async def read_cycle(
     tx: Tx, now: float, *, reporting: Sequence[int], worker: str, watching: bool, bindings: Sequence[str],
     runs: Iterable[str | None] = (), prefetch: Mapping[str, tuple[int, bool]] | None = None,
@@ -297,6 +303,7 @@ async def read_cycle(
         queries.append((Q.lock_running, {"ids": list(reporting)}))
     queries.append((Q.expired_leases, {"cutoff": now - LEASE_GRACE, "limit": REAP_LIMIT}))
     queries.append((Q.promote_due, {"now": now, "limit": PROMOTE_LIMIT}))
+    queries.append((Q.expire_due, {"now": now, "limit": PROMOTE_LIMIT}))  # before any candidate is read
     if watching:
         queries.append((Q.cancel_requests, {"worker": worker}))
     prefetch = prefetch or {}
@@ -312,6 +319,7 @@ async def read_cycle(
     ids = set(reporting)
     expired = [r for r in next(results) if r.id not in ids]
     promoted = next(results)
+    lapsed = next(results)
     cancels = {(r.id, r.attempt) for r in next(results)} if watching else set()
     candidates = {}
     for b, (limit, aging) in prefetch.items():
@@ -319,7 +327,7 @@ async def read_cycle(
         if aging:
             rows = merge_by_age(rows, next(results))
         candidates[b] = Prefetched(rows, limit, aging)
-    return CycleReads(locked, expired, promoted, cancels, {b: next(results) for b in bindings}, candidates)
+    return CycleReads(locked, expired, promoted, lapsed, cancels, {b: next(results) for b in bindings}, candidates)
 
 
 async def heartbeat(
@@ -399,11 +407,12 @@ async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int, str]], n
 
 
 async def next_due(tx: Tx) -> float | None:
-    """The earliest moment something becomes due: a scheduled job, or a lease to reap."""
+    """The earliest moment something becomes due: a scheduled job, a job's expiry, or a lease to reap."""
     moments = []
-    row = await tx.fetchone(Q.next_scheduled)
-    if row and row.at is not None:
-        moments.append(float(row.at))
+    for query in (Q.next_scheduled, Q.next_expiry):
+        row = await tx.fetchone(query)
+        if row and row.at is not None:
+            moments.append(float(row.at))
     row = await tx.fetchone(Q.next_lease_expiry)
     if row and row.at is not None:
         moments.append(float(row.at) + LEASE_GRACE)

@@ -154,6 +154,7 @@ class CycleReads:
     locked: list[RunningRow] | None
     expired: list[RunningRow]
     promoted: list[MovedRow]
+    lapsed: list[MovedRow]  # jobs that ended expired: not started by their expiry
     cancels: set[tuple[int, int]]
     bindings: dict[str, list[PolicyRow]]
     candidates: dict[str, Prefetched] = field(default_factory=dict)

@@ -237,7 +237,7 @@ def _type_args(cls: type) -> tuple[Any, Any]:
 
 def _retention(value: Any, binding: str) -> dict[str, float]:
     base = {"succeeded": 86400.0, "failed": 7 * 86400.0, "stalled": 7 * 86400.0, "cancelled": 7 * 86400.0,
-            "skipped": 7 * 86400.0}
+            "skipped": 7 * 86400.0, "expired": 7 * 86400.0}
     if value is None:
         return base
     if isinstance(value, int | float) and not isinstance(value, bool):

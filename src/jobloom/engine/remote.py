@@ -175,6 +175,7 @@ async def claim(
     reads = await coordinator.read_cycle(tx, now, reporting=(), worker=worker, watching=False, bindings=bindings)
     reaped = await coordinator.reap(tx, now, hooks=hooks, expired=reads.expired)
     promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
+    await coordinator.expire(tx, now, reads.lapsed)
     claimed: list[Claimed] = []
     token_at: float | None = None
     for binding in bindings:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from jobloom.core import lifecycle
 from jobloom.core.options import Backoff
 from jobloom.core.rows import RunningRow
+from jobloom.core.states import EXPIRED
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_TRACEBACK_BYTES, storable_text
 from jobloom.engine.hooks import Finished
 from jobloom.engine.jobs import Outcome, event
@@ -76,13 +78,21 @@ def verdict(
         o.kind, now=now, attempt=row.attempt, retries_from=row.retries_from, max_attempts=row.max_attempts,
         delivery=row.delivery, cancel_requested=bool(row.cancel_requested), backoff=backoff,
         retry_after=o.retry_after, rng=rng, snoozes=snoozes, max_snoozes=o.max_snoozes or lifecycle.DEFAULT_MAX_SNOOZES,
+        expires_at=row.expires_at,
     )
     if o.kind == lifecycle.SNOOZED and nxt.state == "scheduled":  # no attempt spent, one snooze counted
         return Verdict("snooze", nxt)
     if o.kind == lifecycle.SNOOZED and nxt.state == "failed":
         return Verdict("finish", nxt, f"snoozed {snoozes} times, the most its performer's max_snoozes allows: "
                                       "failed rather than snoozed again")
+    if nxt.state == EXPIRED:
+        return Verdict("finish", nxt, f"expired: its retry would come at or past its expiry "
+                                      f"({_iso(row.expires_at)}); {o.error or o.kind}")
     return Verdict("finish", nxt)
+
+
+def _iso(at: float | None) -> str:
+    return "never" if at is None else datetime.fromtimestamp(at, UTC).isoformat()
 
 
 @dataclass

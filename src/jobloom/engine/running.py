@@ -46,6 +46,7 @@ class CycleResult:
     waited: float = 0.0  # seconds its dispatches waited for rate tokens
     notify: bool = False
     reaped: list[str] = field(default_factory=list)  # the bindings of the attempts reaped as lost
+    expired: list[str] = field(default_factory=list)  # the bindings of the jobs ended expired, unstarted
     contended: list[str] = field(default_factory=list)  # bindings skipped: another transaction held their lock
     began: float = 0.0  # monotonic, read just before the clock the claims' leases count from
 

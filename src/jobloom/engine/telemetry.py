@@ -46,9 +46,11 @@ class Telemetry:
                  error: BaseException | None) -> None:
         """The insert of ``jobs`` ended: committed with ``ids`` (in job order), or failed with ``error``."""
 
-    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = ()) -> None:
-        """A worker cycle committed: the attempts it started, the outcomes it stored, and the bindings of
-        the attempts it reaped (``lost``: their worker stopped heartbeating)."""
+    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = (),
+              expired: Sequence[str] = ()) -> None:
+        """A worker cycle committed: the attempts it started, the outcomes it stored, the bindings of
+        the attempts it reaped (``lost``: their worker stopped heartbeating) and of the jobs it ended
+        ``expired`` (not started by their expiry)."""
 
     def attempt_started(self, claimed: Claimed, worker: str) -> Any:
         """An attempt starts on this worker (in the attempt's task); returns a token for :meth:`attempt_ended`."""
@@ -168,10 +170,14 @@ class Telemetries(Telemetry):
         for child, own in token or ():
             child.enqueued(jobs, ids, own, error)
 
-    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = ()) -> None:
+    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = (),
+              expired: Sequence[str] = ()) -> None:
         """Tell every child that wants cycles."""
         for child in self._cycles:
-            child.cycle(claimed, reported, reaped)
+            if expired:
+                child.cycle(claimed, reported, reaped, expired)
+            else:
+                child.cycle(claimed, reported, reaped)
 
     def attempt_started(self, claimed: Claimed, worker: str) -> Any:
         """Each child that wants attempts with its token. (The worker keeps the ``attempt_ended`` it had

@@ -2,7 +2,7 @@
 
 A finished flow run is deleted with the last of its jobs (its id may then start a new run).
 
-Each performer's ``retention`` (default: succeeded 1 day; failed, stalled, cancelled and skipped
+Each performer's ``retention`` (default: succeeded 1 day; failed, stalled, cancelled, skipped and expired
 7 days) applies to its binding. The app that performs a binding stores its retention with the
 binding when its workers start (:meth:`App.register_bindings`), and every app prunes each binding by
 that stored retention, so an app that only enqueues (or the CLI) keeps another app's jobs as long

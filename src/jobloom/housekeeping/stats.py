@@ -2,7 +2,7 @@
 
 The read model holds, per binding and minute (kept a day) and per binding and hour (kept as long as
 the read model), how many jobs were enqueued, started, succeeded,
-failed, retried, cancelled and stalled, and a histogram of attempt run times (logarithmic buckets,
+failed, retried, cancelled, stalled and expired, and a histogram of attempt run times (logarithmic buckets,
 about 5 % wide, so percentiles are estimates within that). It never decides anything: the
 projector failing or lagging changes no job, and ``App.stats`` reports how many events wait.
 
@@ -39,11 +39,11 @@ BATCH = 1000
 EMPTY_FIRST = 0.25  # the shortest wait after a pass that found nothing
 MINUTE_RETENTION = 86400.0
 """Per-minute rows of the read model are kept this long (a day); hourly rows as long as the read model."""
-COUNTERS = ("enqueued", "started", "succeeded", "failed", "retried", "cancelled", "stalled")
+COUNTERS = ("enqueued", "started", "succeeded", "failed", "retried", "cancelled", "stalled", "expired")
 # event kind -> counter; "scheduled" and "waiting" are enqueues of delayed jobs and flow nodes
 _COUNTER_OF = {"enqueued": "enqueued", "scheduled": "enqueued", "waiting": "enqueued", "started": "started",
                "succeeded": "succeeded", "failed": "failed", "retried": "retried", "cancelled": "cancelled",
-               "stalled": "stalled"}
+               "stalled": "stalled", "expired": "expired"}
 
 
 def percentile(histogram: dict[int, int], q: float, top: float | None = None) -> float | None:
@@ -135,6 +135,7 @@ class Figures:
     retried: int = 0
     cancelled: int = 0
     stalled: int = 0
+    expired: int = 0
     runs: int = 0
     mean: float | None = None
     max: float | None = None

@@ -303,6 +303,7 @@ class Figures(BaseModel):
     retried: int
     cancelled: int
     stalled: int
+    expired: int
     runs: int
     mean: float | None
     max: float | None

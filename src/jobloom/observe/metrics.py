@@ -87,13 +87,17 @@ class Metrics(Telemetry):
     def enqueue_carry(self, jobs: Sequence[NewJob], token: Any) -> None:
         """Nothing: a streamed enqueue is counted once it committed."""
 
-    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = ()) -> None:
+    def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = (),
+              expired: Sequence[str] = ()) -> None:
         """One cycle: the outcomes it stored (of jobs claimed since metrics were on), the attempts it reaped
-        (outcome ``lost``), its starts and waits."""
+        (outcome ``lost``), the jobs it ended unstarted past their expiry (outcome ``expired``), its starts
+        and waits."""
         self.cycles_total.inc()
         known = self._claimed
         for lost in reaped:  # rare: a worker vanished
             self._child(self.finished_total, lost, "lost").inc()
+        for ended in expired:
+            self._child(self.finished_total, ended, "expired").inc()
         if reported:
             outcomes: dict[tuple[str, str], int] = defaultdict(int)
             runs: dict[str, list[float]] = defaultdict(list)

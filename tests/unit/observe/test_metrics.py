@@ -122,3 +122,15 @@ def test_a_child_added_during_an_attempt_or_an_enqueue_is_not_asked_to_end_it() 
     t.attempt_ended(c, Outcome(1, 1, "succeeded", "w", 0.0, 1.0), both)
     t.enqueued([new("A")], [1], enq, None)
     assert log == ["a ended a-attempt", "b ended b-attempt", "a got a-token", "b got b-token"]
+
+
+def test_jobs_a_cycle_ended_expired_are_counted_as_their_outcome() -> None:
+    registry = CollectorRegistry()
+    m = Metrics(registry)
+    both = Telemetries()
+    both.add(m)
+    both.cycle([], [], (), ["A", "A", "B"])
+    assert value(registry, "jobloom_jobs_finished_total", binding="A", outcome="expired") == 2
+    assert value(registry, "jobloom_jobs_finished_total", binding="B", outcome="expired") == 1
+    both.cycle([], [])  # a cycle that ended none
+    assert value(registry, "jobloom_jobs_finished_total", binding="A", outcome="expired") == 2

@@ -129,7 +129,10 @@ class Cycle:
             result.claimed.extend(deferred.jobs())
         self._pacing.cycle_done(cycle.aimed, result.decided_at, time.monotonic() - began - result.waited)
         self._rotation.contended(result.contended)
-        self._telemetry.cycle(result.claimed, outcomes, result.reaped)
+        if result.expired:
+            self._telemetry.cycle(result.claimed, outcomes, result.reaped, result.expired)
+        else:
+            self._telemetry.cycle(result.claimed, outcomes, result.reaped)
         self._completer.applied(outcomes)
         if result.notify:
             await store.notify()
@@ -160,7 +163,9 @@ class Cycle:
             gone = set(reaped)
             res.reaped = [r.binding for r in reads.expired if r.id in gone]
         promoted = await coordinator.promote(tx, now, promoted=reads.promoted)
-        res.notify = bool(reaped or promoted or released or (outcomes and free <= 0))
+        if await coordinator.expire(tx, now, reads.lapsed):
+            res.expired = [r.binding for r in reads.lapsed]
+        res.notify = bool(reaped or promoted or released or res.expired or (outcomes and free <= 0))
         res.cancels = reads.cancels
         token_at = await self._dispatch_all(tx, cycle, reads, now, res,
                                             prefetched=not (cycle.flows or reaped or released))

@@ -163,7 +163,7 @@ FOR UPDATE SKIP LOCKED
 UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = false
-WHERE id = ANY(:ids::bigint[])
+WHERE id = ANY(:ids::bigint[]) AND (expires_at IS NULL OR expires_at > :now)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: claim__with_events
@@ -174,7 +174,7 @@ WITH c AS (
     UPDATE jobloom_jobs
     SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
         started_at = :now, cancel_requested = false
-    WHERE id = ANY(:ids::bigint[])
+    WHERE id = ANY(:ids::bigint[]) AND (expires_at IS NULL OR expires_at > :now)
     RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 ), e AS (
     INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration, n, top, bucket)
@@ -189,11 +189,23 @@ SELECT id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, n
 UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = false, batch = :batch
-WHERE id = ANY(:ids::bigint[])
+WHERE id = ANY(:ids::bigint[]) AND (expires_at IS NULL OR expires_at > :now)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: count_running_batches
 SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
+
+-- name: expire_due
+-- Jobs not started by their expiry end expired (run in every cycle before dispatch; claim checks the
+-- expiry too, so a job committed past it meanwhile is never claimed). Flow nodes have no expiry.
+WITH due AS (
+    SELECT id FROM jobloom_jobs WHERE expires_at <= :now AND (state = 'scheduled' OR state = 'queued')
+    ORDER BY expires_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobloom_jobs AS j SET state = 'expired', finished_at = :now, error = 'expired: not started by its expiry'
+FROM due WHERE j.id = due.id AND (j.state = 'scheduled' OR j.state = 'queued')
+RETURNING j.id, j.binding, j.attempt
 
 -- name: promote_due
 WITH due AS (
@@ -207,7 +219,7 @@ RETURNING j.id, j.binding, j.attempt
 -- name: lock_running
 -- Locks are taken in id order everywhere a transaction locks several jobs, so they cannot deadlock.
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
 FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
 ORDER BY id
 FOR UPDATE
@@ -215,14 +227,14 @@ FOR UPDATE
 -- name: expired_leases
 -- Candidates only, read without locks: the reaper locks their runs first, then the jobs (lock_expired).
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
 
 -- name: lock_expired
 -- The reaper's candidates, locked in id order and checked again; one that another transaction holds
 -- is skipped (never waited for): it is being reported, or is reaped later.
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
 FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) AND state = 'running' AND lease_expires < :cutoff
 ORDER BY id
 FOR UPDATE SKIP LOCKED
@@ -288,6 +300,11 @@ RETURNING binding
 
 -- name: next_scheduled
 SELECT min(run_at) AS at FROM jobloom_jobs WHERE state = 'scheduled'
+
+-- name: next_expiry
+-- The earliest expiry of a job not started (jobloom_jobs_expiring): the cycle that ends it is due then.
+SELECT min(expires_at) AS at FROM jobloom_jobs
+WHERE expires_at IS NOT NULL AND (state = 'scheduled' OR state = 'queued')
 
 -- name: next_lease_expiry
 SELECT min(lease_expires) AS at FROM jobloom_jobs WHERE state = 'running'

@@ -36,3 +36,7 @@ SELECT id, node, state FROM jobloom_jobs
 WHERE run_id = :run_id AND state IN ('waiting', 'scheduled', 'queued', 'running')
   AND node COLLATE "C" > :lo::text COLLATE "C" AND node COLLATE "C" < :hi::text COLLATE "C"
 ORDER BY node COLLATE "C" LIMIT :limit
+
+-- name: job_timing
+-- A job's debounce key and expiry, for the diagnosis (not part of the job's record).
+SELECT debounce_key, expires_at FROM jobloom_jobs WHERE id = :id

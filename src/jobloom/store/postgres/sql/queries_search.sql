@@ -167,7 +167,7 @@ SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs W
 -- name: pick_deletable
 -- The finished jobs of a chunk of delete_many, locked (a person's retry cannot slip in before the delete).
 SELECT id, run_id FROM jobloom_jobs
-WHERE id = ANY(:ids::bigint[]) AND (state || '') IN ('succeeded', 'failed', 'stalled', 'cancelled', 'skipped')
+WHERE id = ANY(:ids::bigint[]) AND (state || '') IN ('succeeded', 'failed', 'stalled', 'cancelled', 'skipped', 'expired')
 ORDER BY id FOR UPDATE
 
 -- name: top_job_id

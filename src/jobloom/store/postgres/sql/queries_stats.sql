@@ -61,24 +61,24 @@ SELECT coalesce(sum(n), 0) AS n FROM jobloom_events
 DELETE FROM jobloom_events WHERE seq = ANY(:seqs::bigint[])
 
 -- name: stats_rows_for
-SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, runs, run_time,
+SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, expired, runs, run_time,
        run_max, histogram
 FROM jobloom_stats
 WHERE minute BETWEEN :lo AND :hi AND binding = ANY(:bindings::text[])
 
 -- name: upsert_stats
-INSERT INTO jobloom_stats (binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled,
+INSERT INTO jobloom_stats (binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, expired,
                            runs, run_time, run_max, histogram)
-VALUES (:binding, :minute, :enqueued, :started, :succeeded, :failed, :retried, :cancelled, :stalled,
+VALUES (:binding, :minute, :enqueued, :started, :succeeded, :failed, :retried, :cancelled, :stalled, :expired,
         :runs, :run_time, :run_max, :histogram)
 ON CONFLICT (binding, minute) DO UPDATE SET
     enqueued = excluded.enqueued, started = excluded.started, succeeded = excluded.succeeded,
     failed = excluded.failed, retried = excluded.retried, cancelled = excluded.cancelled,
-    stalled = excluded.stalled, runs = excluded.runs, run_time = excluded.run_time, run_max = excluded.run_max,
+    stalled = excluded.stalled, expired = excluded.expired, runs = excluded.runs, run_time = excluded.run_time, run_max = excluded.run_max,
     histogram = excluded.histogram
 
 -- name: stats_since
-SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, runs, run_time,
+SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, expired, runs, run_time,
        run_max, histogram
 FROM jobloom_stats
 WHERE minute >= :minute AND (:binding::text IS NULL OR binding = :binding::text)
@@ -86,24 +86,24 @@ ORDER BY minute, binding
 
 -- The same, per hour (jobloom_stats_hourly: minute is the hour's first minute).
 -- name: stats_hourly_rows_for
-SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, runs, run_time,
+SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, expired, runs, run_time,
        run_max, histogram
 FROM jobloom_stats_hourly
 WHERE minute BETWEEN :lo AND :hi AND binding = ANY(:bindings::text[])
 
 -- name: upsert_stats_hourly
-INSERT INTO jobloom_stats_hourly (binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled,
+INSERT INTO jobloom_stats_hourly (binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, expired,
                                   runs, run_time, run_max, histogram)
-VALUES (:binding, :minute, :enqueued, :started, :succeeded, :failed, :retried, :cancelled, :stalled,
+VALUES (:binding, :minute, :enqueued, :started, :succeeded, :failed, :retried, :cancelled, :stalled, :expired,
         :runs, :run_time, :run_max, :histogram)
 ON CONFLICT (binding, minute) DO UPDATE SET
     enqueued = excluded.enqueued, started = excluded.started, succeeded = excluded.succeeded,
     failed = excluded.failed, retried = excluded.retried, cancelled = excluded.cancelled,
-    stalled = excluded.stalled, runs = excluded.runs, run_time = excluded.run_time, run_max = excluded.run_max,
+    stalled = excluded.stalled, expired = excluded.expired, runs = excluded.runs, run_time = excluded.run_time, run_max = excluded.run_max,
     histogram = excluded.histogram
 
 -- name: stats_hourly_since
-SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, runs, run_time,
+SELECT binding, minute, enqueued, started, succeeded, failed, retried, cancelled, stalled, expired, runs, run_time,
        run_max, histogram
 FROM jobloom_stats_hourly
 WHERE minute >= :minute AND minute < :until AND (:binding::text IS NULL OR binding = :binding::text)

@@ -126,6 +126,7 @@ UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = 0
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+  AND (expires_at IS NULL OR expires_at > :now)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: claim_batch
@@ -134,10 +135,20 @@ UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = 0, batch = :batch
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
+  AND (expires_at IS NULL OR expires_at > :now)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: count_running_batches
 SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
+
+-- name: expire_due
+-- Jobs not started by their expiry end expired (run in every cycle before dispatch, so none past it
+-- is claimed; claim checks the expiry too). Flow nodes have no expiry.
+UPDATE jobloom_jobs SET state = 'expired', finished_at = :now,
+    error = 'expired: not started by its expiry'
+WHERE id IN (SELECT id FROM jobloom_jobs WHERE expires_at <= :now AND (state = 'scheduled' OR state = 'queued')
+             ORDER BY expires_at LIMIT :limit)
+RETURNING id, binding, attempt
 
 -- name: promote_due
 UPDATE jobloom_jobs SET state = 'queued'
@@ -146,17 +157,17 @@ RETURNING id, binding, attempt
 
 -- name: lock_running
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
 FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: expired_leases
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
 
 -- name: lock_expired
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
 FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND lease_expires < :cutoff
 ORDER BY id
 
@@ -217,6 +228,11 @@ RETURNING binding
 
 -- name: next_scheduled
 SELECT min(run_at) AS at FROM jobloom_jobs WHERE state = 'scheduled'
+
+-- name: next_expiry
+-- The earliest expiry of a job not started (jobloom_jobs_expiring): the cycle that ends it is due then.
+SELECT min(expires_at) AS at FROM jobloom_jobs
+WHERE expires_at IS NOT NULL AND (state = 'scheduled' OR state = 'queued')
 
 -- name: next_lease_expiry
 SELECT min(lease_expires) AS at FROM jobloom_jobs WHERE state = 'running'

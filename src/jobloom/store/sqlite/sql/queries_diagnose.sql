@@ -35,3 +35,7 @@ SELECT id, node, state FROM jobloom_jobs
 WHERE run_id = :run_id AND (state = 'waiting' OR state = 'scheduled' OR state = 'queued' OR state = 'running')
   AND node > :lo AND node < :hi
 ORDER BY node LIMIT :limit
+
+-- name: job_timing
+-- A job's debounce key and expiry, for the diagnosis (not part of the job's record).
+SELECT debounce_key, expires_at FROM jobloom_jobs WHERE id = :id

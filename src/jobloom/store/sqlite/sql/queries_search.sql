@@ -160,7 +160,7 @@ SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs W
 -- The finished jobs of a chunk of delete_many. The newest job is never deleted: SQLite would hand its
 -- id out again, and an id must name one job for ever (as in retention).
 SELECT id, run_id FROM jobloom_jobs
-WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('succeeded', 'failed', 'stalled', 'cancelled', 'skipped')
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state IN ('succeeded', 'failed', 'stalled', 'cancelled', 'skipped', 'expired')
   AND id < (SELECT max(id) FROM jobloom_jobs)
 ORDER BY id
 
