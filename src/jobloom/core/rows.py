@@ -116,7 +116,7 @@ class RunningRow(NamedTuple):
     timeout: float | None
     claim_hash: str | None
     dependants: bool
-    expires_at: float | None  # a retry due at or past it ends the job expired
+    expires_at: float | None = None  # a retry due at or past it ends the job expired
 
 
 class LockedJobRow(NamedTuple):
