@@ -149,3 +149,14 @@ async def test_why_not_running_names_the_expiry_and_why_an_expired_job_never_ran
     retried = await app.enqueue(Flaky, {}, expires_in=30)
     await app.drain()
     assert "its retry would have come at or past its expiry" in (await why_not_running(app, retried.id)).reasons[0].text
+
+
+async def test_a_job_waiting_for_an_expired_one_is_skipped_or_run_as_it_says(clocked: Any) -> None:
+    app, clock = clocked
+    first = await app.enqueue(Held, {}, expires_in=5)
+    skipped = await app.enqueue(Flaky, {}, depends_on=[first.id])
+    runs = await app.enqueue(Fresh, {}, depends_on=[first.id], on_dependency_failure="run", expires_in=60)
+    await clock.advance(5)
+    assert (await app.get_job(first.id)).state == "expired"
+    assert (await app.get_job(skipped.id)).state == "skipped"
+    assert (await app.get_job(runs.id)).state == "queued"  # released: it runs whatever its dependency did

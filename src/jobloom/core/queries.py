@@ -23,7 +23,6 @@ from jobloom.core.rows import (
     ClaimRow,
     CountRow,
     CursorRow,
-    DebouncedRow,
     EventRow,
     FoldedEventsRow,
     HeartbeatRow,
@@ -32,7 +31,6 @@ from jobloom.core.rows import (
     JobRow,
     JobRunRow,
     JobStateRow,
-    JobTimingRow,
     KeyCountRow,
     LockedJobRow,
     MomentRow,
@@ -68,6 +66,7 @@ from jobloom.core.rows import (
     UniqueRow,
     WorkerRow,
 )
+from jobloom.core.timing_rows import DebouncedRow, ExpiredRow, JobTimingRow
 
 R = TypeVar("R", bound=tuple[Any, ...])
 
@@ -109,7 +108,7 @@ class Q:
     cancel_unstarted = Query("cancel_unstarted", MovedRow)
     fail_unstarted = Query("fail_unstarted", MovedRow)
     promote_due = Query("promote_due", MovedRow)
-    expire_due = Query("expire_due", MovedRow)
+    expire_due = Query("expire_due", ExpiredRow)
     queue_waiting = Query("queue_waiting", MovedRow)
     settle_node = Query("settle_node", MovedRow)
     skip_waiting = Query("skip_waiting", MovedRow)

@@ -182,21 +182,6 @@ class UniqueRow(NamedTuple):
     unique_until: float | None
 
 
-class DebouncedRow(NamedTuple):
-    """The newest job of a debounce key that is still scheduled and never started."""
-
-    id: int
-    run_at: float
-    created_at: float
-
-
-class JobTimingRow(NamedTuple):
-    """A job's debounce key and expiry (``job_timing``)."""
-
-    debounce_key: str | None
-    expires_at: float | None
-
-
 class PolicyRow(NamedTuple):
     """A binding's stored limits, overrides and token bucket."""
 

@@ -24,7 +24,8 @@ from jobloom.core.options import Backoff
 from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
-from jobloom.core.states import CANCELLABLE_AT_ONCE, FINISHED_STATES, RETRYABLE_STATES
+from jobloom.core.states import CANCELLABLE_AT_ONCE, EXPIRED, FINISHED_STATES, RETRYABLE_STATES
+from jobloom.core.timing_rows import ExpiredRow
 from jobloom.engine import dependencies
 from jobloom.engine.debounce import enqueue_debounced
 from jobloom.engine.dispatch import candidate_reads, merge_by_age
@@ -270,9 +271,13 @@ async def promote(tx: Tx, now: float, *, limit: int = PROMOTE_LIMIT,
     return len(rows)
 
 
-async def expire(tx: Tx, now: float, lapsed: list[MovedRow]) -> int:
-    """Record the jobs ``expire_due`` ended (read in :func:`read_cycle`): one ``expired`` event each."""
+async def expire(tx: Tx, now: float, lapsed: list[ExpiredRow]) -> int:
+    """Record the jobs ``expire_due`` ended (read in :func:`read_cycle`): one ``expired`` event each, and
+    their endings counted down on the jobs that depend on them."""
     await emit(tx, [event(now, r.id, r.binding, "expired", r.attempt) for r in lapsed])
+    awaited = [(r.id, EXPIRED) for r in lapsed if r.dependants]
+    if awaited:
+        await dependencies.settle(tx, awaited, now)
     return len(lapsed)
 
 

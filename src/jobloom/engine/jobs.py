@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from jobloom.core.outbox import count_events
 from jobloom.core.rows import CandidateRow, ClaimRow, MovedRow, PolicyRow, RunningRow
+from jobloom.core.timing_rows import ExpiredRow
 from jobloom.store.base import Later, Tx
 
 
@@ -154,7 +155,7 @@ class CycleReads:
     locked: list[RunningRow] | None
     expired: list[RunningRow]
     promoted: list[MovedRow]
-    lapsed: list[MovedRow]  # jobs that ended expired: not started by their expiry
+    lapsed: list[ExpiredRow]  # jobs that ended expired: not started by their expiry
     cancels: set[tuple[int, int]]
     bindings: dict[str, list[PolicyRow]]
     candidates: dict[str, Prefetched] = field(default_factory=dict)
