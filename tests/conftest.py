@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -137,8 +139,42 @@ def empty_postgres_url() -> Iterator[str]:
 
 @pytest.fixture
 def sqlite_url(tmp_path: object) -> str:
-    """A SQLite URL for a fresh file in this test's temporary folder."""
+    """A SQLite URL for a fresh file in this test's temporary folder (nothing migrated it)."""
     return f"sqlite:///{tmp_path}/jobloom.db"
+
+
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A SQLite file the migrations built, once per test process: ``migrated_sqlite_url`` copies it."""
+    path = str(tmp_path_factory.mktemp("sqlite-template") / "jobloom.db")
+
+    async def build() -> None:
+        from jobloom.store import open_store
+
+        store = open_store(f"sqlite:///{path}")
+        await store.open()
+        try:
+            await store.migrate()
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[attr-defined]
+        finally:
+            await store.close()
+
+    done = threading.Thread(target=asyncio.run, args=(build(),))  # a fixture may run inside a test's loop
+    done.start()
+    done.join()
+    if not os.path.exists(path):
+        raise RuntimeError(f"the SQLite template {path} was not built")
+    return path
+
+
+@pytest.fixture
+def migrated_sqlite_url(tmp_path: object, _sqlite_template: str) -> str:
+    """A SQLite URL for a file in this test's temporary folder, already migrated: a copy of a file the
+    migrations built once per test process (as ``postgres_url`` is a migrated schema); copying it costs
+    a few milliseconds where migrating costs about a hundred."""
+    path = f"{tmp_path}/jobloom.db"
+    shutil.copyfile(_sqlite_template, path)
+    return f"sqlite:///{path}"
 
 
 STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -146,9 +182,9 @@ STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 @pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest) -> str:
-    """Each store in turn: the conformance and integration suites run once per store."""
+    """Each store in turn, migrated: the conformance and integration suites run once per store."""
     if request.param == "sqlite":
-        return str(request.getfixturevalue("sqlite_url"))
+        return str(request.getfixturevalue("migrated_sqlite_url"))
     return str(request.getfixturevalue("postgres_url"))
 
 
@@ -179,7 +215,7 @@ def pooled_store_url(request: pytest.FixtureRequest) -> str:
     ``store_url`` fixture that returns it)."""
     if request.param == "pgbouncer":
         return str(request.getfixturevalue("pgbouncer_url"))
-    return str(request.getfixturevalue(f"{request.param}_url"))
+    return str(request.getfixturevalue("migrated_sqlite_url" if request.param == "sqlite" else "postgres_url"))
 
 
 # -- with CI=true nothing skips ------------------------------------------------------------------------
