@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -218,7 +217,8 @@ def test_schedules_list_says_where_each_was_defined_the_same_with_url_and_app(fx
            " payload={'to': 'p@example.com'}))\n"
            "    await app.close()\n"
            "asyncio.run(go())")
-    subprocess.run([sys.executable, "-c", add], cwd=fx.path, env=fx.env, check=True, timeout=60)
+    done = forkcli.run([], code=add, cwd=fx.path, env=fx.env, timeout=60)  # a process of its own
+    assert done.returncode == 0, done.stderr
     fx.drain()  # a worker's pass stores the app's schedules, so a bare --url store sees them too
     by_app = {s["name"]: s["origin"] for s in fx.json("schedules", "list", *APP)}
     by_url = {s["name"]: s["origin"] for s in fx.json("schedules", "list", "--url", fx.url)}
@@ -253,7 +253,8 @@ def test_limits_list_shows_per_key_only_for_keyed_bindings_and_only_the_legend_n
                   "    await register_bindings(friction_app.app)\n"
                   "    await friction_app.app.close()\n"
                   "asyncio.run(go())")
-    subprocess.run([sys.executable, "-c", registered], cwd=fx.path, env=fx.env, check=True, timeout=60)
+    done = forkcli.run([], code=registered, cwd=fx.path, env=fx.env, timeout=60)  # a process of its own
+    assert done.returncode == 0, done.stderr
     for target in (APP, ("--url", fx.url)):
         out = fx.piped("limits", "list", *target, columns=300)
         rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]

@@ -3,8 +3,6 @@ their ``--json`` compared with what the HTTP API answers for the same store."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests import forkcli
 from tests.cli.test_cli import Env
 from tests.conftest import require_module
 
@@ -73,8 +72,8 @@ class FlowEnv(Env):
                 "from jobloom.housekeeping.stats import project_once\n"
                 "async def go():\n" + textwrap.indent(textwrap.dedent(body), "    ")
                 + "\n    await app.close()\nasyncio.run(go())\n")
-        done = subprocess.run([sys.executable, "-c", code], cwd=self.path, env=self.env, check=True, timeout=60,
-                              capture_output=True, text=True)
+        done = forkcli.run([], code=code, cwd=self.path, env=self.env, timeout=60)  # a process of its own
+        assert done.returncode == 0, f"the script exited {done.returncode}:\n{code}\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
     def drain(self) -> None:
