@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from typing import Any
 
 from jobloom.http.tokens import create_token
+from tests import forkcli
 from tests.helpers import eventually_sync
 from tests.security.conftest import ROOT, Served, httpx
 
@@ -132,8 +132,8 @@ def test_tokens_create_with_bindings_on_the_command_line(served: Served) -> None
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jobloom.cli", "tokens", *args, "--url", served.store_url],
-                              capture_output=True, text=True, env=env, timeout=60)
+        # a process of its own, forked from a Python that has imported the command line (tests/forkcli.py)
+        return forkcli.run(["tokens", *args, "--url", served.store_url], cwd=ROOT, env=env, timeout=60)
 
     made = cli("create", "gpu-farm", "--scopes", "worker", "--bindings", "Transcode,Render")
     assert made.returncode == 0 and made.stdout.startswith("jlt_"), made.stderr
