@@ -218,6 +218,20 @@ def pooled_store_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("migrated_sqlite_url" if request.param == "sqlite" else "postgres_url"))
 
 
+# -- the long tests first -------------------------------------------------------------------------------
+# ``--dist loadgroup`` hands out the groups that must stay on one process (the browser tests of each
+# store) first, largest first, then the other tests one by one in collection order: a test of a minute
+# handed out last keeps one process busy while the others have nothing left to do. So the tests marked
+# ``slow`` (several seconds each: processes, servers, fuzzing) are collected first, and the others fill
+# in around them; within each part the order stays as collected.
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the tests marked ``slow`` to the front (a stable sort)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 # -- with CI=true nothing skips ------------------------------------------------------------------------
 # A skipped test proves nothing, so in CI a skip is reported as a failure. A test that may skip even
 # there says why with ``@pytest.mark.allowed_skip(reason="...")`` (none does today).

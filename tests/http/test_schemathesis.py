@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 
@@ -72,6 +73,7 @@ def fuzz(strategy: Any, examples: int, checks: list[Any], base_url: str, headers
     return run
 
 
+@pytest.mark.slow  # about a thousand requests: started first in the parallel run (tests/conftest.py)
 def test_every_operation_fuzzed(api: Api, store_url: str) -> None:
     token = api.token("fuzz", "admin")
     headers = {"Authorization": f"Bearer {token}"}
