@@ -11,6 +11,7 @@ import pytest
 
 import jobloom
 from jobloom.engine import coordinator
+from jobloom.testing import TestClock
 from tests.helpers import eventually
 from tests.rate_windows import DATETIME_RESOLUTION, window_violations
 
@@ -262,26 +263,41 @@ async def test_rate_limit_with_burst_one_delivers_its_rate(app: jobloom.App) -> 
         await stop(worker, task)
 
 
-async def test_priority_aging_lifts_old_jobs(app: jobloom.App) -> None:
-    await app.set_limits("Nap", priority_aging=0.1)
-    old = await app.enqueue(Nap, {"n": "old"}, priority=0)
-    await asyncio.sleep(0.35)  # the old job gains 3 aging periods before the new one arrives: 3 > 2
-    new = await app.enqueue(Nap, {"n": "new"}, priority=2)
-    await app.drain(concurrency=1)
-    a, b = await app.get_job(old.id), await app.get_job(new.id)
-    assert a.started_at is not None and b.started_at is not None
-    assert a.started_at < b.started_at
+class Ordered(jobloom.Performer[dict[str, Any], None]):
+    """Records the order its jobs start in (``started``)."""
+
+    started: list[str] = []
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        Ordered.started.append(payload["n"])
 
 
-async def test_strict_priority_without_aging(app: jobloom.App) -> None:
-    await app.set_limits("Nap", priority_aging=None)
-    old = await app.enqueue(Nap, {"n": "old"}, priority=0)
-    await asyncio.sleep(0.2)
-    new = await app.enqueue(Nap, {"n": "new"}, priority=2)
-    await app.drain(concurrency=1)
-    a, b = await app.get_job(old.id), await app.get_job(new.id)
-    assert a.started_at is not None and b.started_at is not None
-    assert b.started_at < a.started_at
+async def _start_order(store_url: str, *, priority_aging: float | None, older_by: float) -> list[str]:
+    """An old job of priority 0 and, ``older_by`` seconds later on the test clock, a new one of priority 2,
+    run one at a time: the order they started in."""
+    clock = TestClock()  # the old job is exactly that much older, however slow the machine
+    app = jobloom.App(store_url, performers=[Ordered], auto_migrate=True, clock=clock)
+    Ordered.started = []
+    try:
+        await app.set_limits("Ordered", priority_aging=priority_aging)
+        await app.enqueue(Ordered, {"n": "old"}, priority=0)
+        clock.jump(older_by)
+        await app.enqueue(Ordered, {"n": "new"}, priority=2)
+        assert await app.drain(concurrency=1) == 2
+        return Ordered.started
+    finally:
+        await app.close()
+
+
+async def test_priority_aging_lifts_old_jobs(store_url: str) -> None:
+    # one period of 0.1 s is one priority point: the old job gains 3.5 before the new one arrives, 3.5 > 2
+    assert await _start_order(store_url, priority_aging=0.1, older_by=0.35) == ["old", "new"]
+    # and just short of it (1.5 < 2), the new job's priority still wins
+    assert await _start_order(store_url, priority_aging=0.1, older_by=0.15) == ["new", "old"]
+
+
+async def test_strict_priority_without_aging(store_url: str) -> None:
+    assert await _start_order(store_url, priority_aging=None, older_by=3600.0) == ["new", "old"]
 
 
 async def _due(app: jobloom.App, job: jobloom.Job) -> bool:
