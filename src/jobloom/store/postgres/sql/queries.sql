@@ -4,15 +4,6 @@
 -- an advisory lock per unique key; statements run at READ COMMITTED, so each one sees what the
 -- previous holder of a lock committed.
 
--- name: insert_job
-INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta,
-                          debounce_key, expires_at)
-VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
-        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node, :tags, :meta,
-        :debounce_key, :expires_at)
-RETURNING id
-
 -- name: lock_unique
 -- Racing enqueues of one unique key queue up here, so only the first inserts. The schema is part of
 -- the key so that apps sharing a database do not wait on each other (text cannot hold chr(0), so
@@ -20,41 +11,11 @@ RETURNING id
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || chr(31) || :binding::text),
                              hashtext(:unique_key::text))
 
--- name: find_unique
-SELECT id, state, unique_until FROM jobloom_jobs
-WHERE binding = :binding AND unique_key = :unique_key
-ORDER BY id DESC LIMIT 1
-
 -- name: lock_debounce
 -- Racing enqueues of one debounce key queue up here (as lock_unique does for unique keys; 'debounce'
 -- keeps the two kinds of key apart), so each finds what the one before it made or moved.
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || chr(31) || 'debounce' || chr(31) || :binding::text),
                              hashtext(:debounce_key::text))
-
--- name: find_debounced
--- The job enqueues of a debounce key collapse into: scheduled and never started (a retry's backoff or a
--- snooze is scheduled too, but has started), the newest if a window ended unpromoted. Locked: a
--- promotion that got there first leaves nothing to collapse into (the row no longer matches).
-SELECT id, run_at, created_at FROM jobloom_jobs
-WHERE binding = :binding AND debounce_key = :debounce_key AND state = 'scheduled' AND attempt = 0
-ORDER BY id DESC LIMIT 1
-FOR UPDATE
-
--- name: debounce_job
--- A debounced enqueue collapsed into its key's job: the latest payload, and the window moved on.
-UPDATE jobloom_jobs SET payload = :payload, run_at = :run_at, concurrency_key = :concurrency_key,
-                        expires_at = :expires_at
-WHERE id = :id AND state = 'scheduled' AND attempt = 0
-
--- name: get_job
-SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, tags, meta,
-       progress, retries_from
-FROM jobloom_jobs WHERE id = :id
-
--- name: count_by_state
--- Every job, succeeded and skipped ones included: reads the whole history.
-SELECT binding, state, count(*) AS n FROM jobloom_jobs GROUP BY binding, state
 
 -- name: count_by_state_indexed
 -- Every state but succeeded and skipped (most of the history), each read from a partial index of
@@ -68,20 +29,6 @@ SELECT binding, 'running', count(*) FROM jobloom_jobs WHERE state = 'running' GR
 UNION ALL
 SELECT binding, state, count(*) FROM jobloom_jobs
 WHERE state IN ('waiting', 'failed', 'stalled', 'cancelled') GROUP BY binding, state
-
--- name: get_attempts
-SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceback, reported_outcome, reported_at
-FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
-
--- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait
-FROM jobloom_bindings WHERE binding = :binding
-
--- name: list_bindings
-SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, paused_at, keyed
-FROM jobloom_bindings ORDER BY binding
 
 -- name: lock_binding
 -- The binding's row lock serializes its dispatches. The row is created if missing; when another
@@ -102,58 +49,6 @@ WITH locked AS (
 SELECT * FROM locked
 UNION ALL
 SELECT * FROM created
-
--- name: try_lock_binding
--- The binding's row lock for a rate-limited dispatch, unless another transaction holds it: that one is
--- dispatching the binding now and takes the token due; no row then, and this dispatch waits for the next.
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait
-FROM jobloom_bindings WHERE binding = :binding
-FOR UPDATE SKIP LOCKED
-
--- name: upsert_binding
--- By the app that performs the binding: its limits, its retention (JSON) that every pruner uses, and
--- its enqueue rules (JSON) that an app without its performer applies.
-INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, batch_size, batch_wait, keyed, rules, updated_at)
-VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
-        :batch_size, :batch_wait, :keyed, :rules, :now)
-ON CONFLICT (binding) DO UPDATE SET
-    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait, keyed = excluded.keyed,
-    concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
-    burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
-    retention = excluded.retention, rules = excluded.rules, updated_at = excluded.updated_at
-
--- name: set_overrides
-INSERT INTO jobloom_bindings (binding, overrides, updated_at) VALUES (:binding, :overrides, :now)
-ON CONFLICT (binding) DO UPDATE SET overrides = excluded.overrides, updated_at = excluded.updated_at
-
--- name: save_bucket
-UPDATE jobloom_bindings SET tokens = :tokens, tokens_at = :tokens_at WHERE binding = :binding
-
--- name: count_running
-SELECT count(*) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
-
--- name: running_by_key
-SELECT concurrency_key, count(*) AS n FROM jobloom_jobs
-WHERE binding = :binding AND state = 'running' AND concurrency_key IS NOT NULL
-GROUP BY concurrency_key
-
--- name: candidates_by_priority
--- SKIP LOCKED: workers claiming from one unlimited binding at once take disjoint jobs.
-SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs
-WHERE binding = :binding AND state = 'queued'
-  AND (concurrency_key IS NULL OR concurrency_key <> ALL(:full_keys::text[]))
-ORDER BY priority DESC, run_at, id LIMIT :limit
-FOR UPDATE SKIP LOCKED
-
--- name: candidates_by_age
--- `(state || '')` matches the by-age index, and only it (see 0005_dispatch_indexes).
-SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs
-WHERE binding = :binding AND (state || '') = 'queued'
-  AND (concurrency_key IS NULL OR concurrency_key <> ALL(:full_keys::text[]))
-ORDER BY run_at, id LIMIT :limit
-FOR UPDATE SKIP LOCKED
 
 -- name: claim
 -- The ids are candidates this transaction has just read FOR UPDATE (PostgreSQL rechecks that they
@@ -192,9 +87,6 @@ SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expir
 WHERE id = ANY(:ids::bigint[]) AND (expires_at IS NULL OR expires_at > :now)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
--- name: count_running_batches
-SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
-
 -- name: expire_due
 -- Jobs not started by their expiry end expired (run in every cycle before dispatch; claim checks the
 -- expiry too, so a job committed past it meanwhile is never claimed). Flow nodes have no expiry.
@@ -216,64 +108,6 @@ WITH due AS (
 UPDATE jobloom_jobs AS j SET state = 'queued' FROM due WHERE j.id = due.id
 RETURNING j.id, j.binding, j.attempt
 
--- name: lock_running
--- Locks are taken in id order everywhere a transaction locks several jobs, so they cannot deadlock.
-SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
-FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
-ORDER BY id
-FOR UPDATE
-
--- name: expired_leases
--- Candidates only, read without locks: the reaper locks their runs first, then the jobs (lock_expired).
-SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
-FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
-
--- name: lock_expired
--- The reaper's candidates, locked in id order and checked again; one that another transaction holds
--- is skipped (never waited for): it is being reported, or is reaped later.
-SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
-FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) AND state = 'running' AND lease_expires < :cutoff
-ORDER BY id
-FOR UPDATE SKIP LOCKED
-
--- name: finish_attempt
-UPDATE jobloom_jobs
-SET state = :state, result = :result, error = :error, run_at = :run_at, finished_at = :finished_at,
-    lease_owner = NULL, lease_expires = NULL, retries_from = retries_from + :refund,
-    payload = coalesce(:payload::text, payload)
-WHERE id = :id AND attempt = :attempt AND state = 'running'
-
--- name: snooze_attempt
--- The performer raised Snooze: scheduled again without spending the attempt (retries_from moves on,
--- as for a suspension), and one more snooze counted against the performer's max_snoozes.
-UPDATE jobloom_jobs
-SET state = 'scheduled', run_at = :run_at, lease_owner = NULL, lease_expires = NULL,
-    retries_from = retries_from + 1, snoozes = snoozes + 1
-WHERE id = :id AND attempt = :attempt AND state = 'running'
-
--- name: get_snoozes
-SELECT id, snoozes FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
-
--- name: insert_attempt
-INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
-VALUES (:job_id, :attempt, :worker, :started_at, :finished_at, :outcome, :error, :traceback)
-ON CONFLICT (job_id, attempt) DO NOTHING
-
--- name: get_attempt
-SELECT worker, outcome FROM jobloom_attempts WHERE job_id = :job_id AND attempt = :attempt
-
--- name: record_stale_report
-UPDATE jobloom_attempts SET reported_outcome = :outcome, reported_at = :at
-WHERE job_id = :job_id AND attempt = :attempt
-
--- name: release
-UPDATE jobloom_jobs
-SET state = 'queued', attempt = attempt - 1, lease_owner = NULL, lease_expires = NULL, started_at = NULL
-WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker
-
 -- name: heartbeat
 -- Fenced by attempt: only the (id, attempt) pairs that are still the jobs' current, running attempts of
 -- this worker are renewed.
@@ -286,60 +120,6 @@ WITH held AS (
 )
 UPDATE jobloom_jobs AS j SET lease_expires = :lease_expires FROM held WHERE j.id = held.id
 RETURNING j.id, j.attempt, j.cancel_requested
-
--- name: cancel_requests
-SELECT id, attempt FROM jobloom_jobs
-WHERE state = 'running' AND lease_owner = :worker AND cancel_requested
-
--- name: fail_attempt
--- The last resort for an attempt whose outcome cannot be applied: failed, with jobloom's own error text.
-UPDATE jobloom_jobs
-SET state = 'failed', error = :error, finished_at = :now, lease_owner = NULL, lease_expires = NULL
-WHERE id = :id AND attempt = :attempt AND state = 'running'
-RETURNING binding
-
--- name: next_scheduled
-SELECT min(run_at) AS at FROM jobloom_jobs WHERE state = 'scheduled'
-
--- name: next_expiry
--- The earliest expiry of a job not started (jobloom_jobs_expiring): the cycle that ends it is due then.
-SELECT min(expires_at) AS at FROM jobloom_jobs
-WHERE expires_at IS NOT NULL AND (state = 'scheduled' OR state = 'queued')
-
--- name: next_lease_expiry
-SELECT min(lease_expires) AS at FROM jobloom_jobs WHERE state = 'running'
-
--- name: job_run
-SELECT run_id FROM jobloom_jobs WHERE id = :id
-
--- name: lock_job
-SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs WHERE id = :id FOR UPDATE
-
--- name: cancel_now
-UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason
-WHERE id = :id AND state IN ('waiting', 'scheduled', 'queued')
-
--- name: request_cancel
-UPDATE jobloom_jobs SET cancel_requested = true WHERE id = :id AND state = 'running'
-
--- name: retry_now
-UPDATE jobloom_jobs
-SET state = 'queued', retries_from = attempt, run_at = :now, error = NULL, result = NULL, finished_at = NULL,
-    cancel_requested = false
-WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled')
-
--- name: insert_event
-INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
-VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
-
--- name: insert_counted_event
--- n events of one kind for one binding at one moment, in one row that names no job: duration is their
--- run times added up, top the longest, bucket the histogram bucket they share (NULL: no run time).
-INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration, n, top, bucket)
-VALUES (:at, NULL, :binding, :kind, 0, :duration, :n, :top, :bucket)
-
--- name: running_of_worker
-SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker
 
 -- name: insert_job_tags
 -- One row per tag of a job enqueued with tags (search by tag walks this table's primary key).

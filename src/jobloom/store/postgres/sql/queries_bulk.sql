@@ -78,3 +78,4 @@ SET state = 'queued', retries_from = j.attempt, run_at = u.now, error = NULL, re
     cancel_requested = false
 FROM json_to_recordset(:rows::json) AS u(id bigint, now float8)
 WHERE j.id = u.id AND j.state IN ('failed', 'stalled', 'cancelled')
+

@@ -1,8 +1,3 @@
--- name: set_progress
--- Fenced like a heartbeat: only the job's current, running attempt of this worker records progress.
-UPDATE jobloom_jobs SET progress = :progress
-WHERE id = :id AND attempt = :attempt AND lease_owner = :worker AND (state || '') = 'running'  -- by id
-
 -- name: set_progress__bulk
 -- The progress of many jobs in one statement, their rows locked in id order (the lock order).
 WITH r AS (

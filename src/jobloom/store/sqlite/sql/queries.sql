@@ -1,47 +1,11 @@
 -- Named queries of the SQLite store. Lists are passed as JSON arrays and read with json_each.
 
--- name: insert_job
-INSERT INTO jobloom_jobs (binding, state, payload, priority, run_at, max_attempts, delivery, timeout,
-                          unique_key, unique_until, concurrency_key, created_at, run_id, node, tags, meta,
-                          debounce_key, expires_at)
-VALUES (:binding, :state, :payload, :priority, :run_at, :max_attempts, :delivery, :timeout,
-        :unique_key, :unique_until, :concurrency_key, :created_at, :run_id, :node, :tags, :meta,
-        :debounce_key, :expires_at)
-
 -- name: lock_unique
 SELECT 1
-
--- name: find_unique
-SELECT id, state, unique_until FROM jobloom_jobs
-WHERE binding = :binding AND unique_key = :unique_key
-ORDER BY id DESC LIMIT 1
 
 -- name: lock_debounce
 -- SQLite serializes writers: enqueues of one debounce key run one after the other already.
 SELECT 1
-
--- name: find_debounced
--- The job enqueues of a debounce key collapse into: scheduled and never started (a retry's backoff or a
--- snooze is scheduled too, but has started), the newest if a window ended unpromoted.
-SELECT id, run_at, created_at FROM jobloom_jobs
-WHERE binding = :binding AND debounce_key = :debounce_key AND state = 'scheduled' AND attempt = 0
-ORDER BY id DESC LIMIT 1
-
--- name: debounce_job
--- A debounced enqueue collapsed into its key's job: the latest payload, and the window moved on.
-UPDATE jobloom_jobs SET payload = :payload, run_at = :run_at, concurrency_key = :concurrency_key,
-                        expires_at = :expires_at
-WHERE id = :id AND state = 'scheduled' AND attempt = 0
-
--- name: get_job
-SELECT id, binding, state, payload, attempt, max_attempts, priority, run_at, unique_key, concurrency_key,
-       delivery, result, error, created_at, started_at, finished_at, cancel_requested, run_id, node, tags, meta,
-       progress, retries_from
-FROM jobloom_jobs WHERE id = :id
-
--- name: count_by_state
--- Every job, succeeded and skipped ones included: reads the whole history.
-SELECT binding, state, count(*) AS n FROM jobloom_jobs GROUP BY binding, state
 
 -- name: count_by_state_indexed
 -- Every state but succeeded and skipped (most of the history), each read from a partial index of
@@ -56,70 +20,10 @@ UNION ALL
 SELECT binding, state, count(*) FROM jobloom_jobs
 WHERE (state = 'waiting' OR state = 'failed' OR state = 'stalled' OR state = 'cancelled') GROUP BY binding, state
 
--- name: get_attempts
-SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, traceback, reported_outcome, reported_at
-FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
-
--- name: get_binding
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait
-FROM jobloom_bindings WHERE binding = :binding
-
--- name: list_bindings
-SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, paused_at, keyed
-FROM jobloom_bindings ORDER BY binding
-
 -- name: lock_binding
 SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
        batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
-
--- name: try_lock_binding
--- One writer at a time holds the store: the binding is this transaction's already.
-SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait
-FROM jobloom_bindings WHERE binding = :binding
-
--- name: upsert_binding
--- By the app that performs the binding: its limits, its retention (JSON) that every pruner uses, and
--- its enqueue rules (JSON) that an app without its performer applies.
-INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, batch_size, batch_wait, keyed, rules, updated_at)
-VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
-        :batch_size, :batch_wait, :keyed, :rules, :now)
-ON CONFLICT (binding) DO UPDATE SET
-    batch_size = excluded.batch_size, batch_wait = excluded.batch_wait, keyed = excluded.keyed,
-    concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
-    burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
-    retention = excluded.retention, rules = excluded.rules, updated_at = excluded.updated_at
-
--- name: set_overrides
-INSERT INTO jobloom_bindings (binding, overrides, updated_at) VALUES (:binding, :overrides, :now)
-ON CONFLICT (binding) DO UPDATE SET overrides = excluded.overrides, updated_at = excluded.updated_at
-
--- name: save_bucket
-UPDATE jobloom_bindings SET tokens = :tokens, tokens_at = :tokens_at WHERE binding = :binding
-
--- name: count_running
-SELECT count(*) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
-
--- name: running_by_key
-SELECT concurrency_key, count(*) AS n FROM jobloom_jobs
-WHERE binding = :binding AND state = 'running' AND concurrency_key IS NOT NULL
-GROUP BY concurrency_key
-
--- name: candidates_by_priority
-SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued
-WHERE binding = :binding AND state = 'queued'
-  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
-ORDER BY priority DESC, run_at, id LIMIT :limit
-
--- name: candidates_by_age
-SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_age
-WHERE binding = :binding AND state = 'queued'
-  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
-ORDER BY run_at, id LIMIT :limit
 
 -- name: claim
 UPDATE jobloom_jobs
@@ -138,9 +42,6 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
   AND (expires_at IS NULL OR expires_at > :now)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
--- name: count_running_batches
-SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND state = 'running'
-
 -- name: expire_due
 -- Jobs not started by their expiry end expired (run in every cycle before dispatch, so none past it
 -- is claimed; claim checks the expiry too). Flow nodes have no expiry.
@@ -155,57 +56,6 @@ UPDATE jobloom_jobs SET state = 'queued'
 WHERE id IN (SELECT id FROM jobloom_jobs WHERE state = 'scheduled' AND run_at <= :now ORDER BY run_at LIMIT :limit)
 RETURNING id, binding, attempt
 
--- name: lock_running
-SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
-FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
-
--- name: expired_leases
-SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
-FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
-
--- name: lock_expired
-SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
-FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running' AND lease_expires < :cutoff
-ORDER BY id
-
--- name: finish_attempt
-UPDATE jobloom_jobs
-SET state = :state, result = :result, error = :error, run_at = :run_at, finished_at = :finished_at,
-    lease_owner = NULL, lease_expires = NULL, retries_from = retries_from + :refund,
-    payload = coalesce(:payload, payload)
-WHERE id = :id AND attempt = :attempt AND state = 'running'
-
--- name: snooze_attempt
--- The performer raised Snooze: scheduled again without spending the attempt (retries_from moves on,
--- as for a suspension), and one more snooze counted against the performer's max_snoozes.
-UPDATE jobloom_jobs
-SET state = 'scheduled', run_at = :run_at, lease_owner = NULL, lease_expires = NULL,
-    retries_from = retries_from + 1, snoozes = snoozes + 1
-WHERE id = :id AND attempt = :attempt AND state = 'running'
-
--- name: get_snoozes
-SELECT id, snoozes FROM jobloom_jobs WHERE id IN (SELECT value FROM json_each(:ids))
-
--- name: insert_attempt
-INSERT INTO jobloom_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error, traceback)
-VALUES (:job_id, :attempt, :worker, :started_at, :finished_at, :outcome, :error, :traceback)
-ON CONFLICT (job_id, attempt) DO NOTHING
-
--- name: get_attempt
-SELECT worker, outcome FROM jobloom_attempts WHERE job_id = :job_id AND attempt = :attempt
-
--- name: record_stale_report
-UPDATE jobloom_attempts SET reported_outcome = :outcome, reported_at = :at
-WHERE job_id = :job_id AND attempt = :attempt
-
--- name: release
-UPDATE jobloom_jobs
-SET state = 'queued', attempt = attempt - 1, lease_owner = NULL, lease_expires = NULL, started_at = NULL
-WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker
-
 -- name: heartbeat
 -- Fenced by attempt: only the (id, attempt) pairs (a JSON array of [id, attempt]) that are still the jobs'
 -- current, running attempts of this worker are renewed.
@@ -214,60 +64,6 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND (id, attempt) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:pairs))
   AND lease_owner = :worker AND state = 'running'
 RETURNING id, attempt, cancel_requested
-
--- name: cancel_requests
-SELECT id, attempt FROM jobloom_jobs
-WHERE state = 'running' AND lease_owner = :worker AND cancel_requested = 1
-
--- name: fail_attempt
--- The last resort for an attempt whose outcome cannot be applied: failed, with jobloom's own error text.
-UPDATE jobloom_jobs
-SET state = 'failed', error = :error, finished_at = :now, lease_owner = NULL, lease_expires = NULL
-WHERE id = :id AND attempt = :attempt AND state = 'running'
-RETURNING binding
-
--- name: next_scheduled
-SELECT min(run_at) AS at FROM jobloom_jobs WHERE state = 'scheduled'
-
--- name: next_expiry
--- The earliest expiry of a job not started (jobloom_jobs_expiring): the cycle that ends it is due then.
-SELECT min(expires_at) AS at FROM jobloom_jobs
-WHERE expires_at IS NOT NULL AND (state = 'scheduled' OR state = 'queued')
-
--- name: next_lease_expiry
-SELECT min(lease_expires) AS at FROM jobloom_jobs WHERE state = 'running'
-
--- name: job_run
-SELECT run_id FROM jobloom_jobs WHERE id = :id
-
--- name: lock_job
-SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs WHERE id = :id
-
--- name: cancel_now
-UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason
-WHERE id = :id AND state IN ('waiting', 'scheduled', 'queued')
-
--- name: request_cancel
-UPDATE jobloom_jobs SET cancel_requested = 1 WHERE id = :id AND state = 'running'
-
--- name: retry_now
-UPDATE jobloom_jobs
-SET state = 'queued', retries_from = attempt, run_at = :now, error = NULL, result = NULL, finished_at = NULL,
-    cancel_requested = 0
-WHERE id = :id AND state IN ('failed', 'stalled', 'cancelled')
-
--- name: insert_event
-INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)
-VALUES (:at, :job_id, :binding, :kind, :attempt, :duration)
-
--- name: insert_counted_event
--- n events of one kind for one binding at one moment, in one row that names no job: duration is their
--- run times added up, top the longest, bucket the histogram bucket they share (NULL: no run time).
-INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration, n, top, bucket)
-VALUES (:at, NULL, :binding, :kind, 0, :duration, :n, :top, :bucket)
-
--- name: running_of_worker
-SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_owner = :worker
 
 -- name: insert_job_tags
 -- One row per tag of a job enqueued with tags (search by tag walks this table's primary key).

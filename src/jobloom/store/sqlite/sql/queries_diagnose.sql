@@ -1,33 +1,6 @@
 -- Named queries of the diagnosis of a job that is not running (app/diagnose.py). Each reads an index
 -- of active jobs only, so that its cost does not grow with the history.
 
--- name: peek_by_priority
--- The queued jobs dispatch would weigh first (candidates_by_priority; of one concurrency key if :key is given), read without claiming them.
-SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued
-WHERE binding = :binding AND state = 'queued'
-  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
-  AND (:key IS NULL OR concurrency_key = :key)
-ORDER BY priority DESC, run_at, id LIMIT :limit
-
--- name: peek_by_age
--- The oldest queued jobs (candidates_by_age), read without claiming them.
-SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_age
-WHERE binding = :binding AND state = 'queued'
-  AND (concurrency_key IS NULL OR concurrency_key NOT IN (SELECT value FROM json_each(:full_keys)))
-  AND (:key IS NULL OR concurrency_key = :key)
-ORDER BY run_at, id LIMIT :limit
-
--- name: running_ids
--- Running jobs of a binding (of one concurrency key, if :key is given), oldest first.
-SELECT id FROM jobloom_jobs
-WHERE binding = :binding AND state = 'running' AND (:key IS NULL OR concurrency_key = :key)
-ORDER BY id LIMIT :limit
-
--- name: node_jobs
--- The jobs of some nodes of a run.
-SELECT id, node, state FROM jobloom_jobs
-WHERE run_id = :run_id AND node IN (SELECT value FROM json_each(:nodes))
-
 -- name: active_in_range
 -- Active jobs of a run whose node lies between :lo and :hi (a fan-out's children, or what a node
 -- spawned), from the index of active run jobs.
@@ -35,7 +8,3 @@ SELECT id, node, state FROM jobloom_jobs
 WHERE run_id = :run_id AND (state = 'waiting' OR state = 'scheduled' OR state = 'queued' OR state = 'running')
   AND node > :lo AND node < :hi
 ORDER BY node LIMIT :limit
-
--- name: job_timing
--- A job's debounce key and expiry, for the diagnosis (not part of the job's record).
-SELECT debounce_key, expires_at FROM jobloom_jobs WHERE id = :id

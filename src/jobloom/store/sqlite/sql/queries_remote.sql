@@ -1,13 +1,6 @@
 -- Named queries of the pull protocol (jobloom.engine.remote): a remote attempt's claim secret is kept
 -- only as its SHA-256 (claim_hash), and every heartbeat and report of the attempt must present it.
 
--- name: set_claim
--- A remote claim: the attempt's claim hash, and its lease no later than its deadline (started_at + timeout).
-UPDATE jobloom_jobs
-SET claim_hash = :claim_hash,
-    lease_expires = CASE WHEN timeout IS NULL THEN lease_expires ELSE MIN(lease_expires, started_at + timeout) END
-WHERE id = :id AND attempt = :attempt AND state = 'running'
-
 -- name: heartbeat_remote
 -- Fenced by attempt and by claim: only the [id, attempt, claim hash] triples (a JSON array) that are still
 -- the jobs' current, running attempts of this worker, claimed with that secret, are renewed; never past
@@ -19,8 +12,3 @@ WHERE id IN (SELECT value FROM json_each(:ids))
                                            json_extract(value, '$[2]') FROM json_each(:triples))
   AND lease_owner = :worker AND state = 'running'
 RETURNING id, attempt, cancel_requested, binding, lease_expires
-
--- name: remote_attempts
--- The running attempts of jobs a heartbeat did not renew: was it a wrong claim secret?
-SELECT id, attempt, binding, lease_owner, claim_hash FROM jobloom_jobs
-WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'running'

@@ -15,3 +15,4 @@ VALUES (:name, :prefix, :secret_hash, :scopes, :now, :bindings)
 
 -- name: revoke_token
 UPDATE jobloom_tokens SET revoked_at = :now WHERE name = :name AND revoked_at IS NULL
+

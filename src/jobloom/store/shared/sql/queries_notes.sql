@@ -7,4 +7,5 @@ INSERT INTO jobloom_job_notes (job_id, at, actor, what) VALUES (:job_id, :at, :a
 SELECT at, actor, what FROM jobloom_job_notes WHERE job_id = :job_id ORDER BY id
 
 -- name: prune_history_notes
-DELETE FROM jobloom_job_notes WHERE job_id IN (SELECT value FROM json_each(:ids))
+DELETE FROM jobloom_job_notes WHERE job_id = ANY(:ids::bigint[])
+

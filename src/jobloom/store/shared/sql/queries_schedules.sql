@@ -1,5 +1,6 @@
--- Named queries of schedules (jobloom_schedules). The write transaction that fires a schedule
--- holds the store's write lock, which serializes it against every other worker.
+-- Named queries of schedules (jobloom_schedules). The transaction that fires a schedule holds its row
+-- (lock_schedule_row: PostgreSQL's row lock, SQLite's write lock), which serializes it against every
+-- other worker.
 
 -- name: list_schedule_rows
 SELECT name, origin, definition, paused, last_tick, next_run, last_run_at, last_job_id, last_run_id,
@@ -15,6 +16,7 @@ FROM jobloom_schedules WHERE name = :name
 SELECT name, origin, definition, paused, last_tick, next_run, last_run_at, last_job_id, last_run_id,
        last_error, last_error_at, fired, skipped
 FROM jobloom_schedules WHERE name = :name
+FOR UPDATE
 
 -- name: insert_schedule_row
 INSERT INTO jobloom_schedules (name, origin, definition, last_tick, next_run, created_at, updated_at)
@@ -39,7 +41,7 @@ SET last_tick = :last_tick, next_run = :next_run, last_run_at = :last_run_at, la
 WHERE name = :name
 
 -- name: set_schedule_paused
-UPDATE jobloom_schedules SET paused = :paused, last_tick = :last_tick, next_run = :next_run, updated_at = :now
+UPDATE jobloom_schedules SET paused = :paused::boolean, last_tick = :last_tick, next_run = :next_run, updated_at = :now
 WHERE name = :name
 
 -- name: delete_schedule_row
@@ -47,3 +49,4 @@ DELETE FROM jobloom_schedules WHERE name = :name AND origin = 'runtime'
 
 -- name: schedule_job_state
 SELECT state FROM jobloom_jobs WHERE id = :id
+
