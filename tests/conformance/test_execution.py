@@ -329,24 +329,31 @@ async def test_a_delayed_job_ages_only_from_when_it_became_runnable(app: jobloom
     assert b.started_at < a.started_at
 
 
-async def test_a_lost_attempt_is_retried_after_its_backoff_not_at_once(app: jobloom.App) -> None:
-    job = await app.enqueue(Lost, {})
-    store = await app.store()
-    # a worker claims the job and vanishes: no heartbeat, no report
-    got = await store.transact(lambda tx: coordinator.dispatch(
-        tx, "Lost", capacity=1, worker="vanished", now=store.now(), lease=0.2))
-    assert [c.id for c in got.claimed] == [job.id]
-    worker, task = await run_worker(app, concurrency=10)
+async def test_a_lost_attempt_is_retried_after_its_backoff_not_at_once(store_url: str) -> None:
+    clock = TestClock()  # the lease and the backoff pass when the test says, however slow the machine
+    app = jobloom.App(store_url, performers=ALL, auto_migrate=True, lease=1.0, clock=clock)
     try:
-        await eventually(lambda: _state(app, job.id, "succeeded"), timeout=10, what="the lost job retried")
+        job = await app.enqueue(Lost, {})
+        store = await app.store()
+        # a worker claims the job and vanishes: no heartbeat, no report
+        got = await store.transact(lambda tx: coordinator.dispatch(
+            tx, "Lost", capacity=1, worker="vanished", now=store.now(), lease=0.2))
+        assert [c.id for c in got.claimed] == [job.id]
+        # the lease ends at 0.2 s and is reaped after its grace: the attempt is lost, its retry not yet due
+        await clock.advance(0.2 + coordinator.LEASE_GRACE + 0.1)
+        [first] = await app.attempts(job.id)
+        assert (first.outcome, first.worker) == ("lost", "vanished") and first.finished_at is not None
+        lost = await app.get_job(job.id)
+        assert lost.state == "scheduled" and lost.run_at is not None
+        # Lost's backoff is a fixed 1.5 s: the retry is due that long after the loss was found, not at once
+        assert (lost.run_at - first.finished_at).total_seconds() == pytest.approx(1.5, abs=DATETIME_RESOLUTION)
+        await clock.advance(2.0)
+        first, second = await app.attempts(job.id)
+        assert second.outcome == "succeeded" and (await app.get_job(job.id)).state == "succeeded"
+        waited = (second.started_at - first.finished_at).total_seconds()
+        assert waited == pytest.approx(1.5, abs=DATETIME_RESOLUTION), waited
     finally:
-        await stop(worker, task)
-    first, second = await app.attempts(job.id)
-    assert (first.outcome, first.worker, second.outcome) == ("lost", "vanished", "succeeded")
-    assert first.finished_at is not None
-    # Lost's backoff is a fixed 1.5 s: the retry starts that long after the loss was found, not at once
-    waited = (second.started_at - first.finished_at).total_seconds()
-    assert waited >= 1.5 - DATETIME_RESOLUTION, waited
+        await app.close()
 
 
 async def test_set_limits_takes_effect_at_the_next_dispatch(app: jobloom.App) -> None:
