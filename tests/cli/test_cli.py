@@ -645,3 +645,17 @@ def test_job_text_is_printed_literally_and_control_characters_escaped(cli: Env) 
     shown = cli.run("jobs", "show", str(boom), "--url", cli.url).stdout
     assert "a[/oops]b" in shown and "[bold]x[/]" in shown, shown
     assert "\\x1b]0;pwned\\x07" in shown and "\\u202e" in shown, shown  # shown as escapes
+
+
+def test_jobs_why_names_the_debounce_window_and_the_expiry(cli: Env) -> None:
+    first = cli.enqueue("Boom", '{"to": "a@example.com"}', "--debounce", "600", "--debounce-key", "user:42",
+                        "--expires-in", "3600")
+    again = cli.enqueue("Boom", '{"to": "b@example.com"}', "--debounce", "600", "--debounce-key", "user:42",
+                        "--expires-in", "3600")
+    assert again == first and cli.job(first)["payload"] == {"to": "b@example.com"}
+    out = cli.run("jobs", "why", str(first), "--url", cli.url).stdout
+    assert "debounce_window" in out and "'user:42'" in out and "expires" in out, out
+    got = cli.json("jobs", "why", str(first), "--url", cli.url)
+    assert got["reasons"][0]["code"] == "debounce_window" and got["ready"] is False
+    missing = cli.run("jobs", "why", "999", "--url", cli.url, rc=1)
+    assert "999" in missing.stderr

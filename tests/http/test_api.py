@@ -230,3 +230,18 @@ def test_debounced_enqueues_collapse_and_bad_timing_options_name_the_field(api: 
         answer = api.client.post("/v1/jobs", json={"binding": "Echo", "payload": 1, **bad}, headers=h)
         assert answer.status_code == 422 and answer.json()["error"]["field"] == field, answer.text
         assert "Echo" in answer.json()["error"]["message"]
+
+
+def test_why_names_the_debounce_window_and_the_expiry(api: Api) -> None:
+    h = auth(api)
+    body: dict[str, Any] = {"binding": "Echo", "payload": [1], "debounce": 60, "debounce_key": "user:42",
+                            "expires_in": 3600}
+    job = api.client.post("/v1/jobs", json=body, headers=h).json()
+    why = api.client.get(f"/v1/jobs/{job['id']}/why", headers=h)
+    assert why.status_code == 200, why.text
+    got = why.json()
+    assert (got["job_id"], got["state"], got["ready"]) == (job["id"], "scheduled", False)
+    codes = [r["code"] for r in got["reasons"]]
+    assert codes[0] == "debounce_window" and codes[-1] == "expires", codes
+    assert "'user:42'" in got["reasons"][0]["text"] and got["reasons"][0]["until"] is not None
+    assert api.client.get("/v1/jobs/123456789/why", headers=h).status_code == 404

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from jobloom.app.diagnose import Diagnosis, why_not_running
 from jobloom.app.facade import App
 from jobloom.app.search import JobFilter
 from jobloom.cli.common import (
@@ -37,6 +38,7 @@ from jobloom.core.errors import InvalidOption
 from jobloom.core.states import ALL_STATES
 from jobloom.core.types import Attempt, Job
 from jobloom.flows.flow import INTERNAL_BINDINGS
+from jobloom.http.encode import diagnosis_dict
 
 jobs_cli = typer.Typer(
     name="jobs", help="Look at jobs and act on them: list, show, retry, cancel, delete, counts.", no_args_is_help=True
@@ -286,6 +288,39 @@ def show_command(
         print_json({"job": jsonable(job), "attempts": jsonable(attempts)})
     else:
         print_job(job, attempts)
+
+
+@jobs_cli.command("why")
+def why_command(
+    ctx: typer.Context,
+    job_id: JobId,
+    app_ref: AppOption = None,
+    url: UrlOption = None,
+    schema: SchemaOption = None,
+    as_json: JsonOption = False,
+    wait: WaitOption = WAIT,
+) -> None:
+    """Why a job is not running: each cause that holds it (a debounce window, a full binding, a rate
+    limit, ...) with the jobs it names and when it ends; or why an expired job never ran."""
+    app = open_target(ctx, app_ref, url, schema, wait)
+
+    async def load(a: App) -> Diagnosis:
+        return await why_not_running(a, job_id)
+
+    d = run(app, load)
+    if as_json:
+        print_json(diagnosis_dict(d))
+        return
+    console.print(Text(f"job {d.job_id}: ") + Text(d.state, style=STATE_STYLES.get(d.state, "")))
+    if not d.reasons:
+        console.print("nothing holds it: it is running or finished", style="dim")
+    for r in d.reasons:
+        line = Text(f"{r.code:<16}", style="bold") + Text(r.text)
+        if r.until is not None:
+            line += Text(f" (until {r.until.isoformat(timespec='seconds')})", style="dim")
+        if r.job_ids:
+            line += Text(" jobs " + ", ".join(map(str, r.job_ids)), style="dim")
+        console.print(line)
 
 
 OptionalJobId = Annotated[int | None, typer.Argument(help="The job's id (or filters with --all).", min=1)]

@@ -266,6 +266,13 @@ def enqueue(
     ] = None,
     max_attempts: Annotated[int | None, typer.Option(help="Attempts before the job fails.")] = None,
     delivery: Annotated[str | None, typer.Option(help="at_least_once or at_most_once.")] = None,
+    debounce: Annotated[
+        float | None, typer.Option(help="Seconds: enqueues of --debounce-key within it collapse into one job.")
+    ] = None,
+    debounce_key: Annotated[str | None, typer.Option(help="The key debounced enqueues collapse by.")] = None,
+    expires_in: Annotated[
+        float | None, typer.Option(help="Seconds: a job not started by then never starts (it ends expired).")
+    ] = None,
     app_ref: AppOption = None,
     as_json: JsonOption = False,
     wait: WaitOption = WAIT,
@@ -276,7 +283,8 @@ def enqueue(
     app.spec(name)
     job = run(app, lambda a: a.enqueue(
         name, value, delay=delay, priority=priority, unique_key=unique_key, concurrency_key=concurrency_key,
-        max_attempts=max_attempts, delivery=delivery,
+        max_attempts=max_attempts, delivery=delivery, debounce=debounce, debounce_key=debounce_key,
+        expires_in=expires_in,
     ))
     if as_json:
         print_json(job)

@@ -101,6 +101,14 @@ def stats_dict(st: Stats) -> dict[str, Any]:
             "pending_events": st.pending_events}
 
 
+def diagnosis_dict(d: Any) -> dict[str, Any]:
+    """Why a job is not running (``jobloom.app.diagnose.Diagnosis``) as ``GET /v1/jobs/{id}/why`` (and
+    ``jobloom jobs why --json``) writes it: its fields, and ``ready``."""
+    out: dict[str, Any] = plain(d)
+    out["ready"] = d.ready
+    return out
+
+
 def dumps(value: Any) -> bytes:
     """JSON bytes of a JSON-ready value."""
     return _dumps(value).encode()

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import Response
 
 from jobloom.app import enqueueing
+from jobloom.app.diagnose import why_not_running
 from jobloom.core.errors import JobloomError
 from jobloom.core.text import MAX_ID
 from jobloom.core.types import Job
@@ -16,7 +17,7 @@ from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueReque
 from jobloom.engine.performer import PerformerSpec
 from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
-from jobloom.http.encode import attempt_json, dumps, job_json, jobs_json
+from jobloom.http.encode import attempt_json, diagnosis_dict, dumps, job_json, jobs_json
 from jobloom.http.errors import field_of
 from jobloom.http.tokens import StoredToken
 
@@ -147,6 +148,11 @@ def router(ctx: Context) -> APIRouter:
         """The ids of the jobs a job depends on, and of (up to 100 of) the jobs that depend on it."""
         deps, dependants = await app.job_links(job_id)
         return json_response(dumps({"dependencies": list(deps), "dependants": list(dependants)}))
+
+    @api.get("/{job_id}/why", response_model=s.DiagnosisOut, **read)
+    async def why_job(job_id: JobId) -> Response:
+        """Why a job is not running (or why an expired one never ran), asked of the dispatch decision itself."""
+        return json_response(dumps(diagnosis_dict(await why_not_running(app, job_id))))
 
     @api.get("/{job_id}/attempts", response_model=s.AttemptsOut, **read)
     async def get_attempts(job_id: JobId) -> Response:

@@ -65,6 +65,26 @@ class BatchBody(Body):
     jobs: list[EnqueueBody] = Field(min_length=1, max_length=10_000)
 
 
+class ReasonOut(BaseModel):
+    """One cause that holds a job back (``code``: ``debounce_window``, ``binding_full``, ``expires``,
+    ...; see the how-to on finding jobs), the jobs it refers to, and when it ends if known."""
+
+    code: str
+    text: str
+    job_ids: list[int]
+    until: datetime | None
+
+
+class DiagnosisOut(BaseModel):
+    """Why a job is not running: every cause that holds it, or the one reason ``ready``; a running or
+    finished job has none, but an ``expired`` one says why it never ran."""
+
+    job_id: int
+    state: str
+    reasons: list[ReasonOut]
+    ready: bool
+
+
 class DependenciesOut(BaseModel):
     """The jobs a job depends on, and (up to 100 of) the jobs that depend on it, by id."""
 
