@@ -44,8 +44,8 @@ class Executor:
     def __init__(self, app: Host, name: str, *, concurrency: int, sync_concurrency: int, sync_bindings: frozenset[str],
                  completer: Completer, progress: ProgressBuffer, telemetry: Telemetry, clock: Clock,
                  wake: asyncio.Event) -> None:
-        self.app = app
-        self.name = name
+        self._app = app
+        self._name = name
         self.concurrency = concurrency
         self.sync_concurrency = sync_concurrency
         self.sync_bindings = sync_bindings
@@ -111,7 +111,7 @@ class Executor:
         rec = self.running[key] = Running(claimed, lease_until, key)
         loop = asyncio.get_running_loop()
         rec.task = loop.create_task(self._execute(rec))
-        if claimed.timeout is not None and ((spec := self.app.specs.get(claimed.binding)) is None or spec.is_async):
+        if claimed.timeout is not None and ((spec := self._app.specs.get(claimed.binding)) is None or spec.is_async):
             # a sync job's clock starts with its thread or child process
             rec.timer = loop.call_at(loop.time() + claimed.timeout, self.stop_job, key, "timeout")
 
@@ -128,7 +128,7 @@ class Executor:
             recs[0].timer = task.get_loop().call_later(claims[0].timeout, self.stop_job, recs[0].key, "timeout")
 
     async def _execute_batch(self, recs: list[Running]) -> None:
-        spec = self.app.specs[recs[0].claimed.binding]
+        spec = self._app.specs[recs[0].claimed.binding]
         by_id = {r.claimed.id: r for r in recs}
         for rec in recs:
             rec.started = True
@@ -136,23 +136,23 @@ class Executor:
         tel = self._telemetry
         tokens, ended = None, tel.attempt_ended
         if tel.per_attempt:
-            tokens = [tel.attempt_started(r.claimed, self.name) for r in recs]
+            tokens = [tel.attempt_started(r.claimed, self._name) for r in recs]
         deadline = None if recs[0].claimed.timeout is None else time.time() + recs[0].claimed.timeout
 
         def context(c: Claimed) -> JobContext:
-            return JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts, c.run_id, c.node,
-                              self.app.spawn_child if c.run_id is None else self.app.hooks.spawner(c),
+            return JobContext(c.id, c.binding, c.attempt, deadline, self._name, c.max_attempts, c.run_id, c.node,
+                              self._app.spawn_child if c.run_id is None else self._app.hooks.spawner(c),
                               links=self._links)
 
         try:
             outcomes = await batches.run_batch(
-                spec, [r.claimed for r in recs], worker=self.name, env=self.app.env, context=context,
-                node_payload=self.app.hooks.node_payload, stopped=lambda c: by_id[c.id].stop_reason,
+                spec, [r.claimed for r in recs], worker=self._name, env=self._app.env, context=context,
+                node_payload=self._app.hooks.node_payload, stopped=lambda c: by_id[c.id].stop_reason,
                 now=self._clock.now)
         except BaseException as exc:  # jobloom's own failure around the call: every job fails this attempt
             kind, error, tb, *_ = reporting.ending_of(exc, None, None)
             finished = self._clock.now()
-            outcomes = [Outcome(r.claimed.id, r.claimed.attempt, kind, self.name, r.claimed.started_at, finished,
+            outcomes = [Outcome(r.claimed.id, r.claimed.attempt, kind, self._name, r.claimed.started_at, finished,
                                 error=error, traceback=tb, run_id=r.claimed.run_id) for r in recs]
         if recs[0].timer is not None:
             recs[0].timer.cancel()
@@ -178,7 +178,7 @@ class Executor:
                     "running until its lease expires, then the reaper retries it (stalled if at most once)",
                     outcome.job_id, outcome.attempt, outcome.kind,
                     extra={"event": "job_unreported", "job_id": outcome.job_id, "attempt": outcome.attempt,
-                           "ended": outcome.kind, "worker": self.name})
+                           "ended": outcome.kind, "worker": self._name})
 
     def cancel(self, rec: Running) -> None:
         """Cancel ``rec``'s task. A task cancelled before its first step never runs its body, so nothing
@@ -207,7 +207,7 @@ class Executor:
             log.warning("job %d attempt %d ended before it began (%s)", c.id, c.attempt, error)
             if rec.timer is not None:
                 rec.timer.cancel()
-            self._completer.add(Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, error=error,
+            self._completer.add(Outcome(c.id, c.attempt, kind, self._name, c.started_at, finished, error=error,
                                          run_id=c.run_id))
             del self.running[rec.key]
         if left[0].batch and not left[0].started:
@@ -244,30 +244,30 @@ class Executor:
         try:  # from its first step on, the body ends the attempt, whatever fails in it
             rec.started = True
             if tel.per_attempt:  # what ends the attempt is what was there when it started
-                token, ended = tel.attempt_started(c, self.name), tel.attempt_ended
+                token, ended = tel.attempt_started(c, self._name), tel.attempt_ended
             self.attempts_run += 1
-            if c.binding in self.app.hooks.internal_bindings:
-                value = await self.app.hooks.run_node(c)
+            if c.binding in self._app.hooks.internal_bindings:
+                value = await self._app.hooks.run_node(c)
                 result = None if value is None else json.dumps(value)
             else:
-                spec = self.app.specs.get(c.binding)
+                spec = self._app.specs.get(c.binding)
                 if spec is None:
                     raise Permanent(f"this worker has no performer for binding {c.binding!r}")
                 if c.node is not None and c.payload == "":
-                    payload_json = await self.app.hooks.node_payload(c)
+                    payload_json = await self._app.hooks.node_payload(c)
                 payload = spec.load_payload(payload_json or c.payload)
                 performer = spec.cls()
-                performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self.name, c.max_attempts,
-                                           c.run_id, c.node, self.app.spawn_child if c.run_id is None
-                                           else self.app.hooks.spawner(c),
+                performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self._name, c.max_attempts,
+                                           c.run_id, c.node, self._app.spawn_child if c.run_id is None
+                                           else self._app.hooks.spawner(c),
                                            Control(rec, self._progress, self._clock.now, sync=not spec.is_async),
                                            self._links)
-                performer.env = self.app.env
-                store = self._clock.store if self._clock.store is not None else await self.app.store()
+                performer.env = self._app.env
+                store = self._clock.store if self._clock.store is not None else await self._app.store()
                 performer._steps = StepContext(store, c.id, c.attempt)
                 if spec.push:
                     if self._push is None:
-                        self._push = PushClient(self.app.signing_secret or b"", self.app.specs)
+                        self._push = PushClient(self._app.signing_secret or b"", self._app.specs)
                     performer._push = self._push  # type: ignore[attr-defined]
                 if spec.is_async:
                     value = await performer.perform(payload)
@@ -281,9 +281,9 @@ class Executor:
         if rec.timer is not None:
             rec.timer.cancel()
         finished = self._clock.now()
-        outcome = Outcome(c.id, c.attempt, kind, self.name, c.started_at, finished, result, error, tb, retry_after,
+        outcome = Outcome(c.id, c.attempt, kind, self._name, c.started_at, finished, result, error, tb, retry_after,
                           payload_json, wait, c.run_id)
-        if kind == lifecycle.SNOOZED and (spec := self.app.specs.get(c.binding)) is not None:
+        if kind == lifecycle.SNOOZED and (spec := self._app.specs.get(c.binding)) is not None:
             outcome.max_snoozes = spec.max_snoozes
         if self._completer.closed:  # the worker has stopped: nothing reports this outcome, and the store
             self._unreported(rec, outcome)  # keeps the job running until its lease expires

@@ -76,7 +76,7 @@ class Worker:
         sync_concurrency: int | None = None,
     ) -> None:
         self.app = app
-        self.concurrency, self.sync_concurrency = _slots(concurrency, sync_concurrency)
+        total, sync = _slots(concurrency, sync_concurrency)
         self.bindings = list(bindings) if bindings else [
             *(b for b, s in app.specs.items() if s.remote is None), *app.hooks.internal_bindings]
         for b in self.bindings:
@@ -95,7 +95,7 @@ class Worker:
         # bindings whose jobs take a thread or a child process: they share the sync_concurrency slots
         sync_bindings = frozenset(
             b for b in self.bindings if (spec := app.specs.get(b)) is not None and not spec.is_async)
-        self.executor = Executor(app, self.name, concurrency=self.concurrency, sync_concurrency=self.sync_concurrency,
+        self.executor = Executor(app, self.name, concurrency=total, sync_concurrency=sync,
                                  sync_bindings=sync_bindings, completer=self.completer, progress=self.progress,
                                  telemetry=self.telemetry, clock=self.clock, wake=self._wakes.loop)
         self.leases = Leases(app, self.name, lease=self.lease, bindings=self.bindings, executor=self.executor,
@@ -107,6 +107,16 @@ class Worker:
                                  cycle=self.cycle, clock=self.clock, stopping=self._stopping, wakes=self._wakes)
 
     # -- what the process sees ----------------------------------------------------------------------
+
+    @property
+    def concurrency(self) -> int:
+        """Jobs at once (the executor's slots)."""
+        return self.executor.concurrency
+
+    @property
+    def sync_concurrency(self) -> int:
+        """Of those, jobs of sync performers at once."""
+        return self.executor.sync_concurrency
 
     @property
     def grace(self) -> float:
