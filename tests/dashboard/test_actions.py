@@ -216,3 +216,26 @@ def test_a_limit_changed_on_the_limits_page_is_what_dispatch_follows(page: Any, 
     expect(page.locator("#bindings tr[data-binding=Throttled]")).to_contain_text("*")
     wait_until("them all to finish", lambda: all(site.job(j.id).finished for j in jobs), timeout=60)
     site.run(app.reset_limits("Throttled"))
+
+
+def test_the_job_page_names_the_debounce_window_and_why_an_expired_job_never_ran(page: Any, site: Site) -> None:
+    app, d = site.app, site.dashapp
+
+    async def setup() -> tuple[Any, Any]:
+        debounced = await app.enqueue(d.Quick, {"n": 1}, debounce=3600, debounce_key="user:42")
+        lapsing = await app.enqueue(d.Unserved, {}, expires_in=0.5)  # no worker serves it: it cannot start
+        return debounced, lapsing
+
+    debounced, lapsing = site.run(setup())
+    try:
+        page.goto(f"{site.url}/jobs/{debounced.id}")
+        reason = page.locator("#why [data-reason=debounce_window]")
+        expect(reason).to_contain_text("'user:42'")
+        expect(page.locator("#why [data-reason=expires]")).to_have_count(0)
+        wait_until("the unserved job to expire", lambda: site.job(lapsing.id).state == "expired")
+        page.goto(f"{site.url}/jobs/{lapsing.id}")
+        expect(page.locator("#why h2")).to_have_text("Why did it never run?")
+        expect(page.locator("#why [data-reason=expired]")).to_contain_text("It never ran")
+    finally:
+        with contextlib.suppress(JobloomError):
+            site.run(app.cancel(debounced.id))
