@@ -1,9 +1,11 @@
-"""Debounce across processes: enqueues of one key from several processes at once make one job, which
-runs once, with the latest payload."""
+"""Debounce and expiry across processes: enqueues of one key from several processes at once make one
+job, which runs once, with the latest payload; and no worker process starts a job at or past its expiry."""
 
 from __future__ import annotations
 
 import jobloom
+from jobloom.core.queries import Q
+from jobloom.store.base import Tx
 from tests.helpers import eventually
 
 from .conftest import Processes
@@ -51,3 +53,37 @@ async def test_one_job_per_key_runs_once_with_the_latest_payload(app: jobloom.Ap
     done = await eventually(ran, timeout=60, what="the debounced job ran")
     assert (done.result, done.attempt) == (9999, 1)
     assert len(await app.list_jobs(binding="Plain", limit=100)) == KEYS
+
+
+async def test_no_worker_process_starts_a_job_past_its_expiry(app: jobloom.App, procs: Processes) -> None:
+    for _ in range(3):
+        procs.worker()
+    ping = await app.enqueue("Plain", {"n": 1})
+
+    async def up() -> bool:
+        return (await app.get_job(ping.id)).state == "succeeded"
+
+    await eventually(up, timeout=60, what="the workers are up")
+    # 20/s burst 5 starts at most 35 in 1.5 s: the others must expire, never start late
+    jobs = await app.enqueue_many([jobloom.EnqueueRequest("Rated", {}, jobloom.EnqueueOptions(expires_in=1.5))
+                                   for _ in range(100)])
+
+    async def settled() -> list[jobloom.Job] | None:
+        now = [await app.get_job(j.id) for j in jobs]
+        return now if all(j.state in ("succeeded", "expired") for j in now) else None
+
+    done = await eventually(settled, timeout=60, what="every job ran or expired")
+    store = await app.store()
+
+    async def expiries(tx: Tx) -> dict[int, float]:
+        found = await tx.fetch_batch([(Q.job_timing, {"id": j.id}) for j in jobs])
+        return {j.id: rows[0].expires_at for j, rows in zip(jobs, found, strict=True)}
+
+    expires = await store.transact(expiries, exclusive=False)
+    ran = [j for j in done if j.state == "succeeded"]
+    lapsed = [j for j in done if j.state == "expired"]
+    assert ran and lapsed, (len(ran), len(lapsed))
+    assert all(j.started_ts is not None and j.started_ts < expires[j.id] for j in ran)
+    assert all(j.attempt == 0 and j.started_ts is None for j in lapsed)
+    performed = {int(line.split()[0]) for line in procs.read("rated")}
+    assert performed == {j.id for j in ran}
