@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from jobloom.engine.remote import RemoteBinding, RemoteJob
     from jobloom.engine.steps import EventTimeout, LeaseLost, StepNotStorable
     from jobloom.engine.worker import Worker
-    from jobloom.flows.flow import Flow, FlowError, Node
+    from jobloom.flows.flow import Flow, FlowError, Node, UpstreamFailed
     from jobloom.flows.runs import RunNotFound
     from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 
@@ -89,6 +89,7 @@ _WHERE: dict[str, str] = {
     "Flow": "jobloom.flows.flow",
     "FlowError": "jobloom.flows.flow",
     "Node": "jobloom.flows.flow",
+    "UpstreamFailed": "jobloom.flows.flow",
     "RunNotFound": "jobloom.flows.runs",
     "InvalidSchedule": "jobloom.schedules.schedule",
     "Schedule": "jobloom.schedules.schedule",
@@ -143,6 +144,7 @@ __all__ = [
     "StoreError",
     "UnknownBinding",
     "UnknownSchedule",
+    "UpstreamFailed",
     "WaitTimeout",
     "Worker",
     "verify_signature",

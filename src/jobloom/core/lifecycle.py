@@ -18,7 +18,8 @@ CANCELLED = "cancelled"  # cancelled while running
 LOST = "lost"  # the lease expired: the worker is gone
 SUSPENDED = "suspended"  # a durable sleep or event wait: runs again later, without spending an attempt
 SNOOZED = "snoozed"  # the performer raised Snooze: runs again after its delay, without spending an attempt
-OUTCOMES = frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, SUSPENDED, SNOOZED})
+SKIPPED = "skipped"  # a flow node whose when= was false: skipped, without running its performer
+OUTCOMES = frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, SUSPENDED, SNOOZED, SKIPPED})
 DEFAULT_MAX_SNOOZES = 100
 
 
@@ -59,6 +60,8 @@ def next_state(
         return Transition("succeeded")
     if cancel_requested or outcome == CANCELLED:
         return Transition("cancelled")
+    if outcome == SKIPPED:
+        return Transition("skipped")
     if outcome == SUSPENDED:
         return Transition("scheduled", now if retry_after is None else max(now, retry_after))
     if outcome == SNOOZED:

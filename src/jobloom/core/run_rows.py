@@ -70,11 +70,12 @@ class NodeStateRow(NamedTuple):
 
 
 class NodeResultRow(NamedTuple):
-    """A node's state and result."""
+    """A node's state, result and error."""
 
     node: str | None
     state: str
     result: str | None
+    error: str | None
 
 
 class ChildRow(NamedTuple):

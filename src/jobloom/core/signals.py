@@ -30,3 +30,8 @@ class Snooze(Exception):
 
 class Permanent(Exception):
     """Raised by a performer to fail the job at once, without further attempts."""
+
+
+class Skip(Exception):
+    """Raised by jobloom, not by performers: a flow node's ``when=`` was false, and the node ends
+    ``skipped`` without running its performer."""

@@ -74,10 +74,10 @@ TRANSITIONS: Final[tuple[Transition, ...]] = (
        "a job that has not started by its expiry (expires_at) never starts: it ends expired"),
     _t("claim", QUEUED, RUNNING, "the coordinator dispatches a job to a worker under a lease"),
     _t("claim_batch", QUEUED, RUNNING, "the coordinator dispatches a batch of a batch performer's jobs to a worker"),
-    _t("finish_attempt", RUNNING, frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SCHEDULED, EXPIRED}),
+    _t("finish_attempt", RUNNING, frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SCHEDULED, EXPIRED, SKIPPED}),
        "an attempt ended (or its lease expired): done, failed for good, stalled (at most once), cancelled, "
-       "scheduled again (a retry with backoff, or a durable sleep or event wait), or expired (a retry whose "
-       "backoff ends at or past the job's expiry)"),
+       "scheduled again (a retry with backoff, or a durable sleep or event wait), expired (a retry whose "
+       "backoff ends at or past the job's expiry), or skipped (a flow node whose when= was false)"),
     _t("snooze_attempt", RUNNING, SCHEDULED,
        "the performer raised Snooze: the job runs again after the delay, without spending an attempt"),
     _t("fail_attempt", RUNNING, FAILED,

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from jobloom.core import lifecycle
 from jobloom.core.options import MAX_DELAY, finite
-from jobloom.core.signals import Permanent
+from jobloom.core.signals import Permanent, Skip
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.core.types import JobContext
 from jobloom.engine import reporting
@@ -101,6 +101,8 @@ async def run_batch(
             if c.node is not None and c.payload == "":
                 raw = built[c.id] = await node_payload(c)
             items.append((c, BatchItem(spec.load_payload(raw), context(c))))
+        except Skip as exc:  # a node whose when= is false
+            endings[c.id] = (reporting.ending_of(exc, None, None), None)
         except Exception as exc:  # one item's payload never fails the others
             endings[c.id] = (reporting.Ending(lifecycle.PERMANENT, f"{type(exc).__name__}: {exc}"), None)
     whole: reporting.Ending | None = None

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidOption, shown
 from jobloom.core.queries import Q, Query
-from jobloom.core.rows import ChildRow, NodeResultRow, RunRow
-from jobloom.core.signals import Permanent
+from jobloom.core.rows import ChildRow, NodeResultRow, RunJobRow, RunRow
+from jobloom.core.signals import Permanent, Skip
 from jobloom.core.states import ACTIVE_STATES, RUN_RESUMABLE_STATES
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
 from jobloom.engine.steps import FOREVER, Suspended
 from jobloom.flows import spec
 from jobloom.flows.api import node_options, start_run
-from jobloom.flows.flow import Flow, FlowError, Node, child_name_problem
-from jobloom.flows.runs import CHILDREN_DONE, SUBFLOW_DONE, insert_children, like_prefix, top_node
+from jobloom.flows.flow import Flow, FlowError, Node, UpstreamFailed, child_name_problem
+from jobloom.flows.runs import CHILDREN_DONE, FAILURE_STATES, SUBFLOW_DONE, insert_children, like_prefix, top_node
 
 if TYPE_CHECKING:
     from jobloom.core.types import Job
@@ -90,11 +90,42 @@ async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any,
     run, results, children = loaded
     flow, node = _node_of(app, run, top_node(c.node) or "")
     up: dict[str, Any] = {}
-    for r in results:
-        up[r.node or ""] = None if r.result is None else json.loads(r.result)
+    for r in results:  # an upstream that did not succeed: a node with on_upstream_failure="run" sees how
+        if r.state != "succeeded":
+            up[r.node or ""] = UpstreamFailed(r.state, r.error)
+        else:
+            up[r.node or ""] = None if r.result is None else json.loads(r.result)
     for name in {up_name for up_name, _ in children}:
-        up[name] = fanout_summary([child for up_name, child in children if up_name == name])
-    return flow, node, json.loads(run.input), up, int(run.depth)
+        if not isinstance(up.get(name), UpstreamFailed):
+            up[name] = fanout_summary([child for up_name, child in children if up_name == name])
+    inp = json.loads(run.input)
+    _when(node, inp, up)
+    return flow, node, inp, up, int(run.depth)
+
+
+def _when(node: Node, inp: Any, up: dict[str, Any]) -> None:
+    """Skip the node (``Skip``: it ends ``skipped``) when its ``when=`` says so; a ``when=`` that raises
+    fails it."""
+    if node.when is None:
+        return
+    try:
+        go = node.when(inp, up)
+    except Exception as exc:
+        raise Permanent(f"when of node {node.name!r} raised {type(exc).__name__}: {exc}") from exc
+    if not go:
+        raise Skip(f"when= of node {node.name!r} was false")
+
+
+async def _failures(host: FlowHost, run_id: str | None) -> dict[str, str | None]:
+    """What an on_failure node's payload says: the run's nodes that failed it, with their errors."""
+    store = await host.store()
+
+    async def read(tx: Tx) -> list[RunJobRow]:
+        return await tx.fetch(Q.run_jobs, {"run_id": run_id})
+
+    rows = await store.transact(read, exclusive=False)
+    return {r.node: r.error for r in rows
+            if r.node is not None and top_node(r.node) == r.node and r.state in FAILURE_STATES}
 
 
 def _node_of(app: FlowHost, run: RunRow, name: str) -> tuple[Flow, Node]:
@@ -132,6 +163,8 @@ async def node_payload(contexts: NodeContexts, c: Claimed) -> str:
     """Build a node's payload with its ``input`` function; a function that raises fails the node."""
     _, node, inp, up, _ = await _context(contexts, c)
     app = contexts.host
+    if node.on_failure:
+        return app.spec(node.child_binding).dump_payload({"failed": await _failures(app, c.run_id)}, check_keys=False)
     try:
         value = node.input(inp, up)
     except Exception as exc:

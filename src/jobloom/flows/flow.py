@@ -144,8 +144,6 @@ class Flow:
                             f"got {shown(node.upstream_failure)}")
         if node.when is not None and not callable(node.when):
             raise FlowError(f"{where}: when must be a function of (input, upstream); got {node.when!r}")
-        if node.when is not None or node.on_failure or node.upstream_failure != "skip":
-            raise FlowError(f"{where}: when=, on_failure and on_upstream_failure are not supported yet")
         check_tags(node.options.get("tags"), where)
         check_meta(node.options.get("meta"), where)
         self.nodes[node.name] = node

@@ -23,6 +23,7 @@ from jobloom.core.queries import Q, Query
 from jobloom.core.rows import NodeStateRow, RunRow
 from jobloom.core.states import (
     ACTIVE_STATES,
+    FINISHED_STATES,
     RUN_FINISHED_STATES,
     RUN_RESUMABLE_STATES,
     RUN_RUNNING,
@@ -156,7 +157,7 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
     ending: list[tuple[RunRow, dict[str | None, str]]] = []
     for run, states in read.runs:
         moves += _moves(run, by_run[run.id], states, read.done, now)
-        if not any(s in ACTIVE_STATES for s in states.values()):
+        if run_settled(run, states):
             ending.append((run, states))
     if ending:
         active = await tx.fetch_batch([(Q.run_child_active, {"run_id": run.id}) for run, _ in ending])
@@ -245,7 +246,8 @@ def _moves(
             down[up].append(n)
     moves: list[Move] = []
     woken: set[str] = set()
-    for node, state in nodes:
+    anyway = policy(run).anyway
+    for node, _ in nodes:
         if node is None or "/" in node:  # a spawned child: its owner is settled by on_finished
             continue
         if ":" in node:  # a fan-out child: wake its parent once all children are done
@@ -254,46 +256,96 @@ def _moves(
                 woken.add(parent)
                 moves.append((Q.wake_node, {"run_id": run_id, "node": parent, "now": now}, "queued"))
             continue
-        if state == "succeeded" and run.state == RUN_RUNNING:
-            for d in down.get(node, []):  # the run is locked: a node seen waiting is still waiting
-                if states.get(d) == "waiting" and all(states.get(u) == "succeeded" for u in graph[d]):
-                    moves.append((Q.queue_waiting, {"run_id": run_id, "node": d, "now": now}, "queued"))
-                    states[d] = "queued"
-        elif state != "succeeded":
-            moves += _skip_downstream(run_id, node, down, states, now)
+        for d, move in _downstream(node, graph, down, states, anyway, running=run.state == RUN_RUNNING):
+            states[d] = move  # the run is locked: a node seen waiting is still waiting
+            moves.append(_move(run_id, d, move, node, now))
     return moves
 
 
-def _skip_downstream(
-    run_id: str, node: str, down: dict[str, list[str]], states: dict[str | None, str], now: float
-) -> list[Move]:
-    moves: list[Move] = []
+def _move(run_id: str, node: str, to: str, upstream: str, now: float) -> Move:
+    if to == "queued":
+        return (Q.queue_waiting, {"run_id": run_id, "node": node, "now": now}, "queued")
+    return (Q.skip_waiting, {"run_id": run_id, "node": node, "now": now,
+                             "reason": f"skipped: upstream node {upstream!r} did not succeed"}, "skipped")
+
+
+def _downstream(
+    node: str, graph: dict[str, list[str]], down: dict[str, list[str]], states: dict[str | None, str],
+    anyway: frozenset[str], *, running: bool,
+) -> list[tuple[str, str]]:
+    """A pure plan: the waiting nodes that ``node`` finishing moves on, and where to (``queued`` or
+    ``skipped``), in order. A node is queued once every upstream succeeded, or (``anyway``: declared
+    with ``on_upstream_failure="run"``) once every upstream finished; otherwise an upstream that did not
+    succeed skips it, and the skip goes on downstream. Nodes are queued only while the run runs."""
+    plan: list[tuple[str, str]] = []
+    seen = dict(states)
     todo = list(down.get(node, []))
     while todo:
-        d = todo.pop()
-        if states.get(d) != "waiting":
+        d = todo.pop(0)
+        if seen.get(d) != "waiting":
             continue
-        moves.append((Q.skip_waiting, {
-            "run_id": run_id, "node": d, "now": now, "reason": f"skipped: upstream node {node!r} did not succeed",
-        }, "skipped"))
-        states[d] = "skipped"
-        todo.extend(down.get(d, []))
-    return moves
+        ups = [seen.get(u) for u in graph[d]]
+        if all(u == "succeeded" for u in ups) or (d in anyway and not any(u in ACTIVE_STATES for u in ups)):
+            if running:
+                plan.append((d, "queued"))
+                seen[d] = "queued"
+        elif d not in anyway and any(u is not None and u not in ACTIVE_STATES and u != "succeeded" for u in ups):
+            plan.append((d, "skipped"))
+            seen[d] = "skipped"
+            todo.extend(down.get(d, []))
+    return plan
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a run's stored definition says of its nodes' failure paths: the nodes that run whatever
+    their upstream's outcome (``anyway``) and those that run only when the run fails (``handlers``)."""
+
+    anyway: frozenset[str] = frozenset()
+    handlers: frozenset[str] = frozenset()
+
+
+def policy(run: RunRow) -> Policy:
+    """The failure paths of ``run``'s nodes (none for a run started before definitions were stored)."""
+    if run.spec is None:
+        return Policy()
+    nodes: dict[str, dict[str, Any]] = json.loads(run.spec)["nodes"]
+    return Policy(frozenset(n for n, d in nodes.items() if d.get("on_upstream_failure") == "run"),
+                  frozenset(n for n, d in nodes.items() if d.get("on_failure")))
+
+
+FAILURE_STATES = FINISHED_STATES - {"succeeded", "skipped"}
+"""The states of a node that fail its run: failed, stalled, cancelled... (a ``skipped`` node does not:
+its upstream failed, which fails the run, or its ``when=`` was false)."""
+
+
+def run_settled(run: RunRow, states: dict[str | None, str]) -> bool:
+    """Whether none of ``run``'s jobs is active but its ``on_failure`` nodes waiting for the run's end."""
+    handlers = policy(run).handlers if run.state == RUN_RUNNING else frozenset()
+    return not any(s in ACTIVE_STATES and not (s == "waiting" and n in handlers) for n, s in states.items())
 
 
 def _end(run: RunRow, states: dict[str | None, str], now: float, *, wake: bool = True) -> list[Move]:
     """Ending ``run`` once none of its jobs is active (``states``: at least its top-level nodes'), and
     waking the job that waits for it (unless ``wake`` is False: the caller settles that job)."""
     run_id, state, parent_job_id = run.id, run.state, run.parent_job_id
-    if any(s in ACTIVE_STATES for s in states.values()):
+    if not run_settled(run, states):
         return []
     moves: list[Move] = []
     if state == RUN_RUNNING:
         top = {n: s for n, s in states.items() if n is not None and ":" not in n and "/" not in n}
-        ok = all(s == "succeeded" for s in top.values())
-        failed = sorted(n for n, s in top.items() if s != "succeeded")
-        error = None if ok else f"nodes did not succeed: {', '.join(failed)}"
-        moves.append(("set_run_state", {"id": run_id, "state": "succeeded" if ok else "failed", "error": error,
+        failed = sorted(n for n, s in top.items() if s in FAILURE_STATES)
+        waiting = sorted(n for n in policy(run).handlers if top.get(n) == "waiting")
+        if waiting and failed:  # the run fails: its on_failure nodes run first
+            for n in waiting:
+                states[n] = "queued"
+            return [(Q.queue_waiting, {"run_id": run_id, "node": n, "now": now}, "queued") for n in waiting]
+        for n in waiting:  # the run does not fail: they are skipped
+            states[n] = "skipped"
+            moves.append((Q.skip_waiting, {"run_id": run_id, "node": n, "now": now,
+                                           "reason": "skipped: the run did not fail"}, "skipped"))
+        error = f"nodes did not succeed: {', '.join(failed)}" if failed else None
+        moves.append(("set_run_state", {"id": run_id, "state": "failed" if failed else "succeeded", "error": error,
                                         "finished_at": now}, None))
     elif state in RUN_STOPPING:
         moves.append(("set_run_state", {"id": run_id, "state": RUN_STOPPING[state], "error": run.error,
@@ -340,6 +392,7 @@ async def resume_run(tx: Tx, run_id: str, now: float) -> int:
         raise InvalidTransition(0, "still stopping", f"resume run {run_id!r}")
     graph: dict[str, list[str]] = json.loads(run.graph)
     states = {r.node: r.state for r in jobs}
+    handlers = policy(run).handlers  # they wait for the run's end again
     reset = 0
     for job in jobs:
         job_id, node, state, attempt, binding = job.id, job.node, job.state, job.attempt, job.binding
@@ -347,7 +400,7 @@ async def resume_run(tx: Tx, run_id: str, now: float) -> int:
             continue
         top = top_node(node) or node
         # a fan-out or spawned child exists only if its node ran: its node's upstream succeeded
-        ready = top != node or all(states.get(u) == "succeeded" for u in graph.get(top, []))
+        ready = top != node or (node not in handlers and all(states.get(u) == "succeeded" for u in graph.get(top, [])))
         target = "queued" if ready else "waiting"
         if await tx.execute("reset_node", {"id": job_id, "state": target, "now": now}):
             reset += 1

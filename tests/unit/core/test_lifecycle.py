@@ -45,8 +45,16 @@ def step(outcome: str, **overrides: Any) -> Transition:
 
 def test_the_outcome_kinds() -> None:
     assert frozenset({SUCCEEDED, FAILED, TIMEOUT, RETRY, PERMANENT, CANCELLED, LOST, lifecycle.SUSPENDED,
-                      lifecycle.SNOOZED}) == OUTCOMES
+                      lifecycle.SNOOZED, lifecycle.SKIPPED}) == OUTCOMES
     assert lifecycle.FAILED == "failed"
+
+
+def test_a_skipped_node_ends_skipped_unless_cancelled() -> None:
+    for delivery in ("at_least_once", "at_most_once"):
+        for cancel, state in ((False, "skipped"), (True, "cancelled")):
+            nxt = next_state(lifecycle.SKIPPED, now=NOW, attempt=1, retries_from=0, max_attempts=3, delivery=delivery,
+                             cancel_requested=cancel, backoff=Backoff.fixed(1))
+            assert nxt == lifecycle.Transition(state)
 
 
 def _snoozed(snoozes: int, **kw: object) -> lifecycle.Transition:

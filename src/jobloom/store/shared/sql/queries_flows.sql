@@ -37,7 +37,7 @@ UPDATE jobloom_runs SET state = :state, error = :error, finished_at = :finished_
 SELECT id, node, state, result, error, attempt, binding FROM jobloom_jobs WHERE run_id = :run_id ORDER BY id
 
 -- name: node_results
-SELECT node, state, result FROM jobloom_jobs
+SELECT node, state, result, error FROM jobloom_jobs
 WHERE run_id = :run_id AND node = ANY(:nodes::text[])
 
 -- name: children_of
