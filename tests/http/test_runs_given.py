@@ -58,6 +58,10 @@ def test_starting_a_given_flow_takes_the_enqueue_scope(api: Api) -> None:
     ({"nodes": [{"name": "a", "binding": "Echo", "priority": "high"}]}, "definition.nodes[0].priority", ""),
     ({"nodes": [{"name": f"n{i}", "binding": "Echo"} for i in range(1001)]}, "definition.nodes", ""),
     ({"nodes": []}, "definition.nodes", ""),
+    ({"nodes": [{"name": "a", "binding": "SendMail", "items": [{"to": "x"}, {"to": 5}]}]},
+     "definition.nodes[0].items[1]", "invalid payload for SendMail"),
+    ({"nodes": [{"name": "a", "binding": "Echo", "on_upstream_failure": "maybe"}]},
+     "definition.nodes[0].on_upstream_failure", ""),
 ])
 def test_a_definition_is_validated_strictly_naming_the_field(api: Api, change: dict[str, Any], field: str,
                                                                says: str) -> None:
@@ -73,3 +77,26 @@ def test_a_given_flow_cannot_take_a_declared_name(api: Api) -> None:
     r = api.client.post("/v1/runs", json={"flow": "greet", "definition": DEFINITION}, headers=auth(api, "enqueue"))
     assert r.status_code == 422 and r.json()["error"]["field"] == "definition"
     assert "declared on this app" in r.json()["error"]["message"]
+
+
+def test_a_given_flow_takes_its_failure_paths_as_data(api: Api) -> None:
+    h = auth(api, "enqueue,read")
+    definition = {"nodes": [
+        {"name": "first", "binding": "SendMail", "payload": {"to": 5}},  # refused by the payload's type
+        {"name": "anyway", "binding": "Echo", "after": ["first"], "on_upstream_failure": "run", "payload": "ran"},
+        {"name": "alert", "binding": "Echo", "on_failure": True},
+    ]}
+    r = api.client.post("/v1/runs", json={"flow": "given", "id": "g3", "definition": definition}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "definition.nodes[0].payload", r.text
+    definition["nodes"][0]["payload"] = {"to": "a@example.com"}
+    definition["nodes"][0]["binding"] = "Waits"
+    r = api.client.post("/v1/runs", json={"flow": "given", "id": "g3", "definition": definition}, headers=h)
+    assert r.status_code == 201, r.text
+    api.app.run_sync(api.app.cancel_run("g3"))
+    done = api.client.get("/v1/runs/g3", headers=h).json()
+    assert done["state"] == "cancelled" and done["nodes"]["alert"]["state"] == "cancelled"
+    bad = {"nodes": [{"name": "a", "binding": "Echo"}, {"name": "h", "binding": "Echo", "on_failure": True,
+                                                       "after": ["a"]}]}
+    r = api.client.post("/v1/runs", json={"flow": "given", "definition": bad}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "definition.nodes[1]", r.text
+    assert "an on_failure node takes no after" in r.json()["error"]["message"]

@@ -65,10 +65,18 @@ def router(ctx: Context) -> APIRouter:
         """The flow a request gives as data, its bindings checked (a bare store's: by their stored rules)."""
         for i, node in enumerate(definition.nodes):
             try:
-                await ctx.spec(node.binding)
+                spec = await ctx.spec(node.binding)
             except JobloomError as exc:
                 exc.api_field = f"definition.nodes[{i}].binding"  # type: ignore[attr-defined]
                 raise
+            given = [("payload", node.payload)] if "payload" in node.model_fields_set else []
+            given += [(f"items[{j}]", item) for j, item in enumerate(node.items or [])]
+            for where, value in given:  # every payload now, not when its node would run
+                try:
+                    spec.validate_payload(value, check_keys=False)
+                except JobloomError as exc:
+                    exc.api_field = f"definition.nodes[{i}].{where}"  # type: ignore[attr-defined]
+                    raise
         return flow_of(name, definition)
 
     async def run_exists(run_id: str) -> bool:
