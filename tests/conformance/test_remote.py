@@ -12,6 +12,8 @@ import pydantic
 import pytest
 
 import jobloom
+from jobloom.engine import coordinator
+from jobloom.testing import TestClock
 from tests.helpers import eventually
 
 
@@ -78,16 +80,32 @@ async def test_a_silent_remote_worker_loses_its_job_after_the_lease(app: jobloom
     assert first.outcome == "lost" and first.worker == "silent"
 
 
-async def test_heartbeats_keep_the_lease(app: jobloom.App) -> None:
+@pytest.fixture
+async def clocked(store_url: str) -> AsyncIterator[tuple[jobloom.App, TestClock]]:
+    """The same app on a test clock: leases pass when the test says."""
+    clock = TestClock()
+    app = jobloom.App(store_url, performers=[TRANSCODE, jobloom.RemoteBinding("Counted", payload=SCHEMA), Local],
+                      auto_migrate=True, lease=1.0, clock=clock)
+    yield app, clock
+    await app.close()
+
+
+async def test_heartbeats_keep_the_lease(clocked: tuple[jobloom.App, TestClock]) -> None:
+    app, clock = clocked
     job = await app.enqueue(TRANSCODE, {"url": "v"})
     (held,) = await app.remote_claim("w1", ["Transcode"], max=1)
-    end = time.monotonic() + 2.5
-    while time.monotonic() < end:
+    for _ in range(10):  # 2.5 s: more than twice the lease of 1 s and its grace
         assert await app.remote_heartbeat("w1", [(job.id, 1, held.claim), (job.id, 7, held.claim)]) == [(job.id, 1)]
+        clock.jump(0.25)
         assert await app.remote_claim("w2", ["Transcode"], max=1) == []
-        await asyncio.sleep(0.25)
     assert await app.remote_heartbeat("w2", [(job.id, 1, held.claim)]) == [], "another worker's attempt"
     assert await app.remote_heartbeat("w1", []) == []
+    clock.jump(1.0 + coordinator.LEASE_GRACE + 0.25)  # no heartbeat for longer than the lease: lost
+    assert await app.remote_claim("w2", ["Transcode"], max=1) == []  # found lost, retried after its backoff
+    assert (await app.attempts(job.id))[0].outcome == "lost"
+    clock.jump(0.1)
+    [again] = await app.remote_claim("w2", ["Transcode"], max=1)
+    assert (again.id, again.attempt) == (job.id, 2)
 
 
 async def test_a_stale_completion_returns_false_and_changes_nothing(app: jobloom.App) -> None:
