@@ -148,7 +148,9 @@ def stats(
     else:
         print_table(stats_table(o, names))
     t = o.stats.total
+    expired = f"{t.expired} expired, " if t.expired else ""  # not started by their expiry
     console.print(f"all: {t.enqueued} enqueued, {t.succeeded} succeeded, {t.failed} failed, {t.retried} retried, "
-                  f"run time p50 {_seconds(t.p50)} p90 {_seconds(t.p90)} p99 {_seconds(t.p99)}", highlight=False)
+                  f"{expired}run time p50 {_seconds(t.p50)} p90 {_seconds(t.p90)} p99 {_seconds(t.p99)}",
+                  highlight=False)
     if o.stats.pending_events:
         console.print(f"{o.stats.pending_events} events not counted yet (workers fold them in)", style="dim")
