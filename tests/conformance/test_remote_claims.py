@@ -11,7 +11,6 @@ import pytest
 
 import jobloom
 import jobloom.testing
-from tests.helpers import eventually
 
 RENDER = jobloom.RemoteBinding("Render", concurrency=4, max_attempts=2, backoff=jobloom.Backoff.fixed(0.05))
 SHORT = jobloom.RemoteBinding("Short", timeout=1.5, max_attempts=2, backoff=jobloom.Backoff.fixed(0.05))
@@ -52,27 +51,30 @@ async def test_a_binding_limited_caller_touches_no_other_binding(app: jobloom.Ap
     assert await app.remote_complete("w", job.id, 1, "succeeded", claim=held.claim, only=frozenset({"Short"}))
 
 
-async def test_heartbeats_never_keep_an_attempt_past_its_timeout(app: jobloom.App) -> None:
-    job = await app.enqueue(SHORT, {})
-    (held,) = await app.remote_claim("w", ["Short"], max=1)
-    assert held.deadline is not None and held.lease_expires_at <= held.deadline
-    stopped_at = None
-
-    async def beaten() -> bool:
-        nonlocal stopped_at
-        if await app.remote_heartbeat("w", [(job.id, 1, held.claim)]) == []:
-            stopped_at = app.now()
-            return True
-        assert await _lease(app, job.id) <= held.deadline + 1e-6, "renewed past the deadline"
-        return False
-
-    await eventually(beaten, timeout=10, interval=0.1)
-    assert stopped_at is not None and stopped_at >= held.deadline - 0.05, "dropped before the deadline"
-    (again,) = await app.remote_claim("other", ["Short"], max=1, wait=30)  # reaped once its lease ran out
-    assert (again.id, again.attempt) == (job.id, 2)
-    first = (await app.attempts(job.id))[0]
-    assert first.outcome == "timeout" and first.error == "timed out after 1.5 s", first
-    assert await app.remote_complete("w", job.id, 1, "succeeded", claim=held.claim) is False
+async def test_heartbeats_never_keep_an_attempt_past_its_timeout(store_url: str) -> None:
+    clock = jobloom.testing.TestClock()  # heartbeats every 0.1 s of the clock, however slow the machine
+    app = jobloom.App(store_url, performers=[RENDER, SHORT], auto_migrate=True, lease=1.0, clock=clock)
+    try:
+        job = await app.enqueue(SHORT, {})
+        (held,) = await app.remote_claim("w", ["Short"], max=1)
+        assert held.deadline is not None and held.lease_expires_at <= held.deadline
+        stopped_at = None
+        for _ in range(40):  # 4 s: well past the timeout of 1.5 s
+            if await app.remote_heartbeat("w", [(job.id, 1, held.claim)]) == []:
+                stopped_at = app.now()
+                break
+            assert await _lease(app, job.id) <= held.deadline + 1e-6, "renewed past the deadline"
+            clock.jump(0.1)
+        assert stopped_at is not None, "heartbeats kept the attempt for 4 s"
+        assert stopped_at >= held.deadline - 0.05, "dropped before the deadline"
+        await clock.advance(5)  # its lease runs out: reaped, timed out, and retried after its backoff
+        first = (await app.attempts(job.id))[0]
+        assert first.outcome == "timeout" and first.error == "timed out after 1.5 s", first
+        (again,) = await app.remote_claim("other", ["Short"], max=1)
+        assert (again.id, again.attempt) == (job.id, 2)
+        assert await app.remote_complete("w", job.id, 1, "succeeded", claim=held.claim) is False
+    finally:
+        await app.close()
 
 
 async def test_a_report_after_the_timeout_is_refused_and_the_attempt_times_out(store_url: str) -> None:
