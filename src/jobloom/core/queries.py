@@ -17,9 +17,11 @@ from jobloom.core.rows import (
     BindingMomentRow,
     BindingOfRow,
     BindingRow,
+    CallChildRow,
     CandidateRow,
     ChildCountRow,
     ChildRow,
+    ChildStateRow,
     ClaimRow,
     CountRow,
     CursorRow,
@@ -41,6 +43,7 @@ from jobloom.core.rows import (
     NodeRow,
     NodeStateRow,
     NoteRow,
+    ParentRow,
     PolicyRow,
     PriorAttemptRow,
     ProjectedEventRow,
@@ -168,6 +171,9 @@ class Q:
     get_attempts = Query("get_attempts", AttemptRow)
     get_signal = Query("get_signal", SignalRow)
     get_steps = Query("get_steps", StepRow)
+    call_child = Query("call_child", CallChildRow)
+    call_children = Query("call_children", ChildStateRow)
+    parent_of = Query("parent_of", ParentRow)
     get_run = Query("get_run", RunRow)
     list_runs = Query("list_runs", RunRow)
     lock_run = Query("lock_run", RunRow)

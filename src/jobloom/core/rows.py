@@ -117,6 +117,7 @@ class RunningRow(NamedTuple):
     claim_hash: str | None
     dependants: bool
     expires_at: float | None = None  # a retry due at or past it ends the job expired
+    parent_id: int | None = None  # the caller whose ``self.call`` made the job: woken when it ends
 
 
 class LockedJobRow(NamedTuple):
@@ -129,6 +130,7 @@ class LockedJobRow(NamedTuple):
     run_id: str | None
     node: str | None
     dependants: bool
+    parent_id: int | None = None
 
 
 class HeldRow(NamedTuple):
@@ -319,6 +321,29 @@ class SignalRow(NamedTuple):
     """An event sent to a job."""
 
     data: str | None
+
+
+class CallChildRow(NamedTuple):
+    """The job a ``self.call`` made, as its caller reads it."""
+
+    id: int
+    binding: str
+    state: str
+    result: str | None
+    error: str | None
+
+
+class ChildStateRow(NamedTuple):
+    """A called child's state, as its suspending caller's report reads it."""
+
+    id: int
+    state: str
+
+
+class ParentRow(NamedTuple):
+    """The caller of a job made by ``self.call``."""
+
+    parent_id: int
 
 
 class StepRow(NamedTuple):

@@ -93,14 +93,14 @@ SELECT count(DISTINCT batch) AS n FROM jobloom_jobs WHERE binding = :binding AND
 -- name: expired_leases
 -- Candidates only, read without locks: the reaper locks their runs first, then the jobs (lock_expired).
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at, parent_id
 FROM jobloom_jobs WHERE state = 'running' AND lease_expires < :cutoff ORDER BY lease_expires LIMIT :limit
 
 -- name: lock_expired
 -- The reaper's candidates, locked in id order and checked again; one that another transaction holds
 -- is skipped (never waited for): it is being reported, or is reaped later.
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at, parent_id
 FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) AND state = 'running' AND lease_expires < :cutoff
 ORDER BY id
 FOR UPDATE SKIP LOCKED
@@ -162,7 +162,7 @@ SELECT min(lease_expires) AS at FROM jobloom_jobs WHERE state = 'running'
 SELECT run_id FROM jobloom_jobs WHERE id = :id
 
 -- name: lock_job
-SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs WHERE id = :id FOR UPDATE
+SELECT id, state, attempt, binding, run_id, node, dependants, parent_id FROM jobloom_jobs WHERE id = :id FOR UPDATE
 
 -- name: cancel_now
 UPDATE jobloom_jobs SET state = 'cancelled', finished_at = :now, error = :reason
@@ -209,7 +209,7 @@ FOR UPDATE SKIP LOCKED
 -- name: lock_running
 -- Locks are taken in id order everywhere a transaction locks several jobs, so they cannot deadlock.
 SELECT id, binding, state, attempt, retries_from, max_attempts, delivery, cancel_requested, lease_owner,
-       started_at, run_id, node, timeout, claim_hash, dependants, expires_at
+       started_at, run_id, node, timeout, claim_hash, dependants, expires_at, parent_id
 FROM jobloom_jobs WHERE id = ANY(:ids::bigint[])
 {postgres: ORDER BY id}
 FOR UPDATE

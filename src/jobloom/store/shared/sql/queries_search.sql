@@ -105,7 +105,7 @@ SELECT binding FROM b WHERE binding IS NOT NULL
 -- A chunk of a bulk action: its jobs, locked in id order (a job's run is not locked: retry takes no
 -- run lock, and cancel goes job by job through coordinator.cancel, which keeps the lock order). SQLite
 -- serializes writers: nothing to lock.
-SELECT id, state, attempt, binding, run_id, node, dependants FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) ORDER BY id FOR UPDATE
+SELECT id, state, attempt, binding, run_id, node, dependants, parent_id FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) ORDER BY id FOR UPDATE
 
 -- name: top_job_id
 -- The newest job's id (the top of the primary key): where a search that reads by id begins.
