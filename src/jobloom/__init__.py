@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         WaitTimeout,
     )
     from jobloom.core.options import Backoff, RateLimit
-    from jobloom.core.signals import Permanent, Retry, Snooze
+    from jobloom.core.signals import ChildFailed, Permanent, Retry, Snooze
     from jobloom.core.signing import InvalidSignature, verify_signature
     from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
     from jobloom.engine.batches import BatchItem, BatchPerformer
@@ -65,6 +65,7 @@ _WHERE: dict[str, str] = {
     "WaitTimeout": "jobloom.core.errors",
     "Backoff": "jobloom.core.options",
     "RateLimit": "jobloom.core.options",
+    "ChildFailed": "jobloom.core.signals",
     "Permanent": "jobloom.core.signals",
     "Retry": "jobloom.core.signals",
     "Snooze": "jobloom.core.signals",
@@ -105,6 +106,7 @@ __all__ = [
     "BatchItem",
     "BatchPerformer",
     "BindingInfo",
+    "ChildFailed",
     "ClaimRefused",
     "CommitUnknown",
     "EnqueueOptions",

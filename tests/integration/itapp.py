@@ -203,6 +203,41 @@ class Dependant(jobloom.Performer[dict[str, Any], int]):
         return len(deps)
 
 
+class CallChild(jobloom.Performer[dict[str, Any], int]):
+    """Appends ``<job id> <attempt> <pid>`` to ``child`` as it starts; with ``hang``, its first attempt hangs."""
+
+    backoff = jobloom.Backoff.fixed(0.1)
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        append("child", f"{self.ctx.job_id} {self.ctx.attempt} {os.getpid()}")
+        if payload.get("hang") and self.ctx.attempt == 1:
+            append("child-hang", str(os.getpid()))
+            await asyncio.sleep(3600)
+        return int(payload["n"]) * 10
+
+
+class Calling(jobloom.Performer[dict[str, Any], int]):
+    """Calls ``CallChild`` and returns its result. ``hang``: ``"made"`` hangs once after the child is made
+    (the caller not suspended yet), ``"resumed"`` once with the child's result in hand (not reported
+    yet); appends ``<pid>`` to ``hung-<hang>`` as it hangs, and ``<attempt> <result>`` to ``caller`` at the end."""
+
+    backoff = jobloom.Backoff.fixed(0.1)
+
+    async def perform(self, payload: dict[str, Any]) -> int:
+        hang = payload.get("hang")
+        call = asyncio.ensure_future(self.call(CallChild, {"n": payload["n"], "hang": payload.get("child_hang")}))
+        if hang == "made" and not os.path.exists(_path("hung-made")):
+            await asyncio.wait([call])  # the child is made; the call would suspend the caller now
+            append("hung-made", str(os.getpid()))
+            await asyncio.sleep(3600)
+        result = int(await call)
+        if hang == "resumed" and not os.path.exists(_path("hung-resumed")):
+            append("hung-resumed", str(os.getpid()))
+            await asyncio.sleep(3600)
+        append("caller", f"{self.ctx.attempt} {result}")
+        return result
+
+
 fan_in = jobloom.Flow("fan-in")
 _a = fan_in.node("a", Node, input=lambda inp, up: {"n": 1})
 _b = fan_in.node("b", Node, after=[_a], input=lambda inp, up: {"n": 2, "sleep": 0.01})
@@ -213,7 +248,7 @@ fan_in.node("d", Node, after=[_b, _c], input=lambda inp, up: {"n": up["b"] + up[
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
     performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
-                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer, Dependant],
+                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer, Dependant, CallChild, Calling],
     flows=[fan_in],
     schedules=[jobloom.Schedule("tick", every=1, performer=Tick, payload=lambda at: {"tick": at.timestamp()})]
     if os.environ.get("JOBLOOM_IT_TICK") else [],

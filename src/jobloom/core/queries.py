@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from jobloom.core.call_rows import CallChildRow, ChildStateRow, ParentRow
 from jobloom.core.dep_rows import CountdownRow, DependencyRow, EdgeRow, LinkRow, SkippedRow
 from jobloom.core.rows import (
     AttemptKeyRow,
@@ -17,11 +18,9 @@ from jobloom.core.rows import (
     BindingMomentRow,
     BindingOfRow,
     BindingRow,
-    CallChildRow,
     CandidateRow,
     ChildCountRow,
     ChildRow,
-    ChildStateRow,
     ClaimRow,
     CountRow,
     CursorRow,
@@ -43,7 +42,6 @@ from jobloom.core.rows import (
     NodeRow,
     NodeStateRow,
     NoteRow,
-    ParentRow,
     PolicyRow,
     PriorAttemptRow,
     ProjectedEventRow,

@@ -323,29 +323,6 @@ class SignalRow(NamedTuple):
     data: str | None
 
 
-class CallChildRow(NamedTuple):
-    """The job a ``self.call`` made, as its caller reads it."""
-
-    id: int
-    binding: str
-    state: str
-    result: str | None
-    error: str | None
-
-
-class ChildStateRow(NamedTuple):
-    """A called child's state, as its suspending caller's report reads it."""
-
-    id: int
-    state: str
-
-
-class ParentRow(NamedTuple):
-    """The caller of a job made by ``self.call``."""
-
-    parent_id: int
-
-
 class StepRow(NamedTuple):
     """A durable step's recorded result."""
 

@@ -4,6 +4,7 @@ further attempts). They are not errors of jobloom's."""
 
 from __future__ import annotations
 
+from jobloom.core.errors import JobloomError
 from jobloom.core.options import MAX_DELAY, finite
 
 
@@ -35,3 +36,18 @@ class Permanent(Exception):
 class Skip(Exception):
     """Raised by jobloom, not by performers: a flow node's ``when=`` was false, and the node ends
     ``skipped`` without running its performer."""
+
+
+class ChildFailed(Permanent, JobloomError):
+    """Raised in a caller by ``self.call`` when the child job it made ended without succeeding.
+
+    ``job_id``, ``binding``, ``state`` (``failed``, ``cancelled``, ``stalled``...) and ``error`` are the
+    child's. A ``Permanent`` signal: a caller that does not catch it fails at once, since another
+    attempt would find the same child (a call makes its child once)."""
+
+    def __init__(self, job_id: int, binding: str, state: str, error: str | None) -> None:
+        self.job_id = job_id
+        self.binding = binding
+        self.state = state
+        self.error = error
+        super().__init__(f"child job {job_id} ({binding}) {state}: {error or 'no error recorded'}")

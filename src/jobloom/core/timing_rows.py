@@ -20,6 +20,7 @@ class ExpiredRow(NamedTuple):
     binding: str
     attempt: int
     dependants: bool
+    parent_id: int | None = None  # the caller whose self.call made it: woken
 
 
 class JobTimingRow(NamedTuple):

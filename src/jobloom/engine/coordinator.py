@@ -27,6 +27,7 @@ from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, EXPIRED, FINISHED_STATES, RETRYABLE_STATES
 from jobloom.core.timing_rows import ExpiredRow
 from jobloom.engine import dependencies
+from jobloom.engine.callers import call_wait, children_ended, wake_callers
 from jobloom.engine.debounce import enqueue_debounced
 from jobloom.engine.dispatch import candidate_reads, merge_by_age
 from jobloom.engine.dispatch import dispatch as dispatch
@@ -172,6 +173,9 @@ async def report(
     await _write_report(tx, plan, hooks)
     if plan.with_dependants:  # after the jobs' own rows: their dependants are counted down now
         result.released += await dependencies.settle(tx, plan.with_dependants, now)
+    parents = [p for i in plan.finished if (p := current[i].parent_id) is not None]
+    if parents:  # a called child ended: its caller goes on
+        result.woken += await wake_callers(tx, parents, now)
     result.applied += plan.applied
     result.finished += plan.finished
     return result
@@ -195,6 +199,9 @@ async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None, hooks
     run's wait (children, sub-run) as the hooks say, or else its event in ``jobloom_signals``."""
     if o.wait is None:
         return False
+    children = call_wait(o.wait)
+    if children is not None:
+        return await children_ended(tx, children)
     if run_id is not None and node is not None:
         over = await hooks.wait_over(tx, o.wait, run_id, node)
         if over is not None:
@@ -278,6 +285,9 @@ async def expire(tx: Tx, now: float, lapsed: list[ExpiredRow]) -> int:
     awaited = [(r.id, EXPIRED) for r in lapsed if r.dependants]
     if awaited:
         await dependencies.settle(tx, awaited, now)
+    parents = [r.parent_id for r in lapsed if r.parent_id is not None]
+    if parents:
+        await wake_callers(tx, parents, now)
     return len(lapsed)
 
 
@@ -371,6 +381,8 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, 
             await hooks.finished(tx, [(job_id, row.run_id, row.node, "cancelled")], now)
         if row.dependants:
             await dependencies.settle(tx, [(job_id, "cancelled")], now)
+        if row.parent_id is not None:
+            await wake_callers(tx, [row.parent_id], now)
         return "cancelled"
     if state == "running":
         await tx.execute("request_cancel", {"id": job_id})
@@ -398,6 +410,8 @@ async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
     await tx.execute("insert_attempt", attempt_row(o) | {"outcome": lifecycle.PERMANENT})
     await emit(tx, [event(now, o.job_id, row.binding, "failed", o.attempt, o.finished_at - o.started_at)])
     await dependencies.settle(tx, [(o.job_id, "failed")], now)  # the last resort: no row to tell if it has any
+    if (caller := await tx.fetchone(Q.parent_of, {"id": o.job_id})) is not None:
+        await wake_callers(tx, [caller.parent_id], now)
     return True
 
 

@@ -103,6 +103,7 @@ class ReportResult:
     duplicate: int = 0
     finished: list[int] = field(default_factory=list)
     released: int = 0  # waiting jobs queued because their last dependency ended
+    woken: int = 0  # callers queued again because a child they called ended
 
 
 def claims(rows: Sequence[ClaimRow], now: float) -> list[Claimed]:

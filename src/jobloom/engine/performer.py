@@ -64,6 +64,7 @@ class Performer(Generic[P, R]):
     ctx: JobContext
     env: Any
     _steps: StepContext
+    _calls: Any  # the attempt's jobloom.engine.calls.Calls
 
     def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON).
@@ -89,6 +90,20 @@ class Performer(Generic[P, R]):
         steps, control = self._durable()
         wait = steps.wait_for_event(name, timeout)
         return wait if control is None else control.call(wait)
+
+    def call(self, performer: Any, payload: Any, *, name: str | None = None, **options: Any) -> Any:
+        """Enqueue a child job once and wait for it: its result, or ``jobloom.ChildFailed`` if it did not succeed.
+
+        The caller is suspended (no worker, no slot, no attempt spent) until the child ends, then runs
+        again from the top, where the same call returns at once. A call is known by ``name``, or else by
+        its place among the job's calls (``#1``, ``#2``...). ``options`` are those of ``App.enqueue``
+        (not ``unique_key``). ``await`` it in an async ``perform`` (calls awaited together with
+        ``asyncio.gather`` make all their children before the caller suspends); in a plain ``def
+        perform`` it returns the result."""
+        _, control = self._durable()
+        calls = self._calls
+        work = calls.call(calls.name(name), performer, payload, options)
+        return work if control is None else control.call(work)
 
     def _durable(self) -> tuple[StepContext, AttemptControl | None]:
         """The attempt's steps, and its control if ``perform`` is sync (the calls then block)."""

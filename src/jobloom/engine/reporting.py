@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from jobloom.core import lifecycle
 from jobloom.core.queries import Q
-from jobloom.core.signals import Permanent, Retry, Skip, Snooze
+from jobloom.core.signals import ChildFailed, Permanent, Retry, Skip, Snooze
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.engine import coordinator, runners
 from jobloom.engine.jobs import Outcome
@@ -60,6 +60,8 @@ def ending_of(exc: BaseException, stop_reason: str | None, timeout: float | None
         return Ending(lifecycle.RETRY, exc.reason, retry_after=exc.after)
     if isinstance(exc, Skip):
         return Ending(lifecycle.SKIPPED, f"skipped: {exc}")
+    if isinstance(exc, ChildFailed):  # a call's child did not succeed: the caller fails, naming it
+        return Ending(lifecycle.PERMANENT, f"ChildFailed: {exc}", traceback.format_exc())
     if isinstance(exc, Permanent):
         return Ending(lifecycle.PERMANENT, f"Permanent: {exc}", traceback.format_exc())
     # any other exception; a SystemExit or KeyboardInterrupt from a job fails the job, not the worker

@@ -71,14 +71,25 @@ class StepContext:
         return self._done
 
     async def _save(self, name: str, data: str | None) -> None:
-        async def save(tx: Tx) -> int:
-            return await tx.execute("save_step", {
-                "job_id": self.job_id, "name": name, "result": data, "now": self.store.now(), "attempt": self.attempt,
-            })
-
-        if not await self.store.transact(save):
+        if not await self.store.transact(lambda tx: self.save_in(tx, name, data)):
             raise LeaseLost(f"job {self.job_id} attempt {self.attempt} lost its lease; step {name!r} not recorded")
-        (await self._records())[name] = data
+        self.remembered(name, data)
+
+    async def save_in(self, tx: Tx, name: str, data: str | None) -> bool:
+        """Record ``name`` in ``tx`` if the attempt still holds its lease (whether it did)."""
+        return bool(await tx.execute("save_step", {
+            "job_id": self.job_id, "name": name, "result": data, "now": self.store.now(), "attempt": self.attempt,
+        }))
+
+    def remembered(self, name: str, data: str | None) -> None:
+        """Note a record that a committed transaction made."""
+        if self._done is not None:
+            self._done[name] = data
+
+    async def recorded_as(self, key: str) -> tuple[bool, Any]:
+        """Whether the record ``key`` (with its kind: ``call:<name>``) exists, and its data as stored."""
+        done = await self._records()
+        return (True, done[key]) if key in done else (False, None)
 
     async def recorded(self, name: str) -> tuple[bool, Any]:
         """Whether step ``name`` finished in an earlier run, and its remembered result."""

@@ -56,10 +56,10 @@ class Completer:
     async def report(self, tx: Tx, outcomes: list[Outcome], progress: list[dict[str, Any]], now: float,
                      locked: Any) -> int:
         """Report ``outcomes`` in a cycle's transaction: their last progress first, while still running; how
-        many jobs waiting on them it released."""
+        many jobs waiting on them it made runnable (dependants released, callers woken)."""
         await self._progress.write(tx, self._name, progress)
         reported = await coordinator.report(tx, outcomes, now, hooks=self._app.hooks, locked=locked)
-        return reported.released
+        return reported.released + reported.woken
 
     def applied(self, outcomes: Collection[Outcome]) -> None:
         """A cycle that reported ``outcomes`` committed: let go of them."""

@@ -21,13 +21,13 @@ from jobloom.core import lifecycle
 from jobloom.core.signals import Permanent
 from jobloom.core.types import JobContext
 from jobloom.engine import batches, reporting, runners
+from jobloom.engine.calls import durable
 from jobloom.engine.control import Control
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.links import Links
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.push import PushClient
 from jobloom.engine.running import CycleResult, Key, Running
-from jobloom.engine.steps import StepContext
 from jobloom.engine.telemetry import Telemetry
 from jobloom.engine.worker.completer import Completer
 from jobloom.engine.worker.shared import Clock
@@ -264,7 +264,7 @@ class Executor:
                                            self._links)
                 performer.env = self._app.env
                 store = self._clock.store if self._clock.store is not None else await self._app.store()
-                performer._steps = StepContext(store, c.id, c.attempt)
+                performer._steps, performer._calls = durable(store, c.id, c.attempt, self._app.spec)
                 if spec.push:
                     if self._push is None:
                         self._push = PushClient(self._app.signing_secret or b"", self._app.specs)

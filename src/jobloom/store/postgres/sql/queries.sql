@@ -97,7 +97,7 @@ WITH due AS (
 )
 UPDATE jobloom_jobs AS j SET state = 'expired', finished_at = :now, error = 'expired: not started by its expiry'
 FROM due WHERE j.id = due.id AND (j.state = 'scheduled' OR j.state = 'queued')
-RETURNING j.id, j.binding, j.attempt, j.dependants
+RETURNING j.id, j.binding, j.attempt, j.dependants, j.parent_id
 
 -- name: promote_due
 WITH due AS (

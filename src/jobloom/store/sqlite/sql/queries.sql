@@ -49,7 +49,7 @@ UPDATE jobloom_jobs SET state = 'expired', finished_at = :now,
     error = 'expired: not started by its expiry'
 WHERE id IN (SELECT id FROM jobloom_jobs WHERE expires_at <= :now AND (state = 'scheduled' OR state = 'queued')
              ORDER BY expires_at LIMIT :limit)
-RETURNING id, binding, attempt, dependants
+RETURNING id, binding, attempt, dependants, parent_id
 
 -- name: promote_due
 UPDATE jobloom_jobs SET state = 'queued'
