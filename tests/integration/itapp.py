@@ -244,12 +244,21 @@ _b = fan_in.node("b", Node, after=[_a], input=lambda inp, up: {"n": 2, "sleep": 
 _c = fan_in.node("c", Node, after=[_a], input=lambda inp, up: {"n": 3, "sleep": 0.01})
 fan_in.node("d", Node, after=[_b, _c], input=lambda inp, up: {"n": up["b"] + up["c"]})
 
+# A declared flow as two deployments define it (JOBLOOM_IT_SHIP=2: "label" is gone, "notify" changed)
+ship = jobloom.Flow("ship")
+_pack = ship.node("pack", Node, input=lambda inp, up: {"n": inp["order"]})
+if os.environ.get("JOBLOOM_IT_SHIP", "1") == "1":
+    ship.node("label", Node, after=[_pack], input=lambda inp, up: {"n": up["pack"] + 1})
+    ship.node("notify", Node, after=[_pack], input=lambda inp, up: {"n": 1})
+else:
+    ship.node("notify", Node, after=[_pack], input=lambda inp, up: {"n": 2})
+
 
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
     performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
                 LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer, Dependant, CallChild, Calling],
-    flows=[fan_in],
+    flows=[fan_in, ship],
     schedules=[jobloom.Schedule("tick", every=1, performer=Tick, payload=lambda at: {"tick": at.timestamp()})]
     if os.environ.get("JOBLOOM_IT_TICK") else [],
     lease=float(os.environ.get("JOBLOOM_IT_LEASE", "1.0")),

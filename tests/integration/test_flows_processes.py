@@ -45,3 +45,26 @@ async def test_kill_9_after_three_steps_reruns_none_of_them(app: jobloom.App, pr
     done = await app.wait(job.id, timeout=30)
     assert done.state == "succeeded" and done.result == ["ONE", "TWO", "THREE"] and done.attempt == 2
     assert procs.read("steps") == ["one", "two", "three"], "no finished step may run again"
+
+
+async def test_a_worker_restarted_on_a_changed_definition_keeps_the_run_on_its_graph(
+        app: jobloom.App, procs: Processes) -> None:
+    run = await app.start(app.flows["ship"], {"order": 7}, id="ship-1")  # the definition of deployment 1
+    changed = procs.worker(env={"JOBLOOM_IT_SHIP": "2"})  # a worker of deployment 2: "label" is gone
+
+    async def ended() -> bool:
+        return (await app.get_run(run.id)).state != "running"
+
+    await eventually(ended, timeout=60, interval=0.1, what="the run ended on the changed worker")
+    changed.send_signal(signal.SIGTERM)
+    changed.wait(timeout=30)
+    done = await app.get_run(run.id)
+    assert set(done.nodes) == {"pack", "label", "notify"} and done.state == "failed"
+    assert done.nodes["pack"].result == 7 and done.nodes["notify"].result == 2  # the worker's code, the run's graph
+    assert "flow 'ship' changed since run 'ship-1' started: node 'label' is no longer in it" in (
+        done.nodes["label"].error or "")
+    await app.resume_run(run.id)  # the way out: the old definition deployed again
+    procs.worker()
+    await eventually(ended, timeout=60, interval=0.1, what="the resumed run ended on the old definition")
+    done = await app.get_run(run.id)
+    assert done.state == "succeeded" and done.nodes["label"].result == 8
