@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from jobloom.engine.performer import Performer
     from jobloom.engine.push import HttpPerformer
     from jobloom.engine.remote import RemoteBinding, RemoteJob
+    from jobloom.engine.step_options import StepTimeout
     from jobloom.engine.steps import EventTimeout, LeaseLost, StepNotStorable
     from jobloom.engine.worker import Worker
     from jobloom.flows.flow import Flow, FlowError, Node, UpstreamFailed
@@ -86,6 +87,7 @@ _WHERE: dict[str, str] = {
     "EventTimeout": "jobloom.engine.steps",
     "LeaseLost": "jobloom.engine.steps",
     "StepNotStorable": "jobloom.engine.steps",
+    "StepTimeout": "jobloom.engine.step_options",
     "Worker": "jobloom.engine.worker",
     "Flow": "jobloom.flows.flow",
     "FlowError": "jobloom.flows.flow",
@@ -143,6 +145,7 @@ __all__ = [
     "Schedule",
     "Snooze",
     "StepNotStorable",
+    "StepTimeout",
     "StoreError",
     "UnknownBinding",
     "UnknownSchedule",

@@ -20,6 +20,7 @@ from jobloom.core.options import Backoff, Delivery, RateLimit
 from jobloom.core.text import MAX_KEY_BYTES, MAX_NAME_BYTES, check_name, dumped_problem
 from jobloom.core.types import AttemptControl, JobContext, Policy
 from jobloom.engine.payload_keys import Checker, key_checker
+from jobloom.engine.step_options import step_options
 from jobloom.engine.steps import StepContext
 
 P = TypeVar("P")
@@ -66,15 +67,20 @@ class Performer(Generic[P, R]):
     _steps: StepContext
     _calls: Any  # the attempt's jobloom.engine.calls.Calls
 
-    def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def step(self, name: str, fn: Callable[..., Any], *args: Any, retries: int = 0, backoff: Backoff | None = None,
+             timeout: float | None = None) -> Any:
         """Run ``fn(*args)`` once for this job; on later attempts return its remembered result (as JSON).
 
-        ``await`` it in an async ``perform``; in a plain ``def perform`` it returns the result (``fn``
-        runs in the job's thread)."""
+        ``retries``: runs again after an exception, up to that many times, waiting ``backoff`` between
+        (a ``jobloom.Backoff``; exponential from 1 s up to 60 s by default), before the exception reaches
+        ``perform``. ``timeout``: seconds one run may take, after which it is cancelled and raises
+        ``jobloom.StepTimeout`` (counted by ``retries``). ``await`` it in an async ``perform``; in a plain
+        ``def perform`` it returns the result (``fn`` runs in the job's thread)."""
         steps, control = self._durable()
+        options = step_options(name, retries, backoff, timeout, self.ctx.binding)
         if control is not None:
-            return steps.step_sync(control, name, fn, *args)
-        return steps.step(name, fn, *args)
+            return steps.step_sync(control, name, fn, *args, options=options)
+        return steps.step(name, fn, *args, options=options)
 
     def sleep(self, name: str, seconds: float) -> Any:
         """Suspend the job for ``seconds`` without holding a worker, a slot or an attempt.

@@ -8,7 +8,6 @@ lost its job cannot leave a step behind.
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from jobloom.core.options import MAX_DELAY, finite
 from jobloom.core.queries import Q
 from jobloom.core.rows import SignalRow, StepRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name, dumped_problem
+from jobloom.engine.step_options import PLAIN, StepOptions, run_step, run_step_sync
 
 if TYPE_CHECKING:
     from jobloom.core.types import AttemptControl
@@ -107,25 +107,22 @@ class StepContext:
         await self._save(f"step:{name}", data)
         return None if data is None else json.loads(data)
 
-    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` once for this job and remember its result (as JSON) across attempts."""
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any, options: StepOptions = PLAIN) -> Any:
+        """Run ``fn(*args)`` once for this job (with ``options``' retries and timeout) and remember its
+        result (as JSON) across attempts."""
         found, value = await self.recorded(name)
         if found:
             return value
-        value = fn(*args)
-        if inspect.isawaitable(value):
-            value = await value
-        return await self.remember(name, value)
+        return await self.remember(name, await run_step(name, fn, args, options))
 
-    def step_sync(self, control: AttemptControl, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def step_sync(self, control: AttemptControl, name: str, fn: Callable[..., Any], *args: Any,
+                  options: StepOptions = PLAIN) -> Any:
         """:meth:`step` from a sync job's thread: ``fn`` runs in that thread, the store is reached on the
         worker's event loop through ``control``."""
         found, value = control.call(self.recorded(name))
         if found:
             return value
-        value = fn(*args)
-        if inspect.isawaitable(value):
-            value = control.call(value)
+        value = run_step_sync(name, fn, args, options, control.call)
         return control.call(self.remember(name, value))
 
     async def sleep(self, name: str, seconds: float) -> None:
