@@ -195,3 +195,25 @@ def test_failure_paths_are_checked_when_declared(build: Any, match: str) -> None
     with pytest.raises(jobloom.FlowError, match=match):
         build(flow)
         flow.validate({"Echo"})
+
+
+async def test_a_run_past_its_deadline_does_not_run_its_on_failure_node(store_url: str) -> None:
+    import time
+
+    from jobloom.flows import stop
+
+    flow = jobloom.Flow("late")
+    flow.node("a", Sleeper)
+    flow.on_failure(Echo, name="cleanup")
+    app = jobloom.App(store_url, performers=PERFORMERS, flows=[flow], auto_migrate=True)
+    try:
+        run = await app.start(flow, None, deadline=30)
+        await drain_all(app)  # a sleeps: scheduled, an hour away
+        store = await app.store()
+        assert await store.transact(lambda tx: stop.fail_past_deadline(tx, time.time() + 3600)) == [run.id]
+        await drain_all(app)
+        done = await app.get_run(run.id)
+        assert states(done) == {"a": "failed", "cleanup": "failed"}
+        assert done.state == "failed" and done.error == "deadline passed"
+    finally:
+        await app.close()
