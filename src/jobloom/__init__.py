@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from jobloom.app.facade import App, EnqueueRequest
     from jobloom.app.search import JobFilter, JobPage
     from jobloom.core.errors import (
+        BatchNotFound,
         ClaimRefused,
         CommitUnknown,
         InvalidOption,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from jobloom.core.options import Backoff, RateLimit
     from jobloom.core.signals import ChildFailed, Permanent, Retry, Snooze
     from jobloom.core.signing import InvalidSignature, verify_signature
-    from jobloom.core.types import Attempt, Job, JobContext, NodeState, Run
+    from jobloom.core.types import Attempt, Batch, Job, JobContext, NodeState, Run
     from jobloom.engine.batches import BatchItem, BatchPerformer
     from jobloom.engine.enqueue import EnqueueOptions
     from jobloom.engine.performer import Performer
@@ -58,6 +59,7 @@ _WHERE: dict[str, str] = {
     "InvalidTransition": "jobloom.core.errors",
     "JobloomError": "jobloom.core.errors",
     "JobNotFound": "jobloom.core.errors",
+    "BatchNotFound": "jobloom.core.errors",
     "JobTimeout": "jobloom.core.errors",
     "MigrationsMissing": "jobloom.core.errors",
     "PayloadTooLarge": "jobloom.core.errors",
@@ -74,6 +76,7 @@ _WHERE: dict[str, str] = {
     "verify_signature": "jobloom.core.signing",
     "Attempt": "jobloom.core.types",
     "Job": "jobloom.core.types",
+    "Batch": "jobloom.core.types",
     "JobContext": "jobloom.core.types",
     "NodeState": "jobloom.core.types",
     "Run": "jobloom.core.types",
@@ -105,7 +108,9 @@ __all__ = [
     "App",
     "Attempt",
     "Backoff",
+    "Batch",
     "BatchItem",
+    "BatchNotFound",
     "BatchPerformer",
     "BindingInfo",
     "ChildFailed",

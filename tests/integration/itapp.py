@@ -236,6 +236,15 @@ class Calling(jobloom.Performer[dict[str, Any], int]):
             await asyncio.sleep(3600)
         append("caller", f"{self.ctx.attempt} {result}")
         return result
+class BatchDone(jobloom.Performer[dict[str, Any], None]):
+    """A batch's callback: appends ``kind batch job_id attempt total succeeded`` to ``callbacks``."""
+
+    max_attempts = 20
+    backoff = jobloom.Backoff.fixed(0.1)
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        append("callbacks", f"{payload['kind']} {payload['batch']} {self.ctx.job_id} {self.ctx.attempt} "
+                            f"{payload['total']} {payload['succeeded']}")
 
 
 fan_in = jobloom.Flow("fan-in")
@@ -257,7 +266,7 @@ else:
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
     performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
-                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer, Dependant, CallChild, Calling],
+                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer, Dependant, CallChild, Calling, BatchDone],
     flows=[fan_in, ship],
     schedules=[jobloom.Schedule("tick", every=1, performer=Tick, payload=lambda at: {"tick": at.timestamp()})]
     if os.environ.get("JOBLOOM_IT_TICK") else [],

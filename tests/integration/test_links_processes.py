@@ -50,3 +50,27 @@ async def test_dependants_never_start_early_under_kills(app: jobloom.App, procs:
     assert lines and all(line.endswith(" ok") for line in lines), [x for x in lines if not x.endswith(" ok")]
     started = Counter(int(line.split()[0]) for line in lines)
     assert set(started) == {j.id for j in [*dependants, *chain]}  # every one ran (a killed attempt may run again)
+
+
+async def test_batch_callbacks_are_neither_lost_nor_doubled_under_kills(app: jobloom.App, procs: Processes) -> None:
+    batches = [await app.batch([("LoggedAtLeastOnce", {})] * 6, on_complete=("BatchDone", {"kind": "complete"}),
+                               on_success=("BatchDone", {"kind": "success"})) for _ in range(40)]
+    workers = [procs.worker(concurrency=8, lease=1.0) for _ in range(3)]
+    kills = await _kill_one_every(procs, workers, seconds=6.0, every=1.0)
+    assert kills >= 4
+
+    async def all_called() -> bool:
+        return all([(await app.get_job(cb)).state == "succeeded"
+                    for b in batches for cb in (b.on_complete, b.on_success) if cb is not None])
+
+    await eventually(all_called, timeout=90, what="every callback to succeed")
+    lines = [line.split() for line in procs.read("callbacks")]
+    jobs_of: dict[tuple[str, int], set[int]] = {}
+    for kind, batch, job, _attempt, total, succeeded in lines:
+        assert (total, succeeded) == ("6", "6")
+        jobs_of.setdefault((kind, int(batch)), set()).add(int(job))
+    assert set(jobs_of) == {(k, b.id) for b in batches for k in ("complete", "success")}
+    assert all(len(jobs) == 1 for jobs in jobs_of.values())  # one callback job per batch and kind
+    for b in batches:
+        got = await app.get_batch(b.id)
+        assert (got.total, got.succeeded, got.pending) == (6, 6, 0)

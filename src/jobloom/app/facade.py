@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobloom.app import actions, bulk, enqueueing, reads
+from jobloom.app import actions, bulk, enqueueing, job_batches, reads
 from jobloom.app import bindings as binding_ops
 from jobloom.app.bindings import BindingInfo
 from jobloom.app.enqueueing import STREAM_CHUNK
@@ -22,7 +22,7 @@ from jobloom.core.errors import MigrationsMissing, UnknownBinding
 from jobloom.core.extras import needs_extra
 from jobloom.core.signing import secret_bytes
 from jobloom.core.text import checked_id
-from jobloom.core.types import Attempt, Clock, Job, Run, to_datetime
+from jobloom.core.types import Attempt, Batch, Clock, Job, Run, to_datetime
 from jobloom.engine.dependencies import read_links
 from jobloom.engine.enqueue import EnqueueOptions, EnqueueRequest, PerformerRef
 from jobloom.engine.housekeeper import Housekeeper
@@ -272,6 +272,20 @@ class App:
         validated and sent in chunks of :data:`STREAM_CHUNK`, the next chunk being validated while the
         server inserts the last; a bad item still leaves nothing enqueued."""
         return await enqueueing.enqueue_many(self, items)
+
+    async def batch(self, items: Sequence[EnqueueRequest | tuple[Any, ...]], *,
+                    on_complete: tuple[Any, Any] | None = None, on_success: tuple[Any, Any] | None = None) -> Batch:
+        """Enqueue ``items`` (as in :meth:`enqueue_many`) as one batch, with its callbacks, atomically.
+
+        ``on_complete=(performer, payload)`` is enqueued once, when the batch's last job ended, however
+        they ended; ``on_success`` once if they all succeeded (else it is skipped). Each gets
+        ``{"batch": id, "total", "succeeded", "failed", "cancelled"}`` merged into its payload (a JSON
+        object). A job of the batch may add jobs to it while it runs: ``self.ctx.batch.add([...])``."""
+        return await job_batches.batch(self, items, on_complete, on_success)
+
+    async def get_batch(self, batch_id: int) -> Batch:
+        """The batch with that id and its counts now; ``BatchNotFound`` if there is none."""
+        return await job_batches.get_batch(self, batch_id)
 
     async def spawn_child(self, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
                           **options: Any) -> Job:

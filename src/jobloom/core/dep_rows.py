@@ -27,6 +27,7 @@ class CountdownRow(NamedTuple):
     job_id: int
     pending: int
     on_failure: str
+    batch_id: int | None
 
 
 class SkippedRow(NamedTuple):
@@ -44,3 +45,19 @@ class LinkRow(NamedTuple):
 
     id: int
     state: str | None
+
+
+class BatchRow(NamedTuple):
+    """A batch of jobs (``jobloom_batches``): the ids of its callbacks' jobs."""
+
+    id: int
+    on_complete: int | None
+    on_success: int | None
+    created_at: float
+
+
+class StateNRow(NamedTuple):
+    """A count of jobs in one state."""
+
+    state: str
+    n: int

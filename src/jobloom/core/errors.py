@@ -73,6 +73,14 @@ class JobNotFound(JobloomError):
         super().__init__(f"no job with id {job_id}")
 
 
+class BatchNotFound(JobloomError):
+    """No batch with that id exists."""
+
+    def __init__(self, batch_id: int) -> None:
+        self.batch_id = batch_id
+        super().__init__(f"no batch with id {batch_id}")
+
+
 class StoreError(JobloomError):
     """The store cannot be used (bad URL, missing migrations, unreachable server)."""
 

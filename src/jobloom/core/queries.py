@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from jobloom.core.call_rows import CallChildRow, ChildStateRow, ParentRow
-from jobloom.core.dep_rows import CountdownRow, DependencyRow, EdgeRow, LinkRow, SkippedRow
+from jobloom.core.dep_rows import BatchRow, CountdownRow, DependencyRow, EdgeRow, LinkRow, SkippedRow, StateNRow
 from jobloom.core.rows import (
     AttemptKeyRow,
     AttemptRow,
@@ -129,6 +129,14 @@ class Q:
     skip_dependant = Query("skip_dependant", SkippedRow)
     dependencies_of = Query("dependencies_of", LinkRow)
     dependants_of = Query("dependants_of", LinkRow)
+    insert_batch = Query("insert_batch", JobIdRow)
+    get_batch = Query("get_batch", BatchRow)
+    lock_batch = Query("lock_batch", BatchRow)
+    batch_counts = Query("batch_counts", StateNRow)
+    batch_job_ids = Query("batch_job_ids", JobIdRow)
+    batch_of_job = Query("batch_of_job", JobIdRow)
+    lock_running_attempt = Query("lock_running_attempt", JobIdRow)
+    count_up_dependencies = Query("count_up_dependencies", CountdownRow)
     running_of_worker = Query("running_of_worker", HeldRow)
     heartbeat = Query("heartbeat", HeartbeatRow)
     heartbeat_remote = Query("heartbeat_remote", RemoteBeatRow)

@@ -204,11 +204,32 @@ class AttemptControl(Protocol):
 
 
 class JobLinks(Protocol):
-    """The store reads behind ``ctx.dependencies()`` (``jobloom.engine.links``)."""
+    """The store work behind ``ctx.dependencies()`` and ``ctx.batch`` (``jobloom.engine.links``)."""
 
     def dependencies(self, job_id: int) -> Awaitable[dict[int, Job]]:
         """The jobs that job ``job_id`` depends on, by id."""
         ...
+
+    def batch_add(self, job_id: int, attempt: int, items: Any) -> Awaitable[list[Job]]:
+        """Add jobs to the batch of job ``job_id``, whose attempt ``attempt`` runs."""
+        ...
+
+
+class BatchOfJob:
+    """``self.ctx.batch``: the batch the running job belongs to."""
+
+    def __init__(self, ctx: JobContext) -> None:
+        self._ctx = ctx
+
+    def add(self, items: Any) -> Any:
+        """Add jobs to this job's batch (items as in ``App.enqueue_many``), before the batch can
+        complete: its callbacks then wait for them too. Their ``Job``s; ``await`` it in an async
+        ``perform``, in a sync one it returns them. A job in no batch raises ``InvalidOption``."""
+        ctx = self._ctx
+        if ctx.links is None:
+            raise RuntimeError("ctx.batch is only available inside a running job (not in a process-isolated one)")
+        call = ctx.links.batch_add(ctx.job_id, ctx.attempt, list(items))
+        return ctx.control.call(call) if ctx.control is not None and ctx.control.sync else call
 
 
 class _Recorded:
@@ -270,6 +291,11 @@ class JobContext:
         call = self.links.dependencies(self.job_id)
         return self.control.call(call) if self.control is not None and self.control.sync else call
 
+    @property
+    def batch(self) -> BatchOfJob:
+        """The batch this job belongs to: ``self.ctx.batch.add([(Performer, payload), ...])``."""
+        return BatchOfJob(self)
+
     def progress(self, fraction: float, message: str | None = None) -> Any:
         """Record how far the job got: ``fraction`` from 0 to 1 and an optional ``message``.
 
@@ -280,6 +306,28 @@ class JobContext:
             raise RuntimeError("progress is only available inside a running job")
         self.control.progress(fraction, message)
         return None if self.control.sync else _RECORDED
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A batch of jobs (``App.batch``): its jobs' ids, and how many of them ``succeeded``, ``failed``
+    (failed, stalled or skipped), were ``cancelled`` or are still ``pending``; ``on_complete`` and
+    ``on_success``: the ids of its callbacks' jobs (None if not given)."""
+
+    id: int
+    job_ids: list[int]
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    pending: int
+    on_complete: int | None = None
+    on_success: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether every job of the batch ended."""
+        return self.pending == 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from jobloom.core.queries import Q
 from jobloom.core.records import job_from_row
 from jobloom.core.states import FINISHED_STATES
 from jobloom.core.types import Job
+from jobloom.engine.batch_counts import merge_counts
 from jobloom.engine.jobs import NewJob, emit, event
 from jobloom.store.base import Store, Tx
 
@@ -44,20 +45,22 @@ async def lock_dependencies(tx: Tx, job: NewJob) -> dict[int, str]:
     return {r.id: r.state for r in rows}
 
 
-async def add_waiting(tx: Tx, job_id: int, job: NewJob, states: Mapping[int, str], now: float) -> int:
-    """Record the new waiting job ``job_id``'s edges and countdown; if its dependencies all ended
-    already (or one failed), queue or skip it at once. The number of jobs queued."""
+async def add_waiting(tx: Tx, job_id: int, job: NewJob, states: Mapping[int, str], now: float,
+                      batch_id: int | None = None) -> int:
+    """Record the new waiting job ``job_id``'s edges and countdown (``batch_id``: it is that batch's
+    callback); if its dependencies all ended already (or one failed), queue or skip it at once. The
+    number of jobs queued."""
     await tx.executemany("insert_dependency", [
         {"depends_on": d, "job_id": job_id, "done": s in FINISHED_STATES} for d, s in sorted(states.items())])
     pending = sum(1 for s in states.values() if s not in FINISHED_STATES)
-    await tx.execute("insert_dependency_wait",
-                     {"job_id": job_id, "pending": pending, "on_failure": job.on_dependency_failure})
+    await tx.execute("insert_dependency_wait", {"job_id": job_id, "pending": pending,
+                                                "on_failure": job.on_dependency_failure, "batch_id": batch_id})
     failed = next((d for d, s in sorted(states.items()) if s in FINISHED_STATES and bad_ending(s)), None)
     step = next_step(pending, job.on_dependency_failure, failed)
     if step == SKIP and failed is not None:
         return await _move(tx, [], [(job_id, skip_reason(failed, states[failed]))], now, {})
     if step == RELEASE:
-        return await _move(tx, [job_id], [], now, {})
+        return await _move(tx, [(job_id, batch_id)], [], now, {})
     return 0
 
 
@@ -77,7 +80,7 @@ async def settle(tx: Tx, ended: Sequence[tuple[int, str]], now: float) -> int:
         order = sorted(by_job)  # the countdowns' row locks, in id order
         counts = await tx.fetch_batch([(Q.count_down_dependencies, {"job_id": j, "n": len(by_job[j])})
                                        for j in order])
-        releases: list[int] = []
+        releases: list[tuple[int, int | None]] = []
         skips: list[tuple[int, str]] = []
         for j, rows in zip(order, counts, strict=True):
             if not rows:
@@ -87,17 +90,21 @@ async def settle(tx: Tx, ended: Sequence[tuple[int, str]], now: float) -> int:
             if step == SKIP and failed is not None:
                 skips.append((j, skip_reason(failed, states[failed])))
             elif step == RELEASE:
-                releases.append(j)
+                releases.append((j, rows[0].batch_id))
         states = {}
         queued += await _move(tx, releases, skips, now, states)
     return queued
 
 
-async def _move(tx: Tx, releases: list[int], skips: list[tuple[int, str]], now: float,
+async def _move(tx: Tx, releases: list[tuple[int, int | None]], skips: list[tuple[int, str]], now: float,
                 cascade: dict[int, str]) -> int:
-    """Queue ``releases`` and skip ``skips`` (each only if still waiting), with their events; the skipped
-    jobs that have dependants of their own go into ``cascade``. The number queued."""
-    queries: list[tuple[Any, dict[str, Any]]] = [(Q.release_dependant, {"id": j, "now": now}) for j in releases]
+    """Queue ``releases`` (job id, and the batch it is a callback of) and skip ``skips`` (each only if
+    still waiting), with their events; the skipped jobs that have dependants of their own go into
+    ``cascade``. The number queued."""
+    callbacks = {j: b for j, b in releases if b is not None}
+    if callbacks:
+        await merge_counts(tx, callbacks)
+    queries: list[tuple[Any, dict[str, Any]]] = [(Q.release_dependant, {"id": j, "now": now}) for j, _ in releases]
     queries += [(Q.skip_dependant, {"id": j, "now": now, "reason": why}) for j, why in skips]
     if not queries:
         return 0

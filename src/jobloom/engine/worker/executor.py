@@ -61,7 +61,7 @@ class Executor:
         self._batched = 0  # jobs running in batches beyond the first of each: they take no slot
         self._sync = runners.SyncRunner(app.specs)
         self._push: PushClient | None = None  # push performers' pooled HTTP client, made at first use
-        self._links = Links(app.store)
+        self._links = Links(app.store, app.spec)
 
     # -- slots --------------------------------------------------------------------------------------
 

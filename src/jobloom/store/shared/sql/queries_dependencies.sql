@@ -4,13 +4,14 @@
 INSERT INTO jobloom_dependencies (depends_on, job_id, done) VALUES (:depends_on, :job_id, :done)
 
 -- name: insert_dependency_wait
-INSERT INTO jobloom_dependency_waits (job_id, pending, on_failure) VALUES (:job_id, :pending, :on_failure)
+INSERT INTO jobloom_dependency_waits (job_id, pending, on_failure, batch_id)
+VALUES (:job_id, :pending, :on_failure, :batch_id)
 
 -- name: count_down_dependencies
 -- The countdown's row lock orders the transactions that end a job's dependencies: each sees the
 -- count the one before it left.
 UPDATE jobloom_dependency_waits SET pending = pending - :n WHERE job_id = :job_id
-RETURNING job_id, pending, on_failure
+RETURNING job_id, pending, on_failure, batch_id
 
 -- name: release_dependant
 -- Every dependency of a waiting job ended: it is runnable from now.
