@@ -14,7 +14,7 @@ from tests.http.conftest import Api, httpx
 from tests.http.server import serving
 
 SCOPES = ("read", "enqueue", "operate", "worker", "admin")
-ENQUEUE = {("POST", "/v1/jobs"), ("POST", "/v1/jobs/batch"), ("POST", "/v1/runs"),
+ENQUEUE = {("POST", "/v1/jobs"), ("POST", "/v1/jobs/batch"), ("POST", "/v1/runs"), ("POST", "/v1/batches"),
            ("POST", "/v1/jobs/{job_id}/events/{name}")}
 OPEN = {("GET", "/v1/health")}
 
@@ -35,6 +35,7 @@ def scope_of(method: str, path: str) -> str | None:
 BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/jobs"): {"binding": "Echo", "payload": {"x": 1}},
     ("POST", "/v1/jobs/batch"): {"jobs": [{"binding": "Echo", "payload": 1}]},
+    ("POST", "/v1/batches"): {"jobs": [{"binding": "Echo", "payload": 1}]},
     ("POST", "/v1/runs"): {"flow": "greet", "input": {}},
     ("POST", "/v1/jobs/{job_id}/events/{name}"): {"data": 1},
     ("PUT", "/v1/bindings/{name}/limits"): {"concurrency": 5},

@@ -33,3 +33,22 @@ def test_bad_dependencies_are_refused_and_reads_need_the_scope(api: Api) -> None
     assert api.client.get(f"/v1/jobs/{made['id']}/dependencies", headers=h).status_code == 403
     assert api.client.get(f"/v1/jobs/{made['id']}/dependencies").status_code == 401
     assert api.client.get("/v1/jobs/987654/dependencies", headers=auth(api, "read")).status_code == 404
+
+
+def test_batches_over_http(api: Api) -> None:
+    h = auth(api, "enqueue,read")
+    body = {"jobs": [{"binding": "Echo", "payload": i} for i in range(3)],
+            "on_complete": {"binding": "Waits", "payload": {}}}
+    r = api.client.post("/v1/batches", json=body, headers=h)
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert (made["total"], made["pending"], len(made["job_ids"])) == (3, 3, 3) and made["on_complete"]
+    got = api.client.get(f"/v1/batches/{made['id']}", headers=h).json()
+    assert got == made
+    bad = api.client.post("/v1/batches", json={"jobs": [{"binding": "Echo", "payload": 1},
+                                                         {"binding": "Echo", "payload": 1, "delay": -1}]}, headers=h)
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "jobs[1].delay", bad.text
+    assert api.client.get("/v1/batches/987654", headers=h).status_code == 404
+    assert api.client.get(f"/v1/batches/{made['id']}", headers=auth(api, "enqueue")).status_code == 403
+    assert api.client.post("/v1/batches", json=body, headers=auth(api, "read")).status_code == 403
+    assert api.client.post("/v1/batches", json=body).status_code == 401

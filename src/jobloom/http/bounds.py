@@ -26,7 +26,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 MAX_BODY = MAX_PAYLOAD_BYTES + 64 * 1024
 """The largest request body of an authenticated caller: one payload at its limit plus room for the options."""
 MAX_BATCH_BODY = 32 * 1024 * 1024
-"""The largest body of ``POST /v1/jobs/batch``."""
+"""The largest body of ``POST /v1/jobs/batch`` and ``POST /v1/batches``."""
 MAX_ANONYMOUS_BODY = 16 * 1024
 """The largest body of a caller without a valid token or session (the dashboard's login form)."""
 MAX_CONNECTIONS = 1000
@@ -34,7 +34,7 @@ MAX_CONNECTIONS = 1000
 LONG_POLLS_PER_TOKEN = 100
 """Long polls (a claim with ``wait``, ``GET /v1/jobs/{id}/wait``) one token may hold at once."""
 
-_BATCH = ("POST", "/v1/jobs/batch")
+_BATCHES = frozenset({("POST", "/v1/jobs/batch"), ("POST", "/v1/batches")})
 _PUBLIC = re.compile(r"/v1/(health|docs|redoc|openapi\.json|docs/assets/[^/]+)")
 """The API paths that take no token."""
 
@@ -46,7 +46,7 @@ class Bounds:
     max_body: int = MAX_BODY
     """Body of an authenticated request (any route but the batch)."""
     max_batch_body: int = MAX_BATCH_BODY
-    """Body of an authenticated ``POST /v1/jobs/batch``."""
+    """Body of an authenticated ``POST /v1/jobs/batch`` or ``POST /v1/batches``."""
     max_anonymous_body: int = MAX_ANONYMOUS_BODY
     """Body of a request without a valid token or session."""
     body_idle: float = 10.0
@@ -87,7 +87,7 @@ def body_cap(bounds: Bounds, method: str, path: str, authenticated: bool) -> int
     """The largest body this request may send: by exact route, and small without a credential."""
     if not authenticated:
         return bounds.max_anonymous_body
-    return bounds.max_batch_body if (method, path) == _BATCH else bounds.max_body
+    return bounds.max_batch_body if (method, path) in _BATCHES else bounds.max_body
 
 
 def connection_cap(wanted: int) -> int:

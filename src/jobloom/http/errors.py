@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from jobloom.core.errors import (
+    BatchNotFound,
     ClaimRefused,
     InvalidOption,
     InvalidPayload,
@@ -87,7 +88,8 @@ class RequestTooLarge(ApiError):
 
 
 STATUS: tuple[tuple[type[Exception], int], ...] = (
-    (ClaimRefused, 403), (JobNotFound, 404), (RunNotFound, 404), (UnknownSchedule, 404), (UnknownBinding, 422),
+    (ClaimRefused, 403), (JobNotFound, 404), (BatchNotFound, 404), (RunNotFound, 404), (UnknownSchedule, 404),
+    (UnknownBinding, 422),
     (InvalidTransition, 409), (PayloadTooLarge, 413), (WaitTimeout, 408),
     (InvalidPayload, 422), (InvalidOption, 422), (FlowError, 422), (StoreError, 503),
 )

@@ -12,7 +12,7 @@ from fastapi.openapi.utils import get_openapi
 
 from jobloom.app.facade import App
 from jobloom.core.extras import needs_extra
-from jobloom.http import binding_state, bindings, docs, errors, health, jobs, runs, schedules, search, worker
+from jobloom.http import batches, binding_state, bindings, docs, errors, health, jobs, runs, schedules, search, worker
 from jobloom.http.auth import SECURITY_SCHEMES, AuthMode, Guard
 from jobloom.http.bounds import Bounds
 from jobloom.http.context import Context
@@ -50,7 +50,8 @@ def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False
     polls = LongPolls() if long_polls_per_token is None else LongPolls(long_polls_per_token)
     ctx = Context(app, Guard(app, auth, token_ttl), named=named, polls=polls)
     errors.install(api)
-    for module in (search, jobs, runs, schedules, binding_state, bindings, worker, health):  # search before /jobs/{id}
+    # search before /jobs/{id}
+    for module in (search, jobs, batches, runs, schedules, binding_state, bindings, worker, health):
         api.include_router(module.router(ctx))
     if metrics:  # prometheus-client is imported only here, when the route is wanted
         with needs_extra("metrics", "the API's /metrics", " (or metrics=False)"):

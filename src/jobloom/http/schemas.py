@@ -92,6 +92,36 @@ class DependenciesOut(BaseModel):
     dependants: list[int]
 
 
+class CallbackBody(Body):
+    """A batch's callback: a job of ``binding`` with ``payload`` (a JSON object; the batch's counts are
+    merged in when it is enqueued)."""
+
+    binding: str = Field(description="The performer's binding name.")
+    payload: dict[str, JsonValue] | None = Field(None, description="A JSON object.")
+
+
+class NewBatchBody(Body):
+    """``POST /v1/batches``: jobs enqueued as one batch with its callbacks, in one transaction."""
+
+    jobs: list[EnqueueBody] = Field(min_length=1, max_length=10_000)
+    on_complete: CallbackBody | None = Field(None, description="Enqueued once, when every job of the batch ended.")
+    on_success: CallbackBody | None = Field(None, description="Enqueued once, if every job of the batch succeeded.")
+
+
+class JobBatchOut(BaseModel):
+    """A batch of jobs: their ids and counts by outcome, and its callbacks' job ids."""
+
+    id: int
+    job_ids: list[int]
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    pending: int
+    on_complete: int | None
+    on_success: int | None
+
+
 class ProgressOut(BaseModel):
     """How far a job got, as its performer last said (``ctx.progress``)."""
 
