@@ -1,8 +1,10 @@
-"""The workloads of jobs linked at run time: the cost per job of a chain of dependencies at two
-lengths, and the ratio of the longer to the shorter (a cost per job that grows with the chain shows
-as a ratio over 1). The rest: :mod:`jobloom.bench.workloads`."""
+"""The workloads of jobs linked at run time: the cost per job of a chain of dependencies, and of a
+batch with a callback, each at two sizes, with the ratio of the larger to the smaller (a cost per
+job that grows with the size shows as a ratio over 1). The rest: :mod:`jobloom.bench.workloads`."""
 
 from __future__ import annotations
+
+import time
 
 from jobloom.bench.model import Measurement
 from jobloom.bench.performers import Noop
@@ -11,6 +13,7 @@ from jobloom.bench.sandbox import Sandbox
 from jobloom.bench.workloads import Context, wait_finished
 
 CHAIN_SIZES = (100, 1_000)
+BATCH_SIZES = (1_000, 10_000)
 
 
 async def dependencies(ctx: Context) -> list[Measurement]:
@@ -34,7 +37,57 @@ async def dependencies(ctx: Context) -> list[Measurement]:
            for k, n in (("small", small), ("large", large))]
     out.append(Measurement("deps.chain.ratio", f"dependencies: chain per job, {large:,} / {small:,}",
                            per_job[large] / per_job[small], "ratio", better="lower", details={"sizes": list(sizes)}))
+    return out + await batches(ctx)
+
+
+async def batches(ctx: Context) -> list[Measurement]:
+    """Batches of no-op jobs with an ``on_complete`` callback (1,000 and 10,000 jobs; with ``--jobs N``:
+    N / 10 and N): the time ``App.batch`` takes per job, and the time per job from the batch's first
+    start to its callback's end, run by one ``jobloom worker`` process."""
+    top = ctx.params.jobs
+    sizes = BATCH_SIZES if top is None else (max(1, top // 10), max(2, top))
+    box = await ctx.sandbox()
+    runs: dict[int, tuple[float, float]] = {}
+    try:
+        for n in sizes:
+            runs[n] = await _batch(ctx, box, n)
+    finally:
+        box.close()
+    small, large = sizes
+    out = []
+    for k, n in (("small", small), ("large", large)):
+        enqueue, run = runs[n]
+        out.append(Measurement(f"deps.batch.{k}", f"batches: {n:,} jobs and a callback, per job", run * 1000, "ms",
+                               better="lower", details={"jobs": n, "seconds": round(run * n, 4)}))
+        out.append(Measurement(f"deps.batch.{k}.enqueue", f"batches: enqueueing {n:,} jobs, per job", enqueue * 1e6,
+                               "µs", better="lower", details={"jobs": n, "seconds": round(enqueue * n, 4)}))
+    out.append(Measurement("deps.batch.ratio", f"batches: per job, {large:,} / {small:,}",
+                           runs[large][1] / runs[small][1], "ratio", better="lower", details={"sizes": list(sizes)}))
     return out
+
+
+async def _batch(ctx: Context, box: Sandbox, n: int) -> tuple[float, float]:
+    """Enqueue a batch of ``n`` jobs with a callback, run it with one worker process; seconds per job
+    to enqueue it, and to run it to the callback's end."""
+    after = box.last_id()
+    app = box.app()
+    try:
+        began = time.perf_counter()
+        await app.batch([(Noop, {"i": i}) for i in range(n)], on_complete=(Noop, {"i": -1}))
+        enqueue = (time.perf_counter() - began) / n
+    finally:
+        await app.close()
+    group = WorkerGroup(box, processes=1, concurrency=ctx.params.concurrency, bindings=["Noop"])
+    group.start()
+    try:
+        await wait_finished(ctx, box, after, n + 1, f"batches: {n:,} jobs and a callback", group.check,
+                            group.output)
+    finally:
+        group.stop()
+    count, first, last = box.span(after)
+    if count != n + 1 or first is None or last is None:
+        raise BenchError(f"batches: {count} of {n} jobs and the callback succeeded")
+    return enqueue, max(float(last) - float(first), 1e-9) / n
 
 
 async def _chain(ctx: Context, box: Sandbox, n: int) -> float:
