@@ -22,6 +22,12 @@ class ChildStateRow(NamedTuple):
     state: str
 
 
+class VersionRow(NamedTuple):
+    """The version of the code that first ran a job (None: code without a version)."""
+
+    version: int | None
+
+
 class ParentRow(NamedTuple):
     """The caller of a job made by ``self.call``."""
 

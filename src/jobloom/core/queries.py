@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-from jobloom.core.call_rows import CallChildRow, ChildStateRow, ParentRow
+from jobloom.core.call_rows import CallChildRow, ChildStateRow, ParentRow, VersionRow
 from jobloom.core.dep_rows import BatchRow, CountdownRow, DependencyRow, EdgeRow, LinkRow, SkippedRow, StateNRow
 from jobloom.core.rows import (
     AttemptKeyRow,
@@ -180,6 +180,7 @@ class Q:
     call_child = Query("call_child", CallChildRow)
     call_children = Query("call_children", ChildStateRow)
     parent_of = Query("parent_of", ParentRow)
+    job_version = Query("job_version", VersionRow)
     get_run = Query("get_run", RunRow)
     list_runs = Query("list_runs", RunRow)
     lock_run = Query("lock_run", RunRow)

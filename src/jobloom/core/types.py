@@ -260,6 +260,9 @@ class JobContext:
     spawner: Callable[..., Awaitable[Job]] | None = field(default=None, repr=False, compare=False)
     control: AttemptControl | None = field(default=None, repr=False, compare=False)
     links: JobLinks | None = field(default=None, repr=False, compare=False)
+    version: int = 1
+    """The performer's ``version`` that first ran this job: the running code's for a job it starts, the
+    stored one for a job it resumes (1 for a job first run by code without a ``version``)."""
 
     @property
     def sync(self) -> bool:

@@ -16,6 +16,7 @@ call whose child is still running waits until every call begun meanwhile knows i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import fields
@@ -112,7 +113,21 @@ class Calls:
         return child_id
 
 
-def durable(store: Store, job_id: int, attempt: int, spec: Callable[[Any], PerformerSpec]) -> tuple[StepContext, Calls]:
-    """The durable steps and the calls of one attempt (``spec``: a performer or binding's spec)."""
-    steps = StepContext(store, job_id, attempt)
-    return steps, Calls(steps, spec)
+async def durable(store: Store, performer: Any, spec: Callable[[Any], PerformerSpec], version: int) -> None:
+    """Give a performer its attempt's durable steps and calls (``spec``: a performer or binding's spec),
+    and, if its code has a ``version``, the version that first ran the job as ``ctx.version``."""
+    ctx = performer.ctx
+    performer._steps = steps = StepContext(store, ctx.job_id, ctx.attempt)
+    performer._calls = Calls(steps, spec)
+    if version != 1:
+        performer.ctx = dataclasses.replace(ctx, version=await first_version(store, ctx.job_id, ctx.attempt, version))
+
+
+async def first_version(store: Store, job_id: int, attempt: int, version: int) -> int:
+    """The version that first ran a job: ``version`` stored now on its first attempt, else as stored (none
+    stored: code without a ``version`` ran it first, which is version 1)."""
+    if attempt == 1:
+        await store.transact(lambda tx: tx.execute("set_version", {"id": job_id, "version": version}))
+        return version
+    row = await store.transact(lambda tx: tx.fetchone(Q.job_version, {"id": job_id}), exclusive=False)
+    return 1 if row is None or row.version is None else int(row.version)

@@ -58,6 +58,9 @@ class Performer(Generic[P, R]):
     pushes: ClassVar[bool] = False
     """Whether each attempt is an HTTP request that the worker's pooled client sends (``HttpPerformer``)."""
     max_snoozes: ClassVar[int] = DEFAULT_MAX_SNOOZES
+    version: ClassVar[int] = 1
+    """The version of this performer's durable code: stored with each job it first runs, read back as
+    ``self.ctx.version`` when a job resumes (see docs/how-to/durable-steps.md, "Change durable code")."""
     unknown_keys: ClassVar[str] = "refuse"
     """A payload key that the payload type does not declare: ``"refuse"`` it at enqueue (naming the key),
     or ``"drop"`` it silently, as pydantic does (for callers that send more than this version reads)."""
@@ -157,6 +160,7 @@ class PerformerSpec:
     max_snoozes: int = DEFAULT_MAX_SNOOZES
     expires_in: float | None = None  # a job not started this long after its enqueue ends expired
     key_check: Checker | None = None  # finds a payload key the type would drop (None: none can be, or "drop")
+    version: int = 1  # the performer's version (stored with the jobs it first runs)
 
     def dump_payload(self, payload: Any, *, check_keys: bool = True) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON (``check_keys=False``:
@@ -361,6 +365,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         max_snoozes=opt.positive_int("max_snoozes", cls.max_snoozes, binding, allow_none=False) or 1,
         key_check=_key_check(cls, binding, payload_adapter),
         expires_in=_expires_in(cls.expires_in, binding),
+        version=opt.positive_int("version", cls.version, binding, allow_none=False) or 1,
     )
 
 

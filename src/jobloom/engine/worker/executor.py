@@ -264,7 +264,7 @@ class Executor:
                                            self._links)
                 performer.env = self._app.env
                 store = self._clock.store if self._clock.store is not None else await self._app.store()
-                performer._steps, performer._calls = durable(store, c.id, c.attempt, self._app.spec)
+                await durable(store, performer, self._app.spec, spec.version)
                 if spec.push:
                     if self._push is None:
                         self._push = PushClient(self._app.signing_secret or b"", self._app.specs)

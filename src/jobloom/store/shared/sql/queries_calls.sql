@@ -16,6 +16,9 @@ SELECT id, state FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) ORDER BY id {p
 -- name: parent_of
 SELECT parent_id FROM jobloom_jobs WHERE id = :id AND parent_id IS NOT NULL
 
+-- name: job_version
+SELECT version FROM jobloom_jobs WHERE id = :id
+
 -- name: set_version
 -- The first version recorded for a job stays: it is the version that first ran it.
 UPDATE jobloom_jobs SET version = :version WHERE id = :id AND version IS NULL
