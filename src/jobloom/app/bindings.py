@@ -108,7 +108,7 @@ async def register_bindings(app: App, bindings: list[str] | None = None) -> None
         })
 
     async def work(tx: Tx) -> None:
-        await tx.executemany("upsert_binding", rows)
+        await tx.executemany(Q.upsert_binding, rows)
 
     await store.transact(work)
 
@@ -127,7 +127,7 @@ async def set_limits(app: App, binding: str, limits: dict[str, Any], *, known_on
             return True
         current = json.loads(row.overrides) if row and row.overrides else {}
         current.update(limits)
-        await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(current), "now": store.now()})
+        await tx.execute(Q.set_overrides, {"binding": binding, "overrides": json.dumps(current), "now": store.now()})
         return True
 
     if not await store.transact(work):
@@ -149,7 +149,7 @@ async def reset_limits(app: App, binding: str, names: tuple[str, ...]) -> None:
             return
         current = json.loads(row.overrides)
         kept = {k: v for k, v in current.items() if k not in (names or tuple(current))}
-        await tx.execute("set_overrides", {"binding": binding, "overrides": json.dumps(kept) if kept else None,
+        await tx.execute(Q.set_overrides, {"binding": binding, "overrides": json.dumps(kept) if kept else None,
                                            "now": store.now()})
 
     await store.transact(work)
@@ -166,11 +166,11 @@ async def set_paused(app: App, binding: str, paused: bool) -> BindingInfo:
 
     async def work(tx: Tx) -> bool:
         known = binding in app.specs or binding in app.internal_bindings
-        if not known and await tx.fetchone("binding_known", {"binding": binding}) is None:
+        if not known and await tx.fetchone(Q.binding_known, {"binding": binding}) is None:
             return False
         # the exclusive hold first: the dispatches under way commit before this does (PostgreSQL)
-        await tx.fetch_batch([("pause_dispatch", {"binding": binding}),
-                              ("set_paused", {"binding": binding, "paused": paused, "now": store.now()})])
+        await tx.fetch_batch([(Q.pause_dispatch, {"binding": binding}),
+                              (Q.set_paused, {"binding": binding, "paused": paused, "now": store.now()})])
         return True
 
     if not await store.transact(work):

@@ -88,7 +88,7 @@ async def retry_many(store: Store, f: JobFilter, *, chunk: int = RETRY_CHUNK) ->
     async def apply(tx: Tx, ids: list[int]) -> int:
         now = store.now()
         rows = [r for r in await tx.fetch(Q.lock_jobs, {"ids": ids}) if r.state in RETRYABLE_STATES]
-        await tx.executemany("retry_now", [{"id": r.id, "now": now} for r in rows])
+        await tx.executemany(Q.retry_now, [{"id": r.id, "now": now} for r in rows])
         await emit(tx, [event(now, r.id, r.binding, "requeued", r.attempt) for r in rows])
         return len(rows)
 

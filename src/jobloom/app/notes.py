@@ -24,7 +24,7 @@ async def add_notes(store: Store, job_ids: Sequence[int], actor: str, what: str)
              "what": storable_text(what, MAX_ERROR_BYTES) or ""} for i in job_ids]
 
     async def work(tx: Tx) -> None:
-        await tx.executemany("add_job_note", rows)
+        await tx.executemany(Q.add_job_note, rows)
 
     await store.transact(work)
 

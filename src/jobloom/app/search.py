@@ -231,7 +231,7 @@ async def page_rows(tx: Tx, f: JobFilter, *, limit: int, before: int, floor: int
         return await tx.fetch(Q.search_unique, base)
     # walk the index in id order and stop when the page is full, whatever the planner guesses of the
     # filters (a substring of the error, or a state's share under a generic plan): search_in_id_order
-    await tx.execute("search_in_id_order")
+    await tx.execute(Q.search_in_id_order)
     if f.states is None or scans(f):
         return await tx.fetch(Q.search_all, base | {"floor": floor})
     queries: list[tuple[Query[JobRow], dict[str, Any]]] = []

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from jobloom.core.dep_rows import StateNRow
 from jobloom.core.queries import Q
+from jobloom.core.rows import StateNRow
 from jobloom.core.states import ACTIVE_STATES, CANCELLED, SUCCEEDED
 from jobloom.store.base import Tx
 
@@ -46,4 +46,4 @@ async def merge_counts(tx: Tx, callbacks: Mapping[int, int]) -> None:
         if isinstance(payload, dict):
             payload.update({"batch": batch_id, "total": done["total"], "succeeded": done["succeeded"],
                             "failed": done["failed"], "cancelled": done["cancelled"]})
-        await tx.execute("set_callback_payload", {"id": job_id, "payload": json.dumps(payload)})
+        await tx.execute(Q.set_callback_payload, {"id": job_id, "payload": json.dumps(payload)})

@@ -101,7 +101,7 @@ class Calls:
 
         async def make(tx: Tx) -> int:
             child = (await insert_in(tx, [job]))[0]
-            await tx.execute("set_parent", {"id": child.id, "parent_id": steps.job_id})
+            await tx.execute(Q.set_parent, {"id": child.id, "parent_id": steps.job_id})
             if not await steps.save_in(tx, f"call:{key}", str(child.id)):
                 raise LeaseLost(f"job {steps.job_id} attempt {steps.attempt} lost its lease; "
                                 f"call {key!r} made no child")
@@ -127,7 +127,7 @@ async def first_version(store: Store, job_id: int, attempt: int, version: int) -
     """The version that first ran a job: ``version`` stored now on its first attempt, else as stored (none
     stored: code without a ``version`` ran it first, which is version 1)."""
     if attempt == 1:
-        await store.transact(lambda tx: tx.execute("set_version", {"id": job_id, "version": version}))
+        await store.transact(lambda tx: tx.execute(Q.set_version, {"id": job_id, "version": version}))
         return version
     row = await store.transact(lambda tx: tx.fetchone(Q.job_version, {"id": job_id}), exclusive=False)
     return 1 if row is None or row.version is None else int(row.version)

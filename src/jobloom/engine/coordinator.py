@@ -23,9 +23,8 @@ from jobloom.core.errors import InvalidTransition, JobNotFound
 from jobloom.core.options import Backoff
 from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
-from jobloom.core.rows import LockedJobRow, MovedRow, RunningRow
+from jobloom.core.rows import ExpiredRow, LockedJobRow, MovedRow, RunningRow
 from jobloom.core.states import CANCELLABLE_AT_ONCE, EXPIRED, FINISHED_STATES, RETRYABLE_STATES
-from jobloom.core.timing_rows import ExpiredRow
 from jobloom.engine import dependencies
 from jobloom.engine.callers import call_wait, children_ended, wake_callers
 from jobloom.engine.debounce import enqueue_debounced
@@ -76,7 +75,7 @@ def _plain(job: NewJob) -> bool:
 async def _enqueue_unique(tx: Tx, job: NewJob, now: float) -> tuple[int, bool]:
     """Insert a job with a unique key, or return the job that holds the key."""
     key = {"binding": job.binding, "unique_key": job.unique_key}
-    await tx.execute("lock_unique", key)
+    await tx.execute(Q.lock_unique, key)
     holder = await tx.fetchone(Q.find_unique, key)
     if holder is not None and (holder.state not in FINISHED_STATES or (
             holder.unique_until is not None and holder.unique_until > now)):
@@ -100,7 +99,7 @@ async def insert_tags(tx: Tx, tagged: Iterable[tuple[int, tuple[str, ...] | None
     jobs enqueued with tags have any, so an enqueue without tags runs no statement here."""
     rows = [{"tag": tag, "job_id": job_id} for job_id, tags in tagged for tag in tags or ()]
     if rows:
-        await tx.executemany("insert_job_tags", rows)
+        await tx.executemany(Q.insert_job_tags, rows)
 
 
 async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: float) -> list[int]:
@@ -183,12 +182,12 @@ async def report(
 
 async def _write_report(tx: Tx, plan: ReportPlan, hooks: EngineHooks) -> None:
     """Write what a report plan decided, and tell the flows which of their jobs finished."""
-    await tx.executemany("finish_attempt", plan.finishes)
+    await tx.executemany(Q.finish_attempt, plan.finishes)
     if plan.snoozed:
-        await tx.executemany("snooze_attempt", plan.snoozed)
+        await tx.executemany(Q.snooze_attempt, plan.snoozed)
     if plan.holds:
-        await tx.executemany("hold_node", plan.holds)
-    await tx.executemany("insert_attempt", plan.attempts)
+        await tx.executemany(Q.hold_node, plan.holds)
+    await tx.executemany(Q.insert_attempt, plan.attempts)
     await emit(tx, plan.events)
     if plan.in_runs:
         await hooks.finished(tx, plan.in_runs, plan.now)
@@ -216,9 +215,9 @@ async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
         return
     result.stale.append(o.job_id)
     if prior is None:
-        await tx.execute("insert_attempt", attempt_row(o) | {"outcome": "lost", "error": "lease lost"})
+        await tx.execute(Q.insert_attempt, attempt_row(o) | {"outcome": "lost", "error": "lease lost"})
     await tx.execute(
-        "record_stale_report", {"job_id": o.job_id, "attempt": o.attempt, "outcome": o.kind, "at": now}
+        Q.record_stale_report, {"job_id": o.job_id, "attempt": o.attempt, "outcome": o.kind, "at": now}
     )
 
 
@@ -311,7 +310,7 @@ async def read_cycle(
     """
     queries: list[tuple[Query[Any] | str, dict[str, Any] | None]] = []
     if bindings:  # first, before any row lock: a pause waits for this cycle, which holds nothing it waits for
-        queries.append(("hold_dispatch", {"bindings": list(bindings)}))
+        queries.append((Q.hold_dispatch, {"bindings": list(bindings)}))
     run_ids = sorted({r for r in runs if r is not None}) if reporting else []
     queries += [(Q.lock_run, {"id": run_id}) for run_id in run_ids]
     if reporting:
@@ -375,7 +374,7 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, 
         raise JobNotFound(job_id)
     state = row.state
     if state in CANCELLABLE_AT_ONCE:
-        await tx.execute("cancel_now", {"id": job_id, "now": now, "reason": reason})
+        await tx.execute(Q.cancel_now, {"id": job_id, "now": now, "reason": reason})
         await emit(tx, [event(now, job_id, row.binding, "cancelled", row.attempt)])
         if row.run_id is not None:
             await hooks.finished(tx, [(job_id, row.run_id, row.node, "cancelled")], now)
@@ -385,7 +384,7 @@ async def cancel(tx: Tx, job_id: int, now: float, reason: str = "cancelled", *, 
             await wake_callers(tx, [row.parent_id], now)
         return "cancelled"
     if state == "running":
-        await tx.execute("request_cancel", {"id": job_id})
+        await tx.execute(Q.request_cancel, {"id": job_id})
         return "running"
     raise InvalidTransition(job_id, state, "cancel")
 
@@ -397,7 +396,7 @@ async def retry(tx: Tx, job_id: int, now: float) -> None:
         raise JobNotFound(job_id)
     if row.state not in RETRYABLE_STATES:
         raise InvalidTransition(job_id, row.state, "retry")
-    await tx.execute("retry_now", {"id": job_id, "now": now})
+    await tx.execute(Q.retry_now, {"id": job_id, "now": now})
     await emit(tx, [event(now, job_id, row.binding, "requeued", row.attempt)])
 
 
@@ -407,7 +406,7 @@ async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
     row = await tx.fetchone(Q.fail_attempt, {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
     if row is None:
         return False
-    await tx.execute("insert_attempt", attempt_row(o) | {"outcome": lifecycle.PERMANENT})
+    await tx.execute(Q.insert_attempt, attempt_row(o) | {"outcome": lifecycle.PERMANENT})
     await emit(tx, [event(now, o.job_id, row.binding, "failed", o.attempt, o.finished_at - o.started_at)])
     await dependencies.settle(tx, [(o.job_id, "failed")], now)  # the last resort: no row to tell if it has any
     if (caller := await tx.fetchone(Q.parent_of, {"id": o.job_id})) is not None:
@@ -419,7 +418,7 @@ async def release(tx: Tx, worker: str, claims: Iterable[tuple[int, int, str]], n
     """Give back claimed jobs that never started (graceful shutdown): ``queued`` again, no attempt spent."""
     n = 0
     for job_id, attempt, binding in claims:
-        if await tx.execute("release", {"id": job_id, "attempt": attempt, "worker": worker}):
+        if await tx.execute(Q.release, {"id": job_id, "attempt": attempt, "worker": worker}):
             n += 1
             await emit(tx, [event(now, job_id, binding, "released", attempt - 1)])
     return n

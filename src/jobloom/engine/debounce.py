@@ -20,11 +20,11 @@ async def enqueue_debounced(tx: Tx, job: NewJob, now: float, insert: Insert) -> 
     (due at the end of its window) with ``insert(tx, job)`` and return its id and ``True``."""
     assert job.debounce_key is not None and job.debounce is not None
     key = {"binding": job.binding, "debounce_key": job.debounce_key}
-    await tx.execute("lock_debounce", key)
+    await tx.execute(Q.lock_debounce, key)
     holder = await tx.fetchone(Q.find_debounced, key)
     if holder is not None and collapses(now, holder.run_at):
         run_at = debounced_run_at(now, job.debounce, holder.created_at, job.debounce_max)
-        await tx.execute("debounce_job", {"id": holder.id, "payload": job.payload, "run_at": run_at,
+        await tx.execute(Q.debounce_job, {"id": holder.id, "payload": job.payload, "run_at": run_at,
                                           "concurrency_key": job.concurrency_key, "expires_at": job.expires_at})
         return holder.id, False
     return await insert(tx, job), True

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobloom.core.dep_rows import LinkRow
 from jobloom.core.dependencies import RELEASE, SKIP, bad_ending, next_step, skip_reason
 from jobloom.core.errors import InvalidOption
 from jobloom.core.queries import Q
 from jobloom.core.records import job_from_row
+from jobloom.core.rows import LinkRow
 from jobloom.core.states import FINISHED_STATES
 from jobloom.core.types import Job
 from jobloom.engine.batch_counts import merge_counts
@@ -50,10 +50,10 @@ async def add_waiting(tx: Tx, job_id: int, job: NewJob, states: Mapping[int, str
     """Record the new waiting job ``job_id``'s edges and countdown (``batch_id``: it is that batch's
     callback); if its dependencies all ended already (or one failed), queue or skip it at once. The
     number of jobs queued."""
-    await tx.executemany("insert_dependency", [
+    await tx.executemany(Q.insert_dependency, [
         {"depends_on": d, "job_id": job_id, "done": s in FINISHED_STATES} for d, s in sorted(states.items())])
     pending = sum(1 for s in states.values() if s not in FINISHED_STATES)
-    await tx.execute("insert_dependency_wait", {"job_id": job_id, "pending": pending,
+    await tx.execute(Q.insert_dependency_wait, {"job_id": job_id, "pending": pending,
                                                 "on_failure": job.on_dependency_failure, "batch_id": batch_id})
     failed = next((d for d, s in sorted(states.items()) if s in FINISHED_STATES and bad_ending(s)), None)
     step = next_step(pending, job.on_dependency_failure, failed)

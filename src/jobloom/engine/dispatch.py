@@ -115,7 +115,7 @@ async def _answer(tx: Tx, binding: str, need: Need, clock: Callable[[], float] |
     key = {"binding": binding}
     match need:
         case ReadBinding():
-            _, rows = await tx.fetch_batch([("hold_dispatch", {"bindings": [binding]}), (Q.get_binding, key)])
+            _, rows = await tx.fetch_batch([(Q.hold_dispatch, {"bindings": [binding]}), (Q.get_binding, key)])
             return rows
         case LockBinding(skip=skip, count=counted, batches=batches):
             count = Q.count_running_batches if batches else Q.count_running
@@ -147,7 +147,7 @@ async def _apply(
         return Dispatched([], chosen.next_token_at, chosen.batch, contended=chosen.contended)
     if chosen.save is not None:  # nothing reads its result: a store may send it with the next statement
         saved = {"binding": binding, "tokens": chosen.save.tokens, "tokens_at": chosen.save.updated_at}
-        await tx.executemany("save_bucket", [saved])
+        await tx.executemany(Q.save_bucket, [saved])
     told = (chosen.next_token_at, chosen.batch, chosen.decided_at, waited, chosen.locked, chosen.contended)
     if not chosen.selected:
         return Dispatched([], *told)

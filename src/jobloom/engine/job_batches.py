@@ -36,7 +36,7 @@ async def insert(tx: Tx, members: Sequence[NewJob], on_complete: NewJob | None, 
                                              "now": now})
     assert row is not None
     batch_id = row.id
-    await tx.executemany("insert_batch_job", [{"batch_id": batch_id, "job_id": i} for i in ids])
+    await tx.executemany(Q.insert_batch_job, [{"batch_id": batch_id, "job_id": i} for i in ids])
     if callbacks:
         states = {r.id: r.state for r in await tx.fetch(Q.lock_dependencies, {"ids": ids})}
         for (cb, _), cb_id in zip(callbacks, made, strict=True):
@@ -55,7 +55,7 @@ async def add(tx: Tx, job_id: int, attempt: int, members: Sequence[NewJob], now:
     batch = await tx.fetchone(Q.lock_batch, {"id": found.id})
     assert batch is not None
     ids = [i for i, _ in await coordinator.enqueue(tx, members, now)]
-    await tx.executemany("insert_batch_job", [{"batch_id": batch.id, "job_id": i} for i in ids])
+    await tx.executemany(Q.insert_batch_job, [{"batch_id": batch.id, "job_id": i} for i in ids])
     callbacks = [cb for cb in (batch.on_complete, batch.on_success) if cb is not None]
     if not callbacks or not ids:
         return ids
@@ -63,7 +63,7 @@ async def add(tx: Tx, job_id: int, attempt: int, members: Sequence[NewJob], now:
     for cb in sorted(callbacks):  # the countdowns' row locks, in id order
         if await tx.fetchone(Q.count_up_dependencies, {"job_id": cb, "n": len(ids)}) is None:
             continue  # released already (cannot happen while this job runs; kept safe)
-        await tx.executemany("insert_dependency", [{"depends_on": i, "job_id": cb, "done": False} for i in ids])
+        await tx.executemany(Q.insert_dependency, [{"depends_on": i, "job_id": cb, "done": False} for i in ids])
     ended = [(i, s) for i, s in states.items() if s in FINISHED_STATES]  # skipped at once (a dependency failed)
     if ended:
         await dependencies.settle(tx, ended, now)

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from jobloom.core.outbox import count_events
-from jobloom.core.rows import CandidateRow, ClaimRow, MovedRow, PolicyRow, RunningRow
-from jobloom.core.timing_rows import ExpiredRow
+from jobloom.core.queries import Q
+from jobloom.core.rows import CandidateRow, ClaimRow, ExpiredRow, MovedRow, PolicyRow, RunningRow
 from jobloom.store.base import Later, Tx
 
 
@@ -177,6 +177,6 @@ async def emit(tx: Tx, events: Sequence[dict[str, Any]]) -> None:
         return
     single, counted = count_events(events)
     if single:
-        await tx.executemany("insert_event", single)
+        await tx.executemany(Q.insert_event, single)
     if counted:
-        await tx.executemany("insert_counted_event", counted)
+        await tx.executemany(Q.insert_counted_event, counted)

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from jobloom.core.errors import InvalidOption
+from jobloom.core.queries import Q
 from jobloom.core.text import storable_text
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class ProgressBuffer:
         if rows:
             self.writes += 1
             self._last = time.monotonic()
-            await tx.executemany("set_progress", [{**row, "worker": worker} for row in rows])
+            await tx.executemany(Q.set_progress, [{**row, "worker": worker} for row in rows])
 
     async def run(self, store: Callable[[], Awaitable[Store]], worker: str) -> None:
         """Write pending progress in a transaction of its own, at most once every ``FLUSH_INTERVAL`` (a

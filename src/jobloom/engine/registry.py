@@ -53,11 +53,11 @@ class WorkerInfo:
 async def beat(tx: Tx, name: str, bindings: Sequence[str], concurrency: int, every: float, now: float) -> None:
     """Write or renew ``name``'s row, and prune the rows of workers gone silent (deferred writes: on
     PostgreSQL they go out with the transaction's next statement or its commit)."""
-    await tx.executemany("beat_worker", [{
+    await tx.executemany(Q.beat_worker, [{
         "name": name, "host": socket.gethostname(), "pid": os.getpid(), "bindings": json.dumps(list(bindings)),
         "concurrency": concurrency, "beat": every, "now": now,
     }])
-    await tx.executemany("prune_workers", [{"now": now}])
+    await tx.executemany(Q.prune_workers, [{"now": now}])
 
 
 REMOTE_HOST = "remote"
@@ -68,7 +68,7 @@ async def beat_remote(tx: Tx, name: str, bindings: Sequence[str], concurrency: i
     """Write or renew the row of the remote worker ``name`` (one that pulls jobs over HTTP), seen claiming
     jobs of ``bindings`` or renewing its leases now; ``every``: how long it may stay silent while alive
     (its lease or its long poll's wait), so it counts as alive for :data:`ALIVE_BEATS` times that."""
-    await tx.executemany("beat_worker", [{
+    await tx.executemany(Q.beat_worker, [{
         "name": name, "host": REMOTE_HOST, "pid": 0, "bindings": json.dumps(list(bindings)),
         "concurrency": concurrency, "beat": every, "now": now,
     }])
@@ -76,7 +76,7 @@ async def beat_remote(tx: Tx, name: str, bindings: Sequence[str], concurrency: i
 
 async def forget(tx: Tx, name: str) -> None:
     """Delete ``name``'s row (the worker stops)."""
-    await tx.execute("forget_worker", {"name": name})
+    await tx.execute(Q.forget_worker, {"name": name})
 
 
 async def workers(tx: Tx) -> list[WorkerInfo]:

@@ -193,7 +193,7 @@ async def claim(
         next_due = min(moments) if moments else None
     claims = {c.id: secrets.token_urlsafe(24) for c in claimed}
     if claimed:
-        await tx.executemany("set_claim", [{"id": c.id, "attempt": c.attempt, "claim_hash": hash_claim(claims[c.id])}
+        await tx.executemany(Q.set_claim, [{"id": c.id, "attempt": c.attempt, "claim_hash": hash_claim(claims[c.id])}
                                            for c in claimed])
     return RemoteClaim(claimed, next_due, bool(reaped or promoted), claims)
 

@@ -77,7 +77,7 @@ class StepContext:
 
     async def save_in(self, tx: Tx, name: str, data: str | None) -> bool:
         """Record ``name`` in ``tx`` if the attempt still holds its lease (whether it did)."""
-        return bool(await tx.execute("save_step", {
+        return bool(await tx.execute(Q.save_step, {
             "job_id": self.job_id, "name": name, "result": data, "now": self.store.now(), "attempt": self.attempt,
         }))
 
@@ -186,7 +186,7 @@ async def send_event(tx: Tx, job_id: int, name: str, data: str | None, now: floa
         from jobloom.core.errors import JobNotFound
 
         raise JobNotFound(job_id)
-    await tx.execute("put_signal", {"job_id": job_id, "name": name, "data": data, "now": now})
+    await tx.execute(Q.put_signal, {"job_id": job_id, "name": name, "data": data, "now": now})
     rows = await tx.fetch(Q.wake_waiting_for, {"id": job_id, "now": now, "step": f"wait:{name}"})
     if rows:
         from jobloom.engine.jobs import emit, event

@@ -119,7 +119,7 @@ async def start_run(
         parent = await tx.fetchone(Q.lock_run, {"id": parent_run_id})
         if parent is None or parent.state != RUN_RUNNING:
             return False
-    inserted = await tx.execute("insert_run", {
+    inserted = await tx.execute(Q.insert_run, {
         "id": run_id, "flow": flow, "input": input_json, "graph": json.dumps(graph),
         "deadline": None if deadline is None else now + deadline, "deadline_seconds": deadline,
         "parent_job_id": parent_job_id, "depth": depth, "now": now, "spec": spec,
@@ -345,10 +345,10 @@ def _end(run: RunRow, states: dict[str | None, str], now: float, *, wake: bool =
             moves.append((Q.skip_waiting, {"run_id": run_id, "node": n, "now": now,
                                            "reason": "skipped: the run did not fail"}, "skipped"))
         error = f"nodes did not succeed: {', '.join(failed)}" if failed else None
-        moves.append(("set_run_state", {"id": run_id, "state": "failed" if failed else "succeeded", "error": error,
+        moves.append((Q.set_run_state, {"id": run_id, "state": "failed" if failed else "succeeded", "error": error,
                                         "finished_at": now}, None))
     elif state in RUN_STOPPING:
-        moves.append(("set_run_state", {"id": run_id, "state": RUN_STOPPING[state], "error": run.error,
+        moves.append((Q.set_run_state, {"id": run_id, "state": RUN_STOPPING[state], "error": run.error,
                                         "finished_at": now}, None))
     else:
         return []
@@ -402,12 +402,12 @@ async def resume_run(tx: Tx, run_id: str, now: float) -> int:
         # a fan-out or spawned child exists only if its node ran: its node's upstream succeeded
         ready = top != node or (node not in handlers and all(states.get(u) == "succeeded" for u in graph.get(top, [])))
         target = "queued" if ready else "waiting"
-        if await tx.execute("reset_node", {"id": job_id, "state": target, "now": now}):
+        if await tx.execute(Q.reset_node, {"id": job_id, "state": target, "now": now}):
             reset += 1
             await emit(tx, [event(now, job_id, binding, "requeued" if ready else "waiting", attempt)])
-    await tx.execute("set_run_state", {"id": run_id, "state": RUN_RUNNING, "error": None, "finished_at": None})
+    await tx.execute(Q.set_run_state, {"id": run_id, "state": RUN_RUNNING, "error": None, "finished_at": None})
     if run.deadline_seconds is not None:
-        await tx.execute("set_run_deadline", {"id": run_id, "deadline": now + float(run.deadline_seconds)})
+        await tx.execute(Q.set_run_deadline, {"id": run_id, "deadline": now + float(run.deadline_seconds)})
     return reset
 
 

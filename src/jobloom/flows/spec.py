@@ -24,7 +24,7 @@ from jobloom.core.text import plain_json
 from jobloom.flows.flow import UNSET, Flow, FlowError, Node, _identity
 
 if TYPE_CHECKING:
-    from jobloom.core.run_rows import RunRow
+    from jobloom.core.rows import RunRow
 
 MAX_NODES = 1000
 """The most nodes a flow built at run time may have."""

@@ -79,8 +79,8 @@ async def _stop(tx: Tx, roots: list[RunRow], state: str, error: str, now: float)
         statement = Q.fail_unstarted if st == RUN_FAILING else Q.cancel_unstarted
         rows = await tx.fetch(statement, {"run_id": run.id, "now": now, "reason": f"run {err}"})
         await emit(tx, [event(now, r.id, r.binding, RUN_STOPPING[st], r.attempt) for r in rows])
-        await tx.execute("cancel_running_of_run", {"run_id": run.id})
-        await tx.execute("set_run_state", {"id": run.id, "state": st, "error": err, "finished_at": None})
+        await tx.execute(Q.cancel_running_of_run, {"run_id": run.id})
+        await tx.execute(Q.set_run_state, {"id": run.id, "state": st, "error": err, "finished_at": None})
     # the deepest runs first: a sub-flow run that ends at once ends its (suspended) node in the parent
     # run, which may then end too
     ids = {run.id for run, _, _ in stopping}
@@ -93,7 +93,7 @@ async def _stop(tx: Tx, roots: list[RunRow], state: str, error: str, now: float)
                                  wake=parent_job is None)
         if moves and parent_job is not None:
             job = await tx.fetchone(Q.lock_job, {"id": parent_job})
-            if job is not None and await tx.execute("cancel_now", {"id": parent_job, "now": now, "reason": err}):
+            if job is not None and await tx.execute(Q.cancel_now, {"id": parent_job, "now": now, "reason": err}):
                 await emit(tx, [event(now, parent_job, job.binding, "cancelled", job.attempt)])
         await _apply(tx, moves, now)
         if moves:

@@ -111,11 +111,11 @@ async def delete_jobs(tx: Tx, rows: Sequence[PruneRow], dialect: str) -> int:
         return 0
     for name in _history_queries(dialect):
         await tx.execute(name, {"ids": ids})
-    deleted = await tx.execute("prune_jobs", {"ids": ids})
+    deleted = await tx.execute(Q.prune_jobs, {"ids": ids})
     runs = sorted({r.run_id for r in rows if r.run_id is not None})
     if runs:  # a finished flow run goes with the last of its jobs
         await tx.fetch(Q.lock_pruned_runs, {"ids": runs})
-        await tx.execute("prune_runs", {"ids": runs})
+        await tx.execute(Q.prune_runs, {"ids": runs})
     return deleted
 
 
@@ -142,9 +142,9 @@ async def prune(store: Store, specs: Mapping[str, PerformerSpec], now: float, *,
                 return deleted, True
 
     async def stats(tx: Tx) -> int:
-        minutes = await tx.execute("prune_stats", {"minute": int((now - min(stats_retention, MINUTE_RETENTION)) // 60),
+        minutes = await tx.execute(Q.prune_stats, {"minute": int((now - min(stats_retention, MINUTE_RETENTION)) // 60),
                                                    "limit": batch})
-        hours = await tx.execute("prune_stats_hourly", {"minute": int((now - stats_retention) // 60), "limit": batch})
+        hours = await tx.execute(Q.prune_stats_hourly, {"minute": int((now - stats_retention) // 60), "limit": batch})
         return max(minutes, hours)
 
     more = await store.transact(stats) >= batch

@@ -218,7 +218,7 @@ async def fold_batch(store: Store, *, limit: int = BATCH, name: str = CURSOR) ->
     """
 
     async def work(tx: Tx) -> Folded:
-        await tx.execute("init_projector", {"name": name, "now": store.now()})
+        await tx.execute(Q.init_projector, {"name": name, "now": store.now()})
         cursor = await tx.fetchone(Q.lock_projector, {"name": name})
         if cursor is None:  # another worker is projecting (PostgreSQL): it will fold these events
             return Folded()
@@ -226,14 +226,14 @@ async def fold_batch(store: Store, *, limit: int = BATCH, name: str = CURSOR) ->
         if not groups:
             return Folded()
         last_seq = max(int(g.last_seq) for g in groups)
-        await tx.execute("prune_folded_events", {"last_seq": last_seq})
+        await tx.execute(Q.prune_folded_events, {"last_seq": last_seq})
         tallies = tally_groups(groups)
         hours: dict[tuple[str, int], Tally] = {}
         for (b, m), t in tallies.items():
             hours.setdefault((b, m - m % 60), Tally()).merge(t)
         await _add_rows(tx, tallies, Q.stats_rows_for, "upsert_stats")
         await _add_rows(tx, hours, Q.stats_hourly_rows_for, "upsert_stats_hourly")
-        await tx.execute("save_projector", {"name": name, "last_seq": last_seq, "now": store.now()})
+        await tx.execute(Q.save_projector, {"name": name, "last_seq": last_seq, "now": store.now()})
         return Folded(rows=sum(int(g.rows) for g in groups), events=sum(int(g.n) for g in groups))
 
     return await store.transact(work)

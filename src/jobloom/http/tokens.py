@@ -145,8 +145,8 @@ async def create_token(store: Store, name: str, scopes: Any, bindings: Any = Non
         row = await tx.fetchone(Q.get_token, {"name": name})
         if row is not None and row.revoked_at is None:
             raise TokenExists(f"a token named {name!r} exists; revoke it first (jobloom tokens revoke {name})")
-        await tx.execute("delete_revoked_token", {"name": name})
-        await tx.execute("insert_token", {"name": name, "prefix": prefix, "secret_hash": hash_secret(secret),
+        await tx.execute(Q.delete_revoked_token, {"name": name})
+        await tx.execute(Q.insert_token, {"name": name, "prefix": prefix, "secret_hash": hash_secret(secret),
                                           "scopes": ",".join(chosen), "now": now,
                                           "bindings": None if limited is None else ",".join(limited)})
         found = await tx.fetchone(Q.get_token, {"name": name})
@@ -171,7 +171,7 @@ async def revoke_token(store: Store, name: str) -> TokenInfo:
     now = store.now()
 
     async def work(tx: Tx) -> TokenRow | None:
-        await tx.execute("revoke_token", {"name": name, "now": now})
+        await tx.execute(Q.revoke_token, {"name": name, "now": now})
         return await tx.fetchone(Q.get_token, {"name": name})
 
     row = await store.transact(work)

@@ -144,10 +144,10 @@ class ScheduleOps:
             if existing is not None and not replace:
                 raise JobloomError(f"schedule {schedule.name!r} exists; add_schedule(..., replace=True) replaces it")
             if existing is not None:
-                await tx.execute("replace_runtime_schedule",
+                await tx.execute(Q.replace_runtime_schedule,
                                  {"name": schedule.name, "definition": definition, "now": now})
                 return
-            await tx.execute("insert_schedule_row", {
+            await tx.execute(Q.insert_schedule_row, {
                 "name": schedule.name, "origin": "runtime", "definition": definition, "last_tick": now,
                 "next_run": schedule.next_tick(now), "now": now,
             })
@@ -163,7 +163,7 @@ class ScheduleOps:
         store = await self.host.store()
 
         async def work(tx: Tx) -> int:
-            return await tx.execute("delete_schedule_row", {"name": name})
+            return await tx.execute(Q.delete_schedule_row, {"name": name})
 
         if not await store.transact(work):
             raise UnknownSchedule(name, sorted(self.schedules))
@@ -242,7 +242,7 @@ class ScheduleOps:
 
         async def work(tx: Tx) -> StoredScheduleRow | None:
             if schedule is not None:
-                await tx.execute("insert_schedule_row", {
+                await tx.execute(Q.insert_schedule_row, {
                     "name": name, "origin": "code", "definition": schedule.definition_json(), "last_tick": now,
                     "next_run": schedule.next_tick(now), "now": now,
                 })
@@ -267,7 +267,7 @@ class ScheduleOps:
             # resuming starts from now: the ticks missed while paused are not owed
             last_tick = row.last_tick if paused else now
             next_run = None if paused or timing is None else timing.next_tick(now)
-            await tx.execute("set_schedule_paused",
+            await tx.execute(Q.set_schedule_paused,
                              {"name": name, "paused": paused, "last_tick": last_tick, "next_run": next_run, "now": now})
 
         await store.transact(work)

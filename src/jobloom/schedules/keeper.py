@@ -44,7 +44,7 @@ REFRESH = 5.0  # how often a worker re-reads the schedules (pause, resume, add f
 async def save_state(tx: Tx, row: StoredScheduleRow, now: float) -> None:
     """Store the row's firing state (``save_schedule_state``: everything but origin, definition and pause)."""
     state = {k: v for k, v in row._asdict().items() if k not in ("origin", "definition", "paused")}
-    await tx.execute("save_schedule_state", {**state, "now": now})
+    await tx.execute(Q.save_schedule_state, {**state, "now": now})
 
 
 async def read_rows(store: Store) -> dict[str, StoredScheduleRow]:
@@ -243,7 +243,7 @@ async def sync_code_schedules(app: ScheduleHost, store: Store, now: float) -> No
                      "last_tick": now, "next_run": s.next_tick(now), "now": now})
 
     async def work(tx: Tx) -> None:
-        await tx.executemany("sync_code_schedule", rows)
+        await tx.executemany(Q.sync_code_schedule, rows)
 
     if rows:
         await store.transact(work)

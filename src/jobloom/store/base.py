@@ -133,10 +133,10 @@ class Tx(abc.ABC):
         """Insert new jobs (``insert_job`` rows, each with the ``event`` kind to record at ``at``) and
         their events (counted per binding and kind: :func:`~jobloom.core.outbox.count_enqueues`); return
         the new ids in row order. A driver may do it all in one statement."""
-        ids = await self.insert_many("insert_job", rows)  # the statement ignores the "event" key
+        ids = await self.insert_many(Q.insert_job, rows)  # the statement ignores the "event" key
         single, counted = count_enqueues(at, ids, rows)
-        await self.executemany("insert_event", single)
-        await self.executemany("insert_counted_event", counted)
+        await self.executemany(Q.insert_event, single)
+        await self.executemany(Q.insert_counted_event, counted)
         return ids
 
     async def claim(self, params: Params) -> Later[ClaimRow]:
@@ -147,9 +147,9 @@ class Tx(abc.ABC):
         rows = await self.fetch(Q.claim, params)
         single, counted = count_starts(params["now"], rows)
         if single:
-            await self.executemany("insert_event", single)
+            await self.executemany(Q.insert_event, single)
         if counted:
-            await self.executemany("insert_counted_event", counted)
+            await self.executemany(Q.insert_counted_event, counted)
         return Later(ClaimRow._make, rows)
 
     async def flush(self) -> None:

@@ -11,6 +11,9 @@ array as ``IN`` over ``json_each``, row locks dropped...). In any file:
   own), and ``{fragment j}`` the same column list with each column prefixed ``j.``. A fragment may hold
   markers; it is pasted before a shared query is translated for SQLite.
 
+A ``-- row:`` section (comments only) declares a record and a ``-- returns:`` line says which record a query
+returns: :mod:`jobloom.store.codegen` generates the records and handles from them (``./dev gen``).
+
 Migrations (``NNNN_name.sql``) stay per dialect: a schema is not translated.
 """
 
@@ -19,9 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 
-_SECTION = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.M)
+_SECTION = re.compile(r"^--\s*(name|fragment|row):\s*(\w+)\s*$", re.M)
 _DIALECTS = ("sqlite", "postgres")
 SHARED = "shared"
 """The folder (``store/shared/sql``) of the queries both dialects run."""
@@ -68,8 +71,9 @@ class Section:
     filename: str
 
 
-def _folder(where: str) -> resources.abc.Traversable:
-    return resources.files(f"{__package__}.{where}").joinpath("sql")
+def _folder(where: str) -> Path:
+    # beside this file, read without importing a package (./dev gen runs before the generated modules import)
+    return Path(__file__).resolve().parent / where / "sql"
 
 
 def read_sections(where: str) -> list[Section]:

@@ -18,6 +18,7 @@ SELECT pg_advisory_xact_lock(hashtext(current_schema() || chr(31) || 'debounce' 
                              hashtext(:debounce_key::text))
 
 -- name: count_by_state_indexed
+-- returns: StateCountRow
 -- Every state but succeeded and skipped (most of the history), each read from a partial index of
 -- its own: the cost follows the jobs counted, not the history. Each branch names its state as the
 -- index's predicate does, so that the planner can prove the index covers it.
@@ -31,6 +32,7 @@ SELECT binding, state, count(*) FROM jobloom_jobs
 WHERE state IN ('waiting', 'failed', 'stalled', 'cancelled') GROUP BY binding, state
 
 -- name: lock_binding
+-- returns: PolicyRow
 -- The binding's row lock serializes its dispatches. The row is created if missing; when another
 -- transaction creates it at the same moment, the upsert waits for it and then takes the lock.
 WITH locked AS (
@@ -51,6 +53,7 @@ UNION ALL
 SELECT * FROM created
 
 -- name: claim
+-- returns: ClaimRow
 -- The ids are candidates this transaction has just read FOR UPDATE (PostgreSQL rechecks that they
 -- are still queued when it locks them), so they are queued until it commits. The statement names
 -- no state: a condition on state would let the planner reach the ids through a partial index of
@@ -80,6 +83,7 @@ WITH c AS (
 SELECT id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta FROM c
 
 -- name: claim_batch
+-- returns: ClaimRow
 -- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
 UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
@@ -88,6 +92,7 @@ WHERE id = ANY(:ids::bigint[]) AND (expires_at IS NULL OR expires_at > :now)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: expire_due
+-- returns: ExpiredRow
 -- Jobs not started by their expiry end expired (run in every cycle before dispatch; claim checks the
 -- expiry too, so a job committed past it meanwhile is never claimed). Flow nodes have no expiry.
 WITH due AS (
@@ -100,6 +105,7 @@ FROM due WHERE j.id = due.id AND (j.state = 'scheduled' OR j.state = 'queued')
 RETURNING j.id, j.binding, j.attempt, j.dependants, j.parent_id
 
 -- name: promote_due
+-- returns: MovedRow
 WITH due AS (
     SELECT id FROM jobloom_jobs WHERE state = 'scheduled' AND run_at <= :now
     ORDER BY run_at LIMIT :limit
@@ -109,6 +115,7 @@ UPDATE jobloom_jobs AS j SET state = 'queued' FROM due WHERE j.id = due.id
 RETURNING j.id, j.binding, j.attempt
 
 -- name: heartbeat
+-- returns: HeartbeatRow
 -- Fenced by attempt: only the (id, attempt) pairs that are still the jobs' current, running attempts of
 -- this worker are renewed.
 WITH held AS (

@@ -2,6 +2,7 @@
 -- reads an index of active jobs only, so that its cost does not grow with the history; none locks.
 
 -- name: active_in_range
+-- returns: NodeJobRow
 -- Active jobs of a run whose node lies between :lo and :hi (a fan-out's children, or what a node
 -- spawned), from the index of active run jobs (node names compared byte by byte).
 SELECT id, node, state FROM jobloom_jobs

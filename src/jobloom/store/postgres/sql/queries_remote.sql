@@ -2,6 +2,7 @@
 -- only as its SHA-256 (claim_hash), and every heartbeat and report of the attempt must present it.
 
 -- name: heartbeat_remote
+-- returns: RemoteBeatRow
 -- Fenced by attempt and by claim: only the (id, attempt, claim hash) triples that are still the jobs'
 -- current, running attempts of this worker, claimed with that secret, are renewed; never past the
 -- attempt's deadline (started_at + timeout), whatever the heartbeats say.

@@ -6,6 +6,7 @@
 -- projection back). The cursor row serializes projectors and records the last seq folded.
 
 -- name: fold_events
+-- returns: FoldedEventsRow
 -- Deletes the oldest :limit outbox rows and returns their events counted per binding, minute, kind and
 -- run-time bucket: a row of one event has its bucket computed here, the histogram's bucket_of in SQL
 -- (0 up to 10 µs, then ceil(ln(d / 10 µs) / ln(1.1)), at least 1), NULL for an event without a run

@@ -9,7 +9,12 @@ ON CONFLICT (binding) DO UPDATE SET paused = excluded.paused, paused_at = exclud
 -- name: binding_known
 SELECT 1 FROM jobloom_bindings WHERE binding = :binding
 
+-- row: RulesRow
+-- A binding's stored enqueue rules (JSON; None: none stored), and whether a worker registered it.
+--   binding: str, registered: bool, rules: str | None
+
 -- name: binding_rules
+-- returns: RulesRow
 -- Every binding's enqueue rules as the app performing it stored them (NULL: none stored), and whether
 -- a worker registered it at all (workers store the backoff; `limits set` does not).
 SELECT binding, backoff IS NOT NULL AS registered, rules FROM jobloom_bindings ORDER BY binding
@@ -27,6 +32,12 @@ DELETE FROM jobloom_workers WHERE seen_at + 10 * beat < :now
 -- name: forget_worker
 DELETE FROM jobloom_workers WHERE name = :name
 
+-- row: WorkerRow
+-- A live worker process in the registry of workers.
+--   name: str, host: str, pid: int, bindings: str, concurrency: int, beat: float, started_at: float
+--   seen_at: float
+
 -- name: list_workers
+-- returns: WorkerRow
 SELECT name, host, pid, bindings, concurrency, beat, started_at, seen_at FROM jobloom_workers ORDER BY name
 

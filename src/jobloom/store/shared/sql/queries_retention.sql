@@ -3,7 +3,12 @@
 -- with :ids (the jobs being deleted), so each concept that keeps rows per job removes its own.
 -- How each store picks the jobs to delete is in its own queries_retention.sql.
 
+-- row: RetentionRow
+-- A binding's stored retention (JSON).
+--   binding: str, retention: str | None
+
 -- name: binding_retentions
+-- returns: RetentionRow
 -- The retention that the app performing each binding stored with it (JSON: state -> seconds).
 SELECT binding, retention FROM jobloom_bindings WHERE retention IS NOT NULL ORDER BY binding
 
@@ -24,7 +29,12 @@ WHERE (binding, minute) IN (SELECT binding, minute FROM jobloom_stats WHERE minu
 DELETE FROM jobloom_stats_hourly
 WHERE (binding, minute) IN (SELECT binding, minute FROM jobloom_stats_hourly WHERE minute < :minute LIMIT :limit)
 
+-- row: PruneRow
+-- A finished job picked for deletion.
+--   id: int, run_id: str | None
+
 -- name: prune_pick
+-- returns: PruneRow
 SELECT id, run_id FROM jobloom_jobs
 WHERE finished_at IS NOT NULL AND finished_at < :cutoff AND state = :state AND binding = ANY(:bindings::text[])
   {sqlite: AND id < (SELECT max(id) FROM jobloom_jobs)}
@@ -32,6 +42,7 @@ ORDER BY finished_at LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: prune_pick_others
+-- returns: PruneRow
 -- Jobs of the bindings not in :bindings (the pruning app's own) that have no stored retention: the
 -- default retention applies. The stored retention is checked here, in the statement that picks, so
 -- a binding whose retention is stored after the pruner listed them is never pruned by the default.
@@ -44,6 +55,7 @@ ORDER BY finished_at LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: lock_pruned_runs
+-- returns: RunIdRow
 -- The runs of a batch's jobs, locked before prune_runs looks for their other jobs: of two batches
 -- that delete a run's last jobs at the same time, the second then sees the first's deletes.
 SELECT id FROM jobloom_runs WHERE id = ANY(:ids::text[]) {postgres: ORDER BY id} FOR UPDATE

@@ -2,17 +2,26 @@
 -- (lock_schedule_row: PostgreSQL's row lock, SQLite's write lock), which serializes it against every
 -- other worker.
 
+-- row: StoredScheduleRow
+-- A schedule's stored state (``jobloom_schedules``).
+--   name: str, origin: str, definition: str, paused: bool, last_tick: float | None, next_run: float | None
+--   last_run_at: float | None, last_job_id: int | None, last_run_id: str | None, last_error: str | None
+--   last_error_at: float | None, fired: int, skipped: int
+
 -- name: list_schedule_rows
+-- returns: StoredScheduleRow
 SELECT name, origin, definition, paused, last_tick, next_run, last_run_at, last_job_id, last_run_id,
        last_error, last_error_at, fired, skipped
 FROM jobloom_schedules ORDER BY name
 
 -- name: get_schedule_row
+-- returns: StoredScheduleRow
 SELECT name, origin, definition, paused, last_tick, next_run, last_run_at, last_job_id, last_run_id,
        last_error, last_error_at, fired, skipped
 FROM jobloom_schedules WHERE name = :name
 
 -- name: lock_schedule_row
+-- returns: StoredScheduleRow
 SELECT name, origin, definition, paused, last_tick, next_run, last_run_at, last_job_id, last_run_id,
        last_error, last_error_at, fired, skipped
 FROM jobloom_schedules WHERE name = :name
@@ -47,6 +56,11 @@ WHERE name = :name
 -- name: delete_schedule_row
 DELETE FROM jobloom_schedules WHERE name = :name AND origin = 'runtime'
 
+-- row: JobStateRow
+-- A job's state.
+--   state: str
+
 -- name: schedule_job_state
+-- returns: JobStateRow
 SELECT state FROM jobloom_jobs WHERE id = :id
 

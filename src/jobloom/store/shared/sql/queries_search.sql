@@ -28,6 +28,7 @@
       SELECT 1 FROM jobloom_job_tags g WHERE g.tag = {sqlite: t.value}{postgres: t.tag} AND g.job_id = j.id)))
 
 -- name: search_all
+-- returns: JobRow
 SELECT {job_columns j}
 FROM jobloom_jobs j
 WHERE j.id < :before::bigint
@@ -36,6 +37,7 @@ WHERE j.id < :before::bigint
 ORDER BY j.id DESC LIMIT :limit::bigint
 
 -- name: search_tagged
+-- returns: JobRow
 -- SQLite's CROSS JOIN keeps the tag's rows as the outer loop.
 SELECT {job_columns j}
 FROM jobloom_job_tags g {sqlite: CROSS JOIN jobloom_jobs j}{postgres: JOIN jobloom_jobs j ON j.id = g.job_id}
@@ -44,6 +46,7 @@ WHERE {sqlite: g.job_id = j.id AND }g.tag = :tag::text AND g.job_id < :before::b
 ORDER BY g.job_id DESC LIMIT :limit::bigint
 
 -- name: search_unique
+-- returns: JobRow
 SELECT {job_columns j}
 FROM jobloom_jobs j
 WHERE j.binding = :binding::text AND j.unique_key = :unique_key::text AND j.id < :before::bigint
@@ -51,6 +54,7 @@ WHERE j.binding = :binding::text AND j.unique_key = :unique_key::text AND j.id <
 ORDER BY j.id DESC LIMIT :limit::bigint
 
 -- name: search_counted
+-- returns: JobRow
 SELECT {job_columns j}
 FROM jobloom_jobs j
 WHERE {sqlite: (j.state = 'waiting' OR j.state = 'failed' OR j.state = 'stalled' OR j.state = 'cancelled')}{postgres: j.state IN ('waiting', 'failed', 'stalled', 'cancelled')}
@@ -59,6 +63,7 @@ WHERE {sqlite: (j.state = 'waiting' OR j.state = 'failed' OR j.state = 'stalled'
 ORDER BY j.id DESC LIMIT :limit::bigint
 
 -- name: search_queued
+-- returns: JobRow
 SELECT {job_columns j}
 FROM jobloom_jobs j
 WHERE j.state = 'queued' AND j.binding = :binding::text AND j.id < :before::bigint
@@ -66,6 +71,7 @@ WHERE j.state = 'queued' AND j.binding = :binding::text AND j.id < :before::bigi
 ORDER BY j.id DESC LIMIT :limit::bigint
 
 -- name: search_scheduled
+-- returns: JobRow
 SELECT {job_columns j}
 FROM jobloom_jobs j {sqlite: INDEXED BY jobloom_jobs_scheduled}
 WHERE j.state = 'scheduled' AND j.id < :before::bigint
@@ -73,6 +79,7 @@ WHERE j.state = 'scheduled' AND j.id < :before::bigint
 ORDER BY j.id DESC LIMIT :limit::bigint
 
 -- name: search_running
+-- returns: JobRow
 SELECT {job_columns j}
 FROM jobloom_jobs j {sqlite: INDEXED BY jobloom_jobs_running}
 WHERE j.state = 'running' AND j.id < :before::bigint
@@ -80,6 +87,7 @@ WHERE j.state = 'running' AND j.id < :before::bigint
 ORDER BY j.id DESC LIMIT :limit::bigint
 
 -- name: search_bindings_counted
+-- returns: BindingOfRow
 WITH RECURSIVE b(binding) AS (
     SELECT (SELECT binding FROM jobloom_jobs
             WHERE {sqlite: (state = 'waiting' OR state = 'failed' OR state = 'stalled' OR state = 'cancelled')}{postgres: state IN ('waiting', 'failed', 'stalled', 'cancelled')}
@@ -93,6 +101,7 @@ WITH RECURSIVE b(binding) AS (
 SELECT binding FROM b WHERE binding IS NOT NULL
 
 -- name: search_bindings_queued
+-- returns: BindingOfRow
 WITH RECURSIVE b(binding) AS (
     SELECT (SELECT binding FROM jobloom_jobs WHERE state = 'queued' ORDER BY binding LIMIT 1)
     UNION ALL
@@ -102,16 +111,19 @@ WITH RECURSIVE b(binding) AS (
 SELECT binding FROM b WHERE binding IS NOT NULL
 
 -- name: lock_jobs
+-- returns: LockedJobRow
 -- A chunk of a bulk action: its jobs, locked in id order (a job's run is not locked: retry takes no
 -- run lock, and cancel goes job by job through coordinator.cancel, which keeps the lock order). SQLite
 -- serializes writers: nothing to lock.
 SELECT id, state, attempt, binding, run_id, node, dependants, parent_id FROM jobloom_jobs WHERE id = ANY(:ids::bigint[]) ORDER BY id FOR UPDATE
 
 -- name: top_job_id
+-- returns: CountRow
 -- The newest job's id (the top of the primary key): where a search that reads by id begins.
 SELECT coalesce(max(id), 0) AS n FROM jobloom_jobs
 
 -- name: pick_deletable
+-- returns: PruneRow
 -- The finished jobs of a chunk of delete_many, locked (a person's retry cannot slip in before the delete).
 -- SQLite never deletes the newest job: it would hand its id out again, and an id must name one job for
 -- ever (as in retention).

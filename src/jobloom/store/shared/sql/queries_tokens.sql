@@ -1,9 +1,16 @@
 -- Named queries of the HTTP API's tokens (jobloom_tokens).
 
+-- row: TokenRow
+-- An API token (its secret only as a hash).
+--   name: str, prefix: str, secret_hash: str, scopes: str, created_at: float, revoked_at: float | None
+--   bindings: str | None
+
 -- name: list_tokens
+-- returns: TokenRow
 SELECT name, prefix, secret_hash, scopes, created_at, revoked_at, bindings FROM jobloom_tokens ORDER BY name
 
 -- name: get_token
+-- returns: TokenRow
 SELECT name, prefix, secret_hash, scopes, created_at, revoked_at, bindings FROM jobloom_tokens WHERE name = :name
 
 -- name: delete_revoked_token

@@ -8,6 +8,7 @@ SELECT 1
 SELECT 1
 
 -- name: count_by_state_indexed
+-- returns: StateCountRow
 -- Every state but succeeded and skipped (most of the history), each read from a partial index of
 -- its own: the cost follows the jobs counted, not the history. Each branch names its state as the
 -- index's predicate does, so that the planner can prove the index covers it.
@@ -21,11 +22,13 @@ SELECT binding, state, count(*) FROM jobloom_jobs
 WHERE (state = 'waiting' OR state = 'failed' OR state = 'stalled' OR state = 'cancelled') GROUP BY binding, state
 
 -- name: lock_binding
+-- returns: PolicyRow
 SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
        batch_size, batch_wait
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: claim
+-- returns: ClaimRow
 UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
     started_at = :now, cancel_requested = 0
@@ -34,6 +37,7 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: claim_batch
+-- returns: ClaimRow
 -- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
 UPDATE jobloom_jobs
 SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
@@ -43,6 +47,7 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
 -- name: expire_due
+-- returns: ExpiredRow
 -- Jobs not started by their expiry end expired (run in every cycle before dispatch, so none past it
 -- is claimed; claim checks the expiry too). Flow nodes have no expiry.
 UPDATE jobloom_jobs SET state = 'expired', finished_at = :now,
@@ -52,11 +57,13 @@ WHERE id IN (SELECT id FROM jobloom_jobs WHERE expires_at <= :now AND (state = '
 RETURNING id, binding, attempt, dependants, parent_id
 
 -- name: promote_due
+-- returns: MovedRow
 UPDATE jobloom_jobs SET state = 'queued'
 WHERE id IN (SELECT id FROM jobloom_jobs WHERE state = 'scheduled' AND run_at <= :now ORDER BY run_at LIMIT :limit)
 RETURNING id, binding, attempt
 
 -- name: heartbeat
+-- returns: HeartbeatRow
 -- Fenced by attempt: only the (id, attempt) pairs (a JSON array of [id, attempt]) that are still the jobs'
 -- current, running attempts of this worker are renewed.
 UPDATE jobloom_jobs SET lease_expires = :lease_expires

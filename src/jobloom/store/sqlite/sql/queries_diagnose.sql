@@ -2,6 +2,7 @@
 -- of active jobs only, so that its cost does not grow with the history.
 
 -- name: active_in_range
+-- returns: NodeJobRow
 -- Active jobs of a run whose node lies between :lo and :hi (a fan-out's children, or what a node
 -- spawned), from the index of active run jobs.
 SELECT id, node, state FROM jobloom_jobs

@@ -5,6 +5,7 @@
 -- restart once the outbox is empty; migration 0006).
 
 -- name: fold_events
+-- returns: FoldedEventsRow
 -- The oldest :limit outbox rows, their events counted per binding, minute, kind and run-time bucket:
 -- a row of one event has its bucket computed here, the histogram's bucket_of in SQL (0 up to 10 µs,
 -- then ceil(ln(d / 10 µs) / ln(1.1)), at least 1), NULL for an event without a run time; a row that
