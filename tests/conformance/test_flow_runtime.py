@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 import jobloom
-from jobloom.flows import spec
+from jobloom.flows import execute, spec
+from jobloom.testing import TestClock
 
 
 class Echo(jobloom.Performer[Any, Any]):
@@ -172,3 +173,36 @@ async def test_a_node_whose_upstream_changed_is_refused(store_url: str) -> None:
         assert "after is now ['z'] (the run started with ['a'])" in (b.error or "")
     finally:
         await new.close()
+
+
+def declared_fanout() -> jobloom.Flow:
+    flow = jobloom.Flow("declared-fanout")
+    flow.map("sizes", Double, over=lambda inp, up: inp["sizes"])
+    return flow
+
+
+async def test_a_worker_that_does_not_know_a_flow_puts_its_fanout_back(store_url: str) -> None:
+    """Every worker claims fan-out nodes (a flow built at run time may have one anywhere); on a store
+    shared by two apps, one that does not declare a run's flow puts the node back, spending no
+    attempt, and a worker of the app that declares it runs it."""
+    clock = TestClock()  # one clock for both apps: the put-back's 30 s pass when the test says
+    flow = declared_fanout()
+    owner = jobloom.App(store_url, performers=PERFORMERS, flows=[flow], auto_migrate=True, clock=clock)
+    other = jobloom.App(store_url, performers=[Echo], clock=clock)  # no flows, and no Double
+    try:
+        await owner.start(flow, {"sizes": [1, 2]}, id="shared-1")
+        await drain_all(other)
+        node = (await other.get_run("shared-1")).nodes["sizes"]
+        assert node.job_id is not None
+        job = await other.get_job(node.job_id)
+        assert job.state == "scheduled" and job.attempts_spent == 0, job
+        [snoozed] = await other.attempts(job.id)
+        assert snoozed.outcome == "snoozed"
+        clock.jump(execute.NOT_HERE_SNOOZE + 1)
+        await drain_all(owner)
+        done = await owner.get_run("shared-1")
+        assert done.state == "succeeded", done
+        assert done.nodes["sizes"].result == {"total": 2, "succeeded": 2, "failed": 0, "results": [2, 4]}
+    finally:
+        await owner.close()
+        await other.close()

@@ -5,13 +5,14 @@ sub-flow nodes. This is where user code of a flow (``input=``, ``over=``) runs, 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from jobloom.core.errors import InvalidOption, shown
+from jobloom.core.errors import InvalidOption, UnknownBinding, shown
 from jobloom.core.queries import Q, Query
 from jobloom.core.rows import ChildRow, NodeResultRow, RunJobRow, RunRow
-from jobloom.core.signals import Permanent, Skip
+from jobloom.core.signals import Permanent, Skip, Snooze
 from jobloom.core.states import ACTIVE_STATES, RUN_RESUMABLE_STATES
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
@@ -28,6 +29,18 @@ if TYPE_CHECKING:
     from jobloom.store.base import Tx
 
 NEVER = 1e18  # unique_until of a spawned child: its id is unique for good
+NOT_HERE_SNOOZE = 30.0  # seconds a node of a flow this worker cannot run is put back for another worker
+
+log = logging.getLogger("jobloom.flows")
+
+
+def not_here(c: Claimed, why: str) -> Snooze:
+    """Put back a node this worker cannot run (a flow or a binding its app does not declare, on a store
+    shared with another app), for a worker that can: snoozed, so no attempt is spent; after the
+    binding's ``max_snoozes`` it fails, naming the snoozes."""
+    log.warning("job %s (node %r of run %r): %s; put back for %g s for a worker that can run it",
+                c.id, c.node, c.run_id, why, NOT_HERE_SNOOZE)
+    return Snooze(NOT_HERE_SNOOZE)
 
 
 class NodeContexts:
@@ -88,7 +101,7 @@ async def _context(contexts: NodeContexts, c: Claimed) -> tuple[Flow, Node, Any,
     if loaded is None:
         raise Permanent(f"run {c.run_id!r} of node {c.node!r} no longer exists")
     run, results, children = loaded
-    flow, node = _node_of(app, run, top_node(c.node) or "")
+    flow, node = _node_of(app, run, c)
     up: dict[str, Any] = {}
     for r in results:  # an upstream that did not succeed: a node with on_upstream_failure="run" sees how
         if r.state != "succeeded":
@@ -128,17 +141,22 @@ async def _failures(host: FlowHost, run_id: str | None) -> dict[str, str | None]
             if r.node is not None and top_node(r.node) == r.node and r.state in FAILURE_STATES}
 
 
-def _node_of(app: FlowHost, run: RunRow, name: str) -> tuple[Flow, Node]:
-    """The flow and node a worker runs node ``name`` of ``run`` with: the definition stored with a run
+def _node_of(app: FlowHost, run: RunRow, c: Claimed) -> tuple[Flow, Node]:
+    """The flow and node a worker runs node job ``c`` of ``run`` with: the definition stored with a run
     started at run time; the app's declared flow otherwise, if the node is still the one the run
-    started with."""
+    started with. A node this worker's app cannot run is put back for another worker (``not_here``)."""
+    name = top_node(c.node) or ""
     stored = spec.load_spec(run)
     if stored is not None and stored.get("adhoc"):
         flow = spec.flow_from_spec(run.flow, stored)
+        try:
+            app.spec(flow.nodes[name].child_binding)
+        except UnknownBinding:
+            raise not_here(c, f"this worker has no performer {flow.nodes[name].child_binding!r}") from None
         return flow, flow.nodes[name]
     declared = app.flows.get(run.flow)
     if declared is None:
-        raise Permanent(f"this worker does not know flow {run.flow!r}")
+        raise not_here(c, f"this worker does not know flow {run.flow!r}")
     node = declared.nodes.get(name)
     problem = spec.changed(run, None if stored is None else stored["nodes"].get(name), node, name)
     if problem is not None:
