@@ -76,6 +76,30 @@ class Rated(jobloom.Performer[dict[str, Any], None]):
         await asyncio.sleep(float(payload.get("hold", 0)))
 
 
+class TurnTaking(jobloom.Performer[dict[str, Any], None]):
+    """One at a time, the keys taking turns; appends ``key time pid`` to ``turns`` as it starts."""
+
+    concurrency = 1
+    concurrency_key = staticmethod(lambda p: p["k"])
+    fairness = "round_robin"
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        append("turns", f"{payload['k']} {time.time()!r} {os.getpid()}")
+        await asyncio.sleep(0.005)
+
+
+class KeyRated(jobloom.Performer[dict[str, Any], None]):
+    """``4/s burst 1`` per key, 4 at once per key; appends ``key time pid job_id`` to ``keyrated`` as it starts."""
+
+    concurrency_key = staticmethod(lambda p: p["k"])
+    key_concurrency = 4
+    key_rate_limit = "4/s"
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        append("keyrated", f"{payload['k']} {time.time()!r} {os.getpid()} {self.ctx.job_id}")
+        await asyncio.sleep(0.3)
+
+
 class CpuBound(jobloom.Performer[dict[str, Any], int]):
     def perform(self, payload: dict[str, Any]) -> int:
         end = time.monotonic() + float(payload["seconds"])
@@ -266,7 +290,8 @@ else:
 app = jobloom.App(
     os.environ.get("JOBLOOM_IT_URL", "sqlite:///it.db"),
     performers=[Gate, Crashy, CrashyOnce, Rated, CpuBound, Plain, StepsThenHang, Node, LoggedAtLeastOnce,
-                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer, Dependant, CallChild, Calling, BatchDone],
+                LoggedAtMostOnce, Poison, Noop, Tick, Spanned, Indexer, Dependant, CallChild, Calling, BatchDone,
+                TurnTaking, KeyRated],
     flows=[fan_in, ship],
     schedules=[jobloom.Schedule("tick", every=1, performer=Tick, payload=lambda at: {"tick": at.timestamp()})]
     if os.environ.get("JOBLOOM_IT_TICK") else [],

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from jobloom.core.decide import held
 from jobloom.core.errors import InvalidOption, UnknownBinding
 from jobloom.core.queries import Q
-from jobloom.core.records import LIMIT_FIELDS, backoff_json, check_limits, policy_from_row
+from jobloom.core.records import LIMIT_FIELDS, backoff_json, check_limits, key_rules_json, policy_from_row
 from jobloom.core.rows import BindingRow, PolicyRow, StateCountRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.core.types import Policy, to_datetime
@@ -83,6 +83,9 @@ class BindingInfo:
             "batch_size": p.batch_size,
             "rate_per_second": p.rate.rate if p.rate else None, "burst": p.rate.burst if p.rate else None,
             "priority_aging": p.priority_aging, "overridden": list(self.overridden),
+            "key_rate_per_second": p.key_rate.rate if p.key_rate else None,
+            "key_burst": p.key_rate.burst if p.key_rate else None,
+            "fairness": p.fairness, "key_weights": dict(p.key_weights),
             "registered": self.registered, "defaults_known": self.defaults_known,
             "counts": dict(self.counts), "workers": list(self.workers),
         }
@@ -104,7 +107,7 @@ async def register_bindings(app: App, bindings: list[str] | None = None) -> None
             "priority_aging": p.priority_aging, "backoff": backoff_json(spec.backoff),
             "retention": retention_json(spec.retention), "batch_size": p.batch_size,
             "batch_wait": p.batch_wait if p.batch_size else None, "keyed": spec.concurrency_key is not None,
-            "rules": rules_json(spec), "now": now,
+            "rules": rules_json(spec), "key_rules": key_rules_json(p), "now": now,
         })
 
     async def work(tx: Tx) -> None:
@@ -128,6 +131,8 @@ async def set_limits(app: App, binding: str, limits: dict[str, Any], *, known_on
         current = json.loads(row.overrides) if row and row.overrides else {}
         current.update(limits)
         await tx.execute(Q.set_overrides, {"binding": binding, "overrides": json.dumps(current), "now": store.now()})
+        if "key_rate_limit" in limits and limits["key_rate_limit"] is None:
+            await tx.execute(Q.drop_key_buckets, {"binding": binding})  # lifted: no key keeps a row
         return True
 
     if not await store.transact(work):
@@ -223,4 +228,4 @@ def _code_row(p: Policy, overrides: str | None, paused: bool) -> PolicyRow:
     rate, burst = (p.rate.rate, p.rate.burst) if p.rate else (None, None)
     return PolicyRow(concurrency=p.concurrency, key_concurrency=p.key_concurrency, rate=rate, burst=burst,
                      priority_aging=p.priority_aging, backoff=None, overrides=overrides, tokens=None, tokens_at=None,
-                     paused=paused, batch_size=p.batch_size, batch_wait=p.batch_wait)
+                     paused=paused, batch_size=p.batch_size, batch_wait=p.batch_wait, key_rules=key_rules_json(p))

@@ -13,27 +13,30 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from jobloom.core import lifecycle
 from jobloom.core.decide import WhyNot, batch_due, held, order, refill, room_for_batch, why_not
+from jobloom.core.dispatch_plan import TurnRead
 from jobloom.core.errors import JobNotFound
 from jobloom.core.queries import Q
-from jobloom.core.records import policy_from_row
+from jobloom.core.records import policy_from_row, turn_from_row
 from jobloom.core.rows import AttemptRow, JobRow, NodeJobRow, PolicyRow
 from jobloom.core.states import EXPIRED
 from jobloom.core.text import checked_id
-from jobloom.core.types import Bucket, Candidate, Policy, to_datetime
+from jobloom.core.types import Bucket, Candidate, Policy, Turn, to_datetime
 from jobloom.engine import registry
+from jobloom.engine.dispatch import turn_reads
 from jobloom.engine.performer import PerformerSpec
 from jobloom.flows.flow import MAP_BINDING, SUBFLOW_BINDING
 from jobloom.flows.runs import child_range, spawn_range, top_node
 from jobloom.store.base import Store, Tx
 
 CODES = ("scheduled", "debounce_window", "retry_backoff", "upstream", "children", "binding_full", "key_full",
-         "rate_limited", "queued_behind", "batch_filling", "paused", "no_worker", "ready", "expires", "expired")
+         "rate_limited", "key_rate_limited", "key_turn", "queued_behind", "batch_filling", "paused", "no_worker",
+         "ready", "expires", "expired")
 """Every :attr:`Reason.code`, in the order a diagnosis lists them."""
 
 WINDOW = 16
@@ -87,7 +90,7 @@ class Diagnosis:
         return tuple(r.code for r in self.reasons)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Binding:
     """What dispatch reads of a binding."""
 
@@ -95,6 +98,9 @@ class _Binding:
     bucket: Bucket | None
     running: int
     by_key: dict[str, int]
+    turn: Turn = field(default_factory=Turn)
+    key_buckets: dict[str, Bucket] = field(default_factory=dict)
+    keys_of: dict[int, str | None] = field(default_factory=dict)  # the key of each job read by turn
 
 
 async def why_not_running(app: App, job_id: int) -> Diagnosis:
@@ -130,6 +136,7 @@ async def _reasons(tx: Tx, app: App, job: JobRow, now: float) -> list[Reason]:
         found += await _waiting(tx, job)
     elif due:
         binding = await _binding(tx, job.binding, policy, bucket)
+        binding.turn = turn_from_row(policy_row)
         found += await _dispatch(tx, job, binding, now)
     if held(policy) is not None and not any(r.code == "paused" for r in found):
         found.append(_paused(job.binding))
@@ -216,11 +223,17 @@ async def _dispatch(tx: Tx, job: JobRow, b: _Binding, now: float) -> list[Reason
             found.append(Reason("binding_full", f"Its binding {job.binding!r} runs {running}/{policy.concurrency} "
                                 f"batches, its concurrency limit.", ids))
         rules, running, capacity = replace(policy, concurrency=None, paused=False), 0, policy.batch_size
-    alone = why_not(now, me, (), rules, b.bucket, running=running, running_by_key=b.by_key, capacity=capacity)
+    await _key_buckets(tx, job.binding, b, [me])
+    alone = why_not(now, me, (), rules, b.bucket, running=running, running_by_key=b.by_key, capacity=capacity,
+                    turn=b.turn, key_buckets=b.key_buckets)
     if alone.limits:  # a limit holds it whatever else waits
         return found + await _limits(tx, job, b, alone, now)
     full = sorted(k for k, n in b.by_key.items() if n >= policy.key_concurrency)
-    others = await _ahead(tx, job, rules, b.bucket, running, full, capacity, now)
+    if policy.fairness is not None:
+        others = await _by_turn(tx, job, b, full, now)
+        await _key_buckets(tx, job.binding, b, others or [])
+    else:
+        others = await _ahead(tx, job, rules, b.bucket, running, full, capacity, now)
     if others is None:  # more jobs wait before it than the next dispatch weighs
         found.append(Reason("queued_behind", f"At least {MAX_WINDOW} queued jobs of {job.binding!r} come "
                             f"before it in priority order.", ()))
@@ -231,8 +244,37 @@ async def _dispatch(tx: Tx, job: JobRow, b: _Binding, now: float) -> list[Reason
             found.append(Reason("batch_filling", f"Its batch is filling: {len(others) + 1} of {policy.batch_size} "
                                 f"jobs wait, and the batch is handed out by {_at(fill_by or now)}.",
                                 (), _until(fill_by)))
-    why = why_not(now, me, others, rules, b.bucket, running=running, running_by_key=b.by_key, capacity=capacity)
+    why = why_not(now, me, others, rules, b.bucket, running=running, running_by_key=b.by_key, capacity=capacity,
+                  turn=b.turn, key_buckets=b.key_buckets)
     return found + await _limits(tx, job, b, why, now)
+
+
+async def _key_buckets(tx: Tx, binding: str, b: _Binding, cands: Sequence[Candidate]) -> None:
+    """Read the buckets of the candidates' keys not read yet, as dispatch does (with a key rate)."""
+    keys = sorted({c.key for c in cands if c.key is not None} - set(b.key_buckets))
+    if b.policy.key_rate is None or not keys:
+        return
+    for r in await tx.fetch(Q.key_buckets, {"binding": binding, "keys": keys}):
+        b.key_buckets[r.concurrency_key] = Bucket(r.tokens, r.tokens_at)
+
+
+async def _by_turn(tx: Tx, job: JobRow, b: _Binding, full: list[str], now: float) -> list[Candidate] | None:
+    """Under round-robin fairness, the queued jobs dispatch weighs with this one, read key by key in turn
+    as it reads them, for as many starts as it has room for (plus :data:`WINDOW` keys); None if the job
+    is not among them (more keys' turns, or more jobs of its key, come first)."""
+    policy = b.policy
+    room = MAX_WINDOW if policy.concurrency is None else max(1, min(MAX_WINDOW, policy.concurrency - b.running))
+    reads = turn_reads(job.binding, full, TurnRead(b.turn.key if b.turn.used else None, room + WINDOW,
+                                                   min(room, policy.key_concurrency), room), peek=True)
+    seen: dict[int, Candidate] = {}
+    for rows in await tx.fetch_batch(reads):
+        for r in rows:
+            seen.setdefault(r.id, Candidate(r.id, r.priority, r.run_at, r.concurrency_key))
+    b.keys_of = {c.id: c.key for c in seen.values()}
+    if job.id not in seen:
+        return None
+    seen.pop(job.id)
+    return list(seen.values())
 
 
 async def _ahead(tx: Tx, job: JobRow, policy: Policy, bucket: Bucket | None, running: int, full: list[str],
@@ -286,14 +328,37 @@ async def _limits(tx: Tx, job: JobRow, b: _Binding, why: WhyNot, now: float) -> 
             ids = await _running_ids(tx, job.binding, key)
             found.append(Reason("key_full", f"Its concurrency key {key!r} is full: {b.by_key.get(key, 0)}/"
                                 f"{policy.key_concurrency} running.", ids))
+        elif limit == "key_tokens" and key is not None and policy.key_rate is not None:
+            at = why.next_token_at
+            wait = "" if at is None else f": the next one comes in {max(0.0, at - now):.1f} s"
+            found.append(Reason("key_rate_limited", f"Its concurrency key {key!r} has spent its rate tokens "
+                                f"({policy.key_rate.rate:g}/s, burst {policy.key_rate.burst:g}){wait}.", (),
+                                _until(at)))
         elif limit == "tokens" and policy.rate is not None:
             at = why.next_token_at
             wait = "" if at is None else f": the next one comes in {max(0.0, at - now):.1f} s"
             found.append(Reason("rate_limited", f"Its binding's rate tokens are spent ({policy.rate.rate:g}/s, "
                                 f"burst {policy.rate.burst:g}){wait}.", (), _until(at)))
+    if why.turn:
+        return found + _turns(job, b, why)
     if why.ahead:
         found.append(Reason("queued_behind", f"{len(why.ahead)} queued job(s) of {job.binding!r} come before it "
                             f"and take the room the next dispatch has.", why.ahead[:LISTED]))
+    return found
+
+
+def _turns(job: JobRow, b: _Binding, why: WhyNot) -> list[Reason]:
+    """Under round-robin fairness: the jobs of other keys whose turns come first, and those of its own
+    key that come before it (by priority)."""
+    found: list[Reason] = []
+    mine = tuple(i for i in why.ahead if b.keys_of.get(i) == job.concurrency_key)
+    theirs = tuple(i for i in why.ahead if b.keys_of.get(i) != job.concurrency_key)
+    if theirs:
+        found.append(Reason("key_turn", f"Waiting for its key's turn: {len(theirs)} job(s) of other keys of "
+                            f"{job.binding!r} start first (the keys take turns).", theirs[:LISTED]))
+    if mine:
+        found.append(Reason("queued_behind", f"{len(mine)} queued job(s) of its key come before it "
+                            f"and take its key's turn.", mine[:LISTED]))
     return found
 
 

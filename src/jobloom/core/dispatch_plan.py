@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobloom.core.decide import batch_due, decide, dispatch_time, held, room_for_batch, token_due
-from jobloom.core.records import policy_from_row
-from jobloom.core.rows import KeyCountRow, PolicyRow
-from jobloom.core.types import Bucket, Candidate, Policy
+from jobloom.core.options import RateLimit
+from jobloom.core.records import policy_from_row, turn_from_row
+from jobloom.core.rows import KeyBucketRow, KeyCountRow, PolicyRow
+from jobloom.core.types import Bucket, Candidate, Policy, Turn
 
 HOLD_CAP = 0.025
 """The longest a dispatch holding a rate-limited binding's lock waits for its next token."""
@@ -68,6 +69,26 @@ class ReadCandidates:
     aging: bool
     with_keys: bool
     with_policy: bool
+    turns: TurnRead | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRead:
+    """Under round-robin fairness, candidates are read key by key in turn instead: the first ``per_key``
+    jobs of each of ``keys`` keys from ``after`` on (by name, ``after`` included), of as many from the
+    first name on (the turn goes round), and ``keyless`` jobs without a key."""
+
+    after: str | None
+    keys: int
+    per_key: int
+    keyless: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadKeyBuckets:
+    """Read the token buckets of ``keys`` (a key rate). Answer: the key bucket rows (full ones missing)."""
+
+    keys: list[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +110,8 @@ class WaitUntil:
     moment: float
 
 
-Need = ReadBinding | LockBinding | CountRunning | ReadClock | ReadCandidates | TakeLock | ReadKeys | WaitUntil
+Need = (ReadBinding | LockBinding | CountRunning | ReadClock | ReadCandidates | TakeLock | ReadKeys | WaitUntil
+        | ReadKeyBuckets)
 """A read the plan needs answered before it goes on."""
 
 
@@ -126,7 +148,8 @@ class Plan:
     ``complete``: False when it stopped before deciding (paused, no token soon, lock held elsewhere, a
     batch not due): only ``next_token_at``, ``batch`` and ``contended`` are reported then. ``restart``:
     the binding's row changed while it read candidates; dispatch again from these rows, with ``capacity``
-    and ``at``, and nothing from this plan applied."""
+    and ``at``, and nothing from this plan applied. ``turn``, ``key_buckets``: the turn between keys and
+    the keys' buckets to save (``key_rate``: the buckets of idle keys full again are deleted)."""
 
     selected: tuple[int, ...] = ()
     at: float = 0.0
@@ -139,6 +162,9 @@ class Plan:
     complete: bool = False
     restart: list[PolicyRow] | None = None
     capacity: int = 0
+    turn: Turn | None = None  # under round-robin fairness: the turn to save
+    key_buckets: dict[str, Bucket] = field(default_factory=dict)  # with a key rate: the buckets to save
+    key_rate: RateLimit | None = None  # with a key rate: the buckets full by ``at`` are deleted
 
 
 Steps = Generator[Need, Any, Plan]
@@ -179,6 +205,10 @@ class Rounds:
     next_token_at: float | None = None
     decided_at: float | None = None
     contended: bool = False
+    turn: Turn | None = None
+    key_buckets: dict[str, Bucket] = field(default_factory=dict)  # as read (a missing key: a full bucket)
+    spent: dict[str, Bucket] = field(default_factory=dict)  # the keys' buckets to save
+    bucket_keys: set[str] = field(default_factory=set)  # the keys whose buckets were read
 
     def want(self) -> int:
         """How many more jobs it may start."""
@@ -209,8 +239,14 @@ class Rounds:
         if self.decided_at is None and self.policy.rate is not None:
             self.decided_at = self.now
         decision = decide(self.now, candidates, self.rules, self.bucket, running=self.running,
-                          running_by_key=self.by_key, capacity=self.room)
+                          running_by_key=self.by_key, capacity=self.room, turn=self.turn,
+                          key_buckets=self.key_buckets)
         self.bucket = decision.bucket
+        if decision.turn is not None:
+            self.turn = decision.turn
+        self.key_buckets.update(decision.key_buckets)
+        self.spent.update(decision.key_buckets)
+        self.full |= decision.skipped_keys
         self.next_token_at = due = decision.next_token_at
         if not decision.selected:
             soon = due is not None and due - self.now <= self.hold_wait
@@ -230,7 +266,29 @@ class Rounds:
         """The plan once no round is left."""
         save = self.bucket if self.policy.rate is not None else None
         return Plan(tuple(self.selected), self.now, save, self.next_token_at, self.policy.batch_size is not None,
-                    self.decided_at, self.locked, self.contended, complete=True)
+                    self.decided_at, self.locked, self.contended, complete=True,
+                    turn=self.turn if self.policy.fairness is not None else None, key_buckets=self.spent,
+                    key_rate=self.policy.key_rate)
+
+    def turn_read(self, want: int) -> TurnRead | None:
+        """How a round reads candidates under round-robin fairness (None without it)."""
+        if self.policy.fairness is None:
+            return None
+        per_key = max(1, min(want, self.policy.key_concurrency))  # a key starts no more in one dispatch
+        return TurnRead(self.turn.key if self.turn else None, want + READ_EXTRA + len(self.full), per_key, want)
+
+    def unknown_buckets(self, candidates: Sequence[Candidate]) -> list[str]:
+        """The keys of ``candidates`` whose buckets are still to read (with a key rate)."""
+        if self.policy.key_rate is None:
+            return []
+        keys = sorted({c.key for c in candidates if c.key is not None} - self.bucket_keys)
+        self.bucket_keys.update(keys)
+        return keys
+
+    def learn_buckets(self, rows: Sequence[KeyBucketRow]) -> None:
+        """Note the keys' buckets read."""
+        for r in rows:
+            self.key_buckets.setdefault(r.concurrency_key, Bucket(r.tokens, r.tokens_at))
 
 
 def _admit(ask: Ask, binding_rows: list[PolicyRow]) -> Generator[Need, Any, Plan | Rounds]:
@@ -248,6 +306,7 @@ def _admit(ask: Ask, binding_rows: list[PolicyRow]) -> Generator[Need, Any, Plan
     if due is not None and due - now > ask.token_wait:
         return Plan(next_token_at=due)
     locked = False
+    turn = Turn()
     running: int | None = None
     batches = policy.batch_size is not None
     if policy.limited:  # the lock, and the count it guards, in one batch (they run in this order)
@@ -260,6 +319,7 @@ def _admit(ask: Ask, binding_rows: list[PolicyRow]) -> Generator[Need, Any, Plan
         if skip and not lock_rows:
             return Plan(contended=True)
         policy, bucket, _ = policy_from_row(lock_rows[0] if lock_rows else None)
+        turn = turn_from_row(lock_rows[0] if lock_rows else None)
         locked = True
         if held(policy) is not None:
             return Plan()
@@ -267,10 +327,12 @@ def _admit(ask: Ask, binding_rows: list[PolicyRow]) -> Generator[Need, Any, Plan
             now = dispatch_time((yield ReadClock()) if ask.has_clock else now, bucket)
     if policy.concurrency is not None and running is None:
         running = yield CountRunning(batches)
-    return _start(ask, policy, bucket, now, running or 0, locked)
+    return _start(ask, policy, bucket, now, running or 0, locked, turn)
 
 
-def _start(ask: Ask, policy: Policy, bucket: Bucket | None, now: float, running: int, locked: bool) -> Plan | Rounds:
+def _start(
+    ask: Ask, policy: Policy, bucket: Bucket | None, now: float, running: int, locked: bool, turn: Turn
+) -> Plan | Rounds:
     """The rounds' first state: a batch performer's binding hands out one batch, if its concurrency
     (counted in batches) allows; a rate-limited one may wait for a token due soon."""
     rules, capacity = policy, ask.capacity
@@ -282,7 +344,8 @@ def _start(ask: Ask, policy: Policy, bucket: Bucket | None, now: float, running:
     # holding the lock, a dispatch waits for a token due within one token's time (up to HOLD_CAP): the
     # workers that found the lock held meanwhile count on this one to take that token
     hold_wait = max(ask.token_wait, min(HOLD_CAP, 1 / policy.rate.rate)) if waits and policy.rate else 0.0
-    return Rounds(policy, rules, bucket, now, running, capacity, locked, ask, waits, hold_wait, ask.ahead)
+    return Rounds(policy, rules, bucket, now, running, capacity, locked, ask, waits, hold_wait, ask.ahead,
+                  turn=turn)
 
 
 def _rounds(st: Rounds) -> Steps:
@@ -311,6 +374,9 @@ def _rounds(st: Rounds) -> Steps:
                 st.locked = True
             if st.learn_keys(key_rows if key_rows is not None else (yield ReadKeys()), cands):
                 continue
+        unknown = st.unknown_buckets(cands)
+        if unknown:
+            st.learn_buckets((yield ReadKeyBuckets(unknown)))
         step = st.take(cands)
         if step == "wait":  # the next token is due in a moment: wait for it holding the lock, then decide again
             assert st.next_token_at is not None
@@ -334,7 +400,8 @@ def _read(
         return ahead, None, None
     cands, key_rows, fresh = yield ReadCandidates(
         sorted(st.full), limit, bool(st.policy.priority_aging),
-        with_keys=st.locked and st.by_key is None, with_policy=not st.locked and not st.ask.one_snapshot)
+        with_keys=st.locked and st.by_key is None, with_policy=not st.locked and not st.ask.one_snapshot,
+        turns=st.turn_read(limit - READ_EXTRA))
     if st.selected:  # the jobs picked in an earlier round are still queued until the claim: not twice
         picked = set(st.selected)
         cands = [c for c in cands if c.id not in picked]

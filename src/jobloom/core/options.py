@@ -87,22 +87,22 @@ class RateLimit:
     burst: float = 1.0
 
     @classmethod
-    def parse(cls, text: str | RateLimit, binding: str | None = None) -> RateLimit:
-        """Parse ``"10/s"``, ``"600/m"``, ``"5/2s"`` or ``"100/s burst 20"``."""
+    def parse(cls, text: str | RateLimit, binding: str | None = None, name: str = "rate_limit") -> RateLimit:
+        """Parse ``"10/s"``, ``"600/m"``, ``"5/2s"`` or ``"100/s burst 20"`` (an error names ``name``)."""
         if isinstance(text, RateLimit):
             return text
         if not isinstance(text, str):
-            raise InvalidOption("rate_limit", text, RATE_FORM, binding)
+            raise InvalidOption(name, text, RATE_FORM, binding)
         m = _RATE_RE.match(text)
         if not m:
-            raise InvalidOption("rate_limit", text, RATE_FORM, binding)
+            raise InvalidOption(name, text, RATE_FORM, binding)
         count = float(m.group(1))
         period = float(m.group(2) or 1) * _UNIT_SECONDS[m.group(3)]
         if count <= 0 or period <= 0:
-            raise InvalidOption("rate_limit", text, "a positive count and period", binding)
+            raise InvalidOption(name, text, "a positive count and period", binding)
         burst = float(m.group(4)) if m.group(4) else 1.0
         if burst < 1:
-            raise InvalidOption("rate_limit", text, "a burst of at least 1", binding)
+            raise InvalidOption(name, text, "a burst of at least 1", binding)
         return cls(rate=count / period, burst=burst)
 
 

@@ -42,6 +42,7 @@ from jobloom.core.rows import (
     JobRunRow,
     JobStateRow,
     JobTimingRow,
+    KeyBucketRow,
     KeyCountRow,
     LinkRow,
     LockedJobRow,
@@ -104,6 +105,8 @@ class Q:
     cancel_unstarted = Query("cancel_unstarted", MovedRow)
     candidates_by_age = Query("candidates_by_age", CandidateRow)
     candidates_by_priority = Query("candidates_by_priority", CandidateRow)
+    candidates_by_turn = Query("candidates_by_turn", CandidateRow)
+    candidates_keyless = Query("candidates_keyless", CandidateRow)
     child_active = Query("child_active", NodeRow)
     children_of = Query("children_of", ChildRow)
     claim = Query("claim", ClaimRow)
@@ -122,6 +125,7 @@ class Q:
     dependants_of = Query("dependants_of", LinkRow)
     dependencies_of = Query("dependencies_of", LinkRow)
     descendant_runs = Query("descendant_runs", RunStateRow)
+    drop_key_buckets = Statement("drop_key_buckets")
     expire_due = Query("expire_due", ExpiredRow)
     expired_leases = Query("expired_leases", RunningRow)
     fail_attempt = Query("fail_attempt", BindingOfRow)
@@ -166,6 +170,7 @@ class Q:
     job_run = Query("job_run", JobRunRow)
     job_timing = Query("job_timing", JobTimingRow)
     job_version = Query("job_version", VersionRow)
+    key_buckets = Query("key_buckets", KeyBucketRow)
     list_bindings = Query("list_bindings", BindingRow)
     list_runs = Query("list_runs", RunRow)
     list_schedule_rows = Query("list_schedule_rows", StoredScheduleRow)
@@ -199,6 +204,8 @@ class Q:
     pause_dispatch = Statement("pause_dispatch")
     peek_by_age = Query("peek_by_age", CandidateRow)
     peek_by_priority = Query("peek_by_priority", CandidateRow)
+    peek_by_turn = Query("peek_by_turn", CandidateRow)
+    peek_keyless = Query("peek_keyless", CandidateRow)
     pick_deletable = Query("pick_deletable", PruneRow)
     project_events = Query("project_events", ProjectedEventRow)
     promote_due = Query("promote_due", MovedRow)
@@ -209,6 +216,7 @@ class Q:
     prune_history_steps = Statement("prune_history_steps")
     prune_history_tags = Statement("prune_history_tags")
     prune_jobs = Statement("prune_jobs")
+    prune_key_buckets = Statement("prune_key_buckets")
     prune_pick = Query("prune_pick", PruneRow)
     prune_pick_others = Query("prune_pick_others", PruneRow)
     prune_projected_events = Statement("prune_projected_events")
@@ -222,6 +230,7 @@ class Q:
     release = Statement("release")
     release_dependant = Query("release_dependant", MovedRow)
     remote_attempts = Query("remote_attempts", RemoteAttemptRow)
+    renew_key_buckets = Statement("renew_key_buckets")
     replace_runtime_schedule = Statement("replace_runtime_schedule")
     request_cancel = Statement("request_cancel")
     reset_node = Statement("reset_node")
@@ -238,9 +247,11 @@ class Q:
     runs_jobs = Query("runs_jobs", RunsJobRow)
     runs_past_deadline = Query("runs_past_deadline", RunIdRow)
     save_bucket = Statement("save_bucket")
+    save_key_bucket = Statement("save_key_bucket")
     save_projector = Statement("save_projector")
     save_schedule_state = Statement("save_schedule_state")
     save_step = Statement("save_step")
+    save_turn = Statement("save_turn")
     schedule_job_state = Query("schedule_job_state", JobStateRow)
     search_all = Query("search_all", JobRow)
     search_bindings_counted = Query("search_bindings_counted", BindingOfRow)

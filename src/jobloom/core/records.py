@@ -10,7 +10,7 @@ from typing import Any
 from jobloom.core.errors import InvalidOption
 from jobloom.core.options import Backoff, RateLimit, concurrency, positive_int, seconds
 from jobloom.core.rows import AttemptRow, BindingRow, JobRow, PolicyRow
-from jobloom.core.types import Attempt, Bucket, Job, Policy, job_of, to_datetime
+from jobloom.core.types import Attempt, Bucket, Job, Policy, Turn, job_of, to_datetime
 
 
 def job_from_row(row: JobRow) -> Job:
@@ -33,7 +33,7 @@ def attempt_from_row(row: AttemptRow) -> Attempt:
     )
 
 
-LIMIT_FIELDS = ("concurrency", "key_concurrency", "rate_limit", "priority_aging")
+LIMIT_FIELDS = ("concurrency", "key_concurrency", "rate_limit", "priority_aging", "key_rate_limit")
 
 
 def policy_from_row(row: PolicyRow | BindingRow | None) -> tuple[Policy, Bucket | None, Backoff]:
@@ -45,7 +45,7 @@ def policy_from_row(row: PolicyRow | BindingRow | None) -> tuple[Policy, Bucket 
     if row is None:
         return Policy(), None, Backoff()
     policy = _policy(row.concurrency, row.key_concurrency, row.priority_aging, row.rate, row.burst,
-                     bool(row.paused), row.batch_size, row.batch_wait, row.overrides)
+                     bool(row.paused), row.batch_size, row.batch_wait, row.overrides, row.key_rules)
     bucket = Bucket(row.tokens, row.tokens_at) if row.tokens is not None and row.tokens_at is not None else None
     return policy, bucket, _backoff(row.backoff) if row.backoff else Backoff()
 
@@ -54,8 +54,11 @@ def policy_from_row(row: PolicyRow | BindingRow | None) -> tuple[Policy, Bucket 
 def _policy(
     concurrency: int | None, key_concurrency: int | None, aging: float | None, rate: float | None,
     burst: float | None, paused: bool, batch_size: int | None, batch_wait: float | None, overrides: str | None,
+    key_rules: str | None,
 ) -> Policy:
     limit = RateLimit(rate, burst or 1.0) if rate else None
+    rules = json.loads(key_rules) if key_rules else {}
+    key_rate = RateLimit(rules["key_rate"], rules.get("key_burst") or 1.0) if rules.get("key_rate") else None
     if overrides:
         for name, value in json.loads(overrides).items():
             if name == "concurrency":
@@ -66,10 +69,34 @@ def _policy(
                 limit = RateLimit.parse(value) if value else None
             elif name == "priority_aging":
                 aging = value
+            elif name == "key_rate_limit":
+                key_rate = RateLimit.parse(value) if value else None
     return Policy(
         concurrency=concurrency, key_concurrency=key_concurrency or 1, rate=limit, priority_aging=aging or None,
         paused=paused, batch_size=batch_size or None, batch_wait=batch_wait or 0.0,
+        fairness=rules.get("fairness"), key_weights=tuple(sorted((rules.get("key_weights") or {}).items())),
+        key_rate=key_rate,
     )
+
+
+def turn_from_row(row: PolicyRow | None) -> Turn:
+    """Whose turn it is under round-robin fairness, as a binding's record (``lock_binding``) holds it."""
+    if row is None or not row.turn_used:
+        return Turn()
+    return Turn(row.turn_key, row.turn_used)
+
+
+def key_rules_json(policy: Policy) -> str | None:
+    """The limits between keys of a performer's code (fairness, weights, key rate), as stored with its
+    binding (None: none)."""
+    rules: dict[str, Any] = {}
+    if policy.fairness is not None:
+        rules["fairness"] = policy.fairness
+    if policy.key_weights:
+        rules["key_weights"] = dict(policy.key_weights)
+    if policy.key_rate is not None:
+        rules["key_rate"], rules["key_burst"] = policy.key_rate.rate, policy.key_rate.burst
+    return json.dumps(rules, sort_keys=True) if rules else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -91,7 +118,8 @@ def check_limits(binding: str, limits: dict[str, Any]) -> None:
             concurrency(value, binding)
         elif name == "key_concurrency":
             positive_int(name, value, binding, allow_none=False)
-        elif name == "rate_limit" and value is not None:
-            RateLimit.parse(value, binding)
+        elif name in ("rate_limit", "key_rate_limit") and value is not None:
+            RateLimit.parse(value, binding, name)
         elif name == "priority_aging":
             seconds(name, value, binding)
+

@@ -76,6 +76,7 @@ class BindingRow(NamedTuple):
     batch_wait: float | None
     paused_at: float | None
     keyed: bool | None
+    key_rules: str | None = None
 
 
 class CallChildRow(NamedTuple):
@@ -288,6 +289,14 @@ class JobTimingRow(NamedTuple):
     expires_at: float | None
 
 
+class KeyBucketRow(NamedTuple):
+    """The token bucket of one concurrency key (``key_rate_limit``)."""
+
+    concurrency_key: str
+    tokens: float
+    tokens_at: float
+
+
 class KeyCountRow(NamedTuple):
     """Running jobs per concurrency key."""
 
@@ -395,6 +404,9 @@ class PolicyRow(NamedTuple):
     paused: bool
     batch_size: int | None
     batch_wait: float | None
+    key_rules: str | None = None
+    turn_key: str | None = None
+    turn_used: int | None = None
 
 
 class PriorAttemptRow(NamedTuple):

@@ -378,11 +378,34 @@ class Policy:
     paused: bool = False
     batch_size: int | None = None  # a batch performer's: its jobs start in batches, `concurrency` counts batches
     batch_wait: float = 0.0
+    fairness: str | None = None  # "round_robin": the keys take turns (jobloom.core.turns)
+    key_weights: tuple[tuple[str, int], ...] = ()  # turns in a row per key (others: 1), sorted by key
+    key_rate: RateLimit | None = None  # one token bucket per concurrency key
 
     @property
     def limited(self) -> bool:
-        """Whether dispatch needs serializing: any concurrency, key or rate limit."""
-        return self.concurrency is not None or self.rate is not None
+        """Whether dispatch needs serializing: any concurrency, key or rate limit, or turns between keys."""
+        return (self.concurrency is not None or self.rate is not None or self.fairness is not None
+                or self.key_rate is not None)
+
+    def weight(self, key: str | None) -> int:
+        """How many starts in a row a key's turn has under round-robin fairness (1 without a weight;
+        the jobs without a key take turns as one key of weight 1)."""
+        if key is None:
+            return 1
+        for name, weight in self.key_weights:
+            if name == key:
+                return weight
+        return 1
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Whose turn it is under round-robin fairness: the key that started last (None: the jobs without a
+    key, or nothing started yet) and how many starts in a row it has had."""
+
+    key: str | None = None
+    used: int = 0
 
 
 @dataclass(slots=True)
@@ -406,10 +429,14 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What dispatch hands out, the bucket after it, and what stopped it (dispatch reads
-    ``blocked_by`` and ``skipped_keys`` to decide whether to look further)."""
+    ``blocked_by`` and ``skipped_keys`` to decide whether to look further). ``blocked_by`` is
+    ``"keys"`` when only keys held jobs back and one was full, ``"key_tokens"`` when only keys out of
+    rate tokens did; ``next_token_at`` is then when the first of those keys has a token again."""
 
     selected: tuple[int, ...]
     bucket: Bucket | None
     blocked_by: str | None = None
     next_token_at: float | None = None
     skipped_keys: frozenset[str] = field(default_factory=frozenset)
+    turn: Turn | None = None  # under round-robin fairness: the turn after these starts
+    key_buckets: dict[str, Bucket] = field(default_factory=dict)  # with a key rate: the buckets spent from

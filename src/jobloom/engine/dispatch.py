@@ -27,9 +27,11 @@ from jobloom.core.dispatch_plan import (
     ReadBinding,
     ReadCandidates,
     ReadClock,
+    ReadKeyBuckets,
     ReadKeys,
     Steps,
     TakeLock,
+    TurnRead,
     WaitUntil,
     plan,
 )
@@ -136,6 +138,8 @@ async def _answer(tx: Tx, binding: str, need: Need, clock: Callable[[], float] |
             return True
         case ReadKeys():
             return await tx.fetch(Q.running_by_key, key)
+        case ReadKeyBuckets(keys=keys):
+            return await tx.fetch(Q.key_buckets, key | {"keys": keys})
     raise AssertionError(f"a dispatch plan needs what no read answers: {need!r}")
 
 
@@ -148,6 +152,7 @@ async def _apply(
     if chosen.save is not None:  # nothing reads its result: a store may send it with the next statement
         saved = {"binding": binding, "tokens": chosen.save.tokens, "tokens_at": chosen.save.updated_at}
         await tx.executemany(Q.save_bucket, [saved])
+    await save_keys(tx, binding, chosen)
     told = (chosen.next_token_at, chosen.batch, chosen.decided_at, waited, chosen.locked, chosen.contended)
     if not chosen.selected:
         return Dispatched([], *told)
@@ -232,6 +237,21 @@ def candidate_reads(
     return [(Q.candidates_by_priority, params), *([(Q.candidates_by_age, params)] if aging else [])]
 
 
+def turn_reads(
+    binding: str, full_keys: list[str], turns: TurnRead, *, peek: bool = False
+) -> list[tuple[Query[Any], dict[str, Any] | None]]:
+    """The reads of a binding's candidates under round-robin fairness: key by key from the turn's key on,
+    from the first key on (the turn goes round), and the jobs without a key (``peek``: without claiming
+    them, as a diagnosis reads them)."""
+    by_turn, keyless = (Q.peek_by_turn, Q.peek_keyless) if peek else (Q.candidates_by_turn, Q.candidates_keyless)
+    params = {"binding": binding, "full_keys": full_keys, "keys": turns.keys, "per_key": turns.per_key}
+    reads: list[tuple[Query[Any], dict[str, Any] | None]] = [(by_turn, params | {"low": "", "strict": 0})]
+    if turns.after is not None:
+        reads.insert(0, (by_turn, params | {"low": turns.after, "strict": 0}))
+    reads.append((keyless, {"binding": binding, "limit": turns.keyless}))
+    return reads
+
+
 def merge_by_age(by_priority: list[CandidateRow], by_age: list[CandidateRow]) -> list[CandidateRow]:
     """Candidates by priority, then those read by age that are not among them (with priority aging, the
     oldest jobs may have aged past higher priorities)."""
@@ -246,18 +266,47 @@ async def _candidates(
     aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
     with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
     was committed when it began: limits set before any candidate was enqueued are seen)."""
-    queries = candidate_reads(binding, need.full_keys, need.limit, aging=need.aging)
+    if need.turns is not None:
+        queries = turn_reads(binding, need.full_keys, need.turns)
+    else:
+        queries = candidate_reads(binding, need.full_keys, need.limit, aging=need.aging)
     if need.with_keys:
         queries.append((Q.running_by_key, {"binding": binding}))
     if need.with_policy:
         queries.append((Q.get_binding, {"binding": binding}))
     results = await tx.fetch_batch(queries)
     rows: list[CandidateRow] = results[0]
-    if need.aging:
+    reads = len(queries) - need.with_keys - need.with_policy
+    if need.turns is not None:
+        seen: dict[int, CandidateRow] = {}
+        for part in results[:reads]:
+            seen.update((r.id, r) for r in part)
+        rows = list(seen.values())
+    elif need.aging:
         rows = merge_by_age(rows, results[1])
-    key_rows = results[1 + need.aging] if need.with_keys else None
+    key_rows = results[reads] if need.with_keys else None
     fresh = results[-1] if need.with_policy else None
     return _as_candidates(rows), key_rows, fresh
+
+
+async def save_keys(tx: Tx, binding: str, chosen: Plan) -> None:
+    """Save what a plan changed between keys: the turn, the keys' buckets spent from, and delete the
+    buckets of keys that are full again (a missing bucket is a full one: idle keys keep no row)."""
+    if chosen.turn is not None:
+        await tx.executemany(Q.save_turn, [{"binding": binding, "turn_key": chosen.turn.key,
+                                            "turn_used": chosen.turn.used}])
+    rate = chosen.key_rate
+    if rate is None:
+        return
+    at = chosen.at
+    limits = {"binding": binding, "now": at, "rate": rate.rate, "burst": rate.burst}
+    await tx.executemany(Q.prune_key_buckets, [limits])
+    await tx.executemany(Q.renew_key_buckets, [limits])
+    if chosen.key_buckets:
+        await tx.executemany(Q.save_key_bucket, [
+            {"binding": binding, "key": k, "tokens": b.tokens, "tokens_at": b.updated_at,
+             "full_at": b.updated_at + max(0.0, rate.burst - b.tokens) / rate.rate}
+            for k, b in sorted(chosen.key_buckets.items())])
 
 
 def _as_candidates(rows: list[CandidateRow]) -> list[Candidate]:

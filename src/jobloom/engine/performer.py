@@ -49,6 +49,12 @@ class Performer(Generic[P, R]):
     key_concurrency: ClassVar[int] = 1
     rate_limit: ClassVar[str | RateLimit | None] = None
     priority_aging: ClassVar[float | None] = 60.0
+    fairness: ClassVar[str | None] = None
+    """``"round_robin"``: the concurrency keys take turns (see docs/how-to/fairness.md); None: by priority."""
+    key_weights: ClassVar[dict[str, int] | None] = None
+    """Under round-robin fairness, how many starts in a row a key's turn has (others: 1)."""
+    key_rate_limit: ClassVar[str | RateLimit | None] = None
+    """A token bucket per concurrency key, as ``rate_limit`` is for the binding (both must allow a start)."""
     unique_for: ClassVar[float] = 24 * 3600.0
     expires_in: ClassVar[float | None] = None
     """Seconds after its enqueue by which a job must have started, or it never starts (ends ``expired``);
@@ -314,6 +320,32 @@ def _batching(cls: type[Performer[Any, Any]], binding: str) -> tuple[int | None,
     return size, wait
 
 
+FAIRNESS = ("round_robin",)
+"""The values of a performer's ``fairness`` (besides None)."""
+
+
+def _key_limits(
+    cls: type[Performer[Any, Any]], binding: str, *, batched: bool
+) -> tuple[str | None, tuple[tuple[str, int], ...], RateLimit | None]:
+    """Check a performer's limits between keys: ``fairness``, ``key_weights`` and ``key_rate_limit``."""
+    fairness, weights, key_rate = cls.fairness, cls.key_weights, cls.key_rate_limit
+    keyed = cls.concurrency_key is not None
+    if fairness is not None and fairness not in FAIRNESS:
+        raise InvalidOption("fairness", fairness, "'round_robin' or None", binding)
+    if fairness is not None and (not keyed or batched):
+        raise InvalidOption("fairness", fairness, "None on a performer without a concurrency_key or with "
+                            "perform_batch (the keys take turns)", binding)
+    if weights is not None and (not isinstance(weights, dict) or fairness is None or not all(
+            isinstance(k, str) and isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 1000
+            for k, w in weights.items())):
+        raise InvalidOption("key_weights", weights, "a dict of key -> turns in a row (1 to 1000), with "
+                            "fairness = 'round_robin'", binding)
+    rate = None if key_rate is None else RateLimit.parse(key_rate, binding, "key_rate_limit")
+    if rate is not None and not keyed:
+        raise InvalidOption("key_rate_limit", key_rate, "None on a performer without a concurrency_key", binding)
+    return fairness, tuple(sorted((weights or {}).items())), rate
+
+
 def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     """Check a performer class's options and build its spec; bad options raise ``InvalidOption``."""
     if not (isinstance(cls, type) and issubclass(cls, Performer)):
@@ -330,7 +362,9 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
     if key_fn is not None and not callable(key_fn):
         raise InvalidOption("concurrency_key", key_fn, "a function payload -> str | None", binding)
     batch_size, batch_wait = _batching(cls, binding)
+    fairness, weights, key_rate = _key_limits(cls, binding, batched=batch_size is not None)
     policy = Policy(
+        fairness=fairness, key_weights=weights, key_rate=key_rate,
         batch_size=batch_size, batch_wait=batch_wait,
         concurrency=opt.concurrency(cls.concurrency, binding),
         key_concurrency=opt.positive_int("key_concurrency", cls.key_concurrency, binding, allow_none=False) or 1,

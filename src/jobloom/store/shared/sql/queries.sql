@@ -90,11 +90,12 @@ FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 --   concurrency: int | None, key_concurrency: int | None, rate: float | None, burst: float | None
 --   priority_aging: float | None, backoff: str | None, overrides: str | None, tokens: float | None
 --   tokens_at: float | None, paused: bool, batch_size: int | None, batch_wait: float | None
+--   key_rules: str | None = None, turn_key: str | None = None, turn_used: int | None = None
 
 -- name: get_binding
 -- returns: PolicyRow
 SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait
+       batch_size, batch_wait, key_rules, turn_key, turn_used
 FROM jobloom_bindings WHERE binding = :binding
 
 -- row: BindingRow
@@ -102,12 +103,12 @@ FROM jobloom_bindings WHERE binding = :binding
 --   binding: str, concurrency: int | None, key_concurrency: int, rate: float | None, burst: float | None
 --   priority_aging: float | None, backoff: str | None, overrides: str | None, tokens: float | None
 --   tokens_at: float | None, paused: bool, batch_size: int | None, batch_wait: float | None
---   paused_at: float | None, keyed: bool | None
+--   paused_at: float | None, keyed: bool | None, key_rules: str | None = None
 
 -- name: list_bindings
 -- returns: BindingRow
 SELECT binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, paused_at, keyed
+       batch_size, batch_wait, paused_at, keyed, key_rules
 FROM jobloom_bindings ORDER BY binding
 
 -- name: try_lock_binding
@@ -116,7 +117,7 @@ FROM jobloom_bindings ORDER BY binding
 -- dispatching the binding now and takes the token due; no row then, and this dispatch waits for the next.
 -- (SQLite: one writer at a time holds the store, so the binding is this transaction's already.)
 SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait
+       batch_size, batch_wait, key_rules, turn_key, turn_used
 FROM jobloom_bindings WHERE binding = :binding
 FOR UPDATE SKIP LOCKED
 
@@ -124,14 +125,15 @@ FOR UPDATE SKIP LOCKED
 -- By the app that performs the binding: its limits, its retention (JSON) that every pruner uses, and
 -- its enqueue rules (JSON) that an app without its performer applies.
 INSERT INTO jobloom_bindings (binding, concurrency, key_concurrency, rate, burst, priority_aging, backoff,
-                              retention, batch_size, batch_wait, keyed, rules, updated_at)
+                              retention, batch_size, batch_wait, keyed, rules, key_rules, updated_at)
 VALUES (:binding, :concurrency, :key_concurrency, :rate, :burst, :priority_aging, :backoff, :retention,
-        :batch_size, :batch_wait, :keyed, :rules, :now)
+        :batch_size, :batch_wait, :keyed, :rules, :key_rules, :now)
 ON CONFLICT (binding) DO UPDATE SET
     batch_size = excluded.batch_size, batch_wait = excluded.batch_wait, keyed = excluded.keyed,
     concurrency = excluded.concurrency, key_concurrency = excluded.key_concurrency, rate = excluded.rate,
     burst = excluded.burst, priority_aging = excluded.priority_aging, backoff = excluded.backoff,
-    retention = excluded.retention, rules = excluded.rules, updated_at = excluded.updated_at
+    retention = excluded.retention, rules = excluded.rules, key_rules = excluded.key_rules,
+    updated_at = excluded.updated_at
 
 -- name: set_overrides
 INSERT INTO jobloom_bindings (binding, overrides, updated_at) VALUES (:binding, :overrides, :now)

@@ -1,0 +1,50 @@
+-- Limits between the concurrency keys of a binding: turns (round-robin fairness) and a token bucket per
+-- key. The walk over keys in turn differs by dialect (store/<dialect>/sql/queries_keys.sql).
+
+-- name: candidates_keyless
+-- returns: CandidateRow
+-- Under round-robin fairness: the binding's first queued jobs without a key, by priority.
+SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs {sqlite: INDEXED BY jobloom_jobs_queued_key}
+WHERE binding = :binding AND state = 'queued' AND concurrency_key IS NULL
+ORDER BY priority DESC, run_at, id LIMIT :limit
+FOR UPDATE SKIP LOCKED
+
+-- name: peek_keyless
+-- returns: CandidateRow
+-- The jobs of candidates_keyless, read without claiming them: why a job waits.
+SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs {sqlite: INDEXED BY jobloom_jobs_queued_key}
+WHERE binding = :binding AND state = 'queued' AND concurrency_key IS NULL
+ORDER BY priority DESC, run_at, id LIMIT :limit
+
+-- name: save_turn
+UPDATE jobloom_bindings SET turn_key = :turn_key, turn_used = :turn_used WHERE binding = :binding
+
+-- row: KeyBucketRow
+-- The token bucket of one concurrency key (``key_rate_limit``).
+--   concurrency_key: str, tokens: float, tokens_at: float
+
+-- name: key_buckets
+-- returns: KeyBucketRow
+-- The buckets of :keys that are not full (a key without a row has a full bucket).
+SELECT concurrency_key, tokens, tokens_at FROM jobloom_key_buckets
+WHERE binding = :binding AND concurrency_key = ANY(:keys::text[])
+
+-- name: save_key_bucket
+INSERT INTO jobloom_key_buckets (binding, concurrency_key, tokens, tokens_at, full_at)
+VALUES (:binding, :key, :tokens, :tokens_at, :full_at)
+ON CONFLICT (binding, concurrency_key) DO UPDATE SET
+    tokens = excluded.tokens, tokens_at = excluded.tokens_at, full_at = excluded.full_at
+
+-- name: prune_key_buckets
+-- The buckets full again by :now, by the rate in force (:rate, :burst): no row is a full bucket.
+DELETE FROM jobloom_key_buckets
+WHERE binding = :binding AND full_at <= :now AND tokens + (:now - tokens_at) * :rate >= :burst - 1e-9
+
+-- name: renew_key_buckets
+-- The buckets that were due full by :now but are not (the rate was lowered since): when they will be.
+UPDATE jobloom_key_buckets SET full_at = tokens_at + (:burst - tokens) / :rate
+WHERE binding = :binding AND full_at <= :now
+
+-- name: drop_key_buckets
+-- A binding's key rate is lifted at run time: every key's bucket starts full again.
+DELETE FROM jobloom_key_buckets WHERE binding = :binding
