@@ -514,6 +514,18 @@ def test_limits_set_and_list(cli: Env) -> None:
     assert "speed" in wrong.stderr
 
 
+def test_limits_set_a_rate_per_key(cli: Env) -> None:
+    out = cli.run("limits", "set", "SendMail", "--key-rate-limit", "2/s", "--app", "jobs_app:app").stdout
+    assert "2/s/key *" in out
+    mail = next(r for r in cli.json("limits", "list", "--url", cli.url) if r["binding"] == "SendMail")
+    assert (mail["key_rate_per_second"], mail["key_burst"], mail["overridden"]) == (2.0, 1.0, ["key_rate_limit"])
+    bad = cli.run("limits", "set", "SendMail", "--key-rate-limit", "fast", "--url", cli.url, rc=1)
+    assert "invalid key_rate_limit on SendMail: 'fast'" in bad.stderr
+    cli.run("limits", "set", "SendMail", "--key-rate-limit", "none", "--url", cli.url)
+    mail = next(r for r in cli.json("limits", "list", "--url", cli.url) if r["binding"] == "SendMail")
+    assert mail["key_rate_per_second"] is None
+
+
 # -- bindings ---------------------------------------------------------------------------------------
 
 

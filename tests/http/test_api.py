@@ -117,6 +117,12 @@ def test_runs_schedules_limits_stats_and_health(api: Api) -> None:
     assert r.json() == {"binding": "Echo", "overrides": {"concurrency": 2, "rate_limit": "10/s"}}
     r = api.client.put("/v1/bindings/Echo/limits", json={"rate_limit": "fast"}, headers=h)
     assert r.status_code == 422 and r.json()["error"]["field"] == "rate_limit"
+    r = api.client.put("/v1/bindings/Echo/limits", json={"key_rate_limit": "3/s burst 2"}, headers=h)
+    assert r.json()["overrides"]["key_rate_limit"] == "3/s burst 2"
+    echo = next(b for b in api.client.get("/v1/bindings", headers=h).json()["bindings"] if b["binding"] == "Echo")
+    assert (echo["limits"]["key_rate_per_second"], echo["limits"]["key_burst"]) == (3.0, 2.0)
+    r = api.client.put("/v1/bindings/Echo/limits", json={"key_rate_limit": "fast"}, headers=h)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "key_rate_limit"
     assert api.client.get("/v1/stats", params={"binding": "Echo"}, headers=h).status_code == 200
     assert api.client.get("/v1/health").json()["status"] == "ok"
 

@@ -24,6 +24,7 @@ from jobloom.cli.common import (
     print_table,
     run,
 )
+from jobloom.core.options import RateLimit
 from jobloom.core.records import check_limits
 from jobloom.core.types import Policy
 
@@ -46,14 +47,19 @@ async def read_limits(app: App) -> list[BindingInfo]:
 
 def fmt_rate(policy: Policy) -> str:
     """A rate limit the way it is written (``10/s``, ``30/m``), with its burst when above 1."""
-    if policy.rate is None:
+    return fmt_rate_limit(policy.rate)
+
+
+def fmt_rate_limit(rate: RateLimit | None) -> str:
+    """:func:`fmt_rate` of one token bucket (``unlimited`` for None)."""
+    if rate is None:
         return "unlimited"
-    per_second = policy.rate.rate
+    per_second = rate.rate
     for unit, secs in (("s", 1.0), ("m", 60.0), ("h", 3600.0)):
         if per_second * secs >= 1 or unit == "h":
             text = f"{per_second * secs:.4g}/{unit}"
             break
-    return text + (f" burst {policy.rate.burst:g}" if policy.rate.burst > 1 else "")
+    return text + (f" burst {rate.burst:g}" if rate.burst > 1 else "")
 
 
 STAR = "* changed at run time (limits set)"
@@ -86,7 +92,8 @@ def limits_table(rows: list[BindingLimits]) -> Table:
         table.add_row(
             r.binding + ("" if r.registered else " (not registered yet)"),
             mark("concurrency", "unlimited" if p.concurrency is None else str(p.concurrency)),
-            mark("key_concurrency", "-" if key_limit is None else str(key_limit)),
+            mark("key_concurrency", "-" if key_limit is None else str(key_limit))
+            + ("" if p.key_rate is None else mark("key_rate_limit", f", {fmt_rate_limit(p.key_rate)}/key")),
             mark("rate_limit", fmt_rate(p)),
             mark("priority_aging", "strict" if p.priority_aging is None else f"{p.priority_aging:g}s"),
         )
@@ -101,7 +108,8 @@ def _lifted(text: str) -> bool:
 
 
 def parse_limits(
-    concurrency: str | None, key_concurrency: int | None, rate_limit: str | None, priority_aging: str | None
+    concurrency: str | None, key_concurrency: int | None, rate_limit: str | None, priority_aging: str | None,
+    key_rate_limit: str | None = None,
 ) -> dict[str, Any]:
     """Command-line limit values to ``set_limits`` arguments; ``none`` lifts a limit."""
     limits: dict[str, Any] = {}
@@ -119,6 +127,8 @@ def parse_limits(
         limits["key_concurrency"] = key_concurrency
     if rate_limit is not None:
         limits["rate_limit"] = None if _lifted(rate_limit) else rate_limit
+    if key_rate_limit is not None:
+        limits["key_rate_limit"] = None if _lifted(key_rate_limit) else key_rate_limit
     if priority_aging is not None:
         if _lifted(priority_aging) or priority_aging.strip().lower() == "strict":
             limits["priority_aging"] = None
@@ -131,7 +141,8 @@ def parse_limits(
                 ) from None
     if not limits:
         raise UsageProblem(
-            "nothing to set: give --concurrency, --key-concurrency, --rate-limit or --priority-aging"
+            "nothing to set: give --concurrency, --key-concurrency, --rate-limit, --key-rate-limit or "
+            "--priority-aging"
         )
     return limits
 
@@ -153,6 +164,9 @@ def set_command(
     priority_aging: Annotated[
         str | None, typer.Option(help="Seconds of waiting worth one priority step ('none': strict priority).")
     ] = None,
+    key_rate_limit: Annotated[
+        str | None, typer.Option(help="A token bucket per concurrency key, e.g. 10/s ('none' lifts it).")
+    ] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Store the limits even for a binding that no worker has registered (and the app lacks).",
     )] = False,
@@ -166,7 +180,7 @@ def set_command(
     A binding that the store does not know (no worker registered it, no limits were set for it) and
     that the app (``--app``) does not perform is refused, naming it (a misspelt name would otherwise
     hold limits nobody uses); ``--force`` stores them anyway, for a binding whose workers start later."""
-    limits = parse_limits(concurrency, key_concurrency, rate_limit, priority_aging)
+    limits = parse_limits(concurrency, key_concurrency, rate_limit, priority_aging, key_rate_limit)
     app = open_target(ctx, app_ref, url, schema, wait)
     if app.specs and not force:
         app.spec(binding)  # an app knows its bindings: refuse a misspelt one
@@ -195,7 +209,8 @@ def reset_command(
     ctx: typer.Context,
     binding: Annotated[str, typer.Argument(help="The binding (performer name).")],
     names: Annotated[list[str] | None, typer.Argument(
-        help="The limits to reset: concurrency, key_concurrency, rate_limit, priority_aging (none: all).")] = None,
+        help="The limits to reset: concurrency, key_concurrency, rate_limit, priority_aging, key_rate_limit "
+             "(none: all).")] = None,
     app_ref: AppOption = None,
     url: UrlOption = None,
     schema: SchemaOption = None,

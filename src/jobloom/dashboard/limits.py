@@ -1,5 +1,5 @@
 """The limits page: each binding's limits in force (run-time overrides marked), changed at run time
-(concurrency, key concurrency, rate limit: ``App.set_limits``), and pausing or resuming a binding."""
+(concurrency, key concurrency, rate limit, rate per key: ``App.set_limits``), and pausing or resuming a binding."""
 
 from __future__ import annotations
 
@@ -40,25 +40,27 @@ def limits_of(form: Form, policy: Policy | None = None) -> dict[str, Any]:
     if "key_concurrency" in form.fields:
         value = _whole("key_concurrency", form.get("key_concurrency"))
         given["key_concurrency"] = 1 if value is None else value
-    if "rate_limit" in form.fields:
-        rate = form.get("rate_limit")
-        given["rate_limit"] = None if rate is None or rate.lower() in UNLIMITED else rate
+    for name in ("rate_limit", "key_rate_limit"):
+        if name in form.fields:
+            rate = form.get(name)
+            given[name] = None if rate is None or rate.lower() in UNLIMITED else rate
     if policy is None:
         return given
     current = {"concurrency": policy.concurrency, "key_concurrency": policy.key_concurrency}
+    rates = {"rate_limit": policy.rate, "key_rate_limit": policy.key_rate}
     changed = {}
     for name, value in given.items():
-        same = same_rate(policy.rate, value) if name == "rate_limit" else current[name] == value
+        same = same_rate(rates[name], value, name) if name in rates else current[name] == value
         if not same:
             changed[name] = value
     return changed
 
 
-def same_rate(rate: RateLimit | None, text: str | None) -> bool:
+def same_rate(rate: RateLimit | None, text: str | None, name: str = "rate_limit") -> bool:
     """Whether the rate limit ``text`` (None: no limit) is ``rate`` (as the page shows it, rounded)."""
     if rate is None or text is None:
         return rate is None and text is None
-    given = RateLimit.parse(text)
+    given = RateLimit.parse(text, None, name)
     return math.isclose(given.rate, rate.rate, rel_tol=1e-6) and math.isclose(given.burst, rate.burst, rel_tol=1e-6)
 
 
@@ -78,8 +80,9 @@ async def limits_values(d: Dashboard) -> dict[str, Any]:
 
 def code_text(policy: Policy, name: str) -> str:
     """A limit's value in the code (``policy``), as the page shows it: ``"3"``, ``"unlimited"``, ``"10/s"``."""
-    if name == "rate_limit":
-        return "unlimited" if policy.rate is None else rate_text(policy.rate.rate, policy.rate.burst)
+    if name in ("rate_limit", "key_rate_limit"):
+        rate = policy.rate if name == "rate_limit" else policy.key_rate
+        return "unlimited" if rate is None else rate_text(rate.rate, rate.burst)
     value = getattr(policy, name)
     return "unlimited" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 

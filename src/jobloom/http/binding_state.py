@@ -39,6 +39,10 @@ class LimitsInForce(BaseModel):
     burst: float | None
     priority_aging: float | None
     batch_size: int | None
+    key_rate_per_second: float | None = None
+    key_burst: float | None = None
+    fairness: str | None = Field(None, description='"round_robin": the concurrency keys take turns.')
+    key_weights: dict[str, int] = Field(default_factory=dict, description="Starts in a row per key's turn.")
 
 
 class BindingOptions(BaseModel):

@@ -334,6 +334,7 @@ class LimitsBody(Body):
     rate_limit: str | None = Field(None, description='"10/s", "600/m", "5/2s" or "100/s burst 20".')
     key_concurrency: int | None = None
     priority_aging: float | None = None
+    key_rate_limit: str | None = Field(None, description='A token bucket per concurrency key, as rate_limit.')
 
 
 class LimitsOut(BaseModel):

@@ -130,3 +130,13 @@ def test_the_chart_has_every_minute_of_the_hour() -> None:
     assert len(data["x"]) == 61 and data["range"] == [since.timestamp(), since.timestamp() + 3660]
     assert data["succeeded"][30] == 4 and sum(data["succeeded"]) == 4
     assert data["p50"][30] == 0.1 and data["p50"][0] is None
+
+
+def test_a_limit_form_sets_a_rate_per_key_and_names_it_when_bad() -> None:
+    policy = Policy(key_concurrency=2, key_rate=RateLimit(2.0, 1.0))
+    shown = {"key_concurrency": ["2"], "key_rate_limit": [rate_text(2.0, 1.0)]}
+    assert limits_of(Form(shown), policy) == {}
+    assert limits_of(Form(shown | {"key_rate_limit": ["5/s burst 2"]}), policy) == {"key_rate_limit": "5/s burst 2"}
+    assert limits_of(Form(shown | {"key_rate_limit": [""]}), policy) == {"key_rate_limit": None}
+    with pytest.raises(InvalidOption, match="key_rate_limit"):
+        limits_of(Form({"key_rate_limit": ["fast"]}), policy)
