@@ -105,6 +105,7 @@ async def test_a_call_returns_the_childs_result_and_makes_it_once(app: jobloom.A
     assert [(b, s) for _, b, s in children] == [("Double", "succeeded"), ("Double", "succeeded")]
     again = await app.get_job(children[1][0])
     assert again.priority == 5 and again.unique_key == f"call:{job.id}:again"
+    assert again.parent_id == job.id and done.parent_id is None  # the caller is the child's parent
 
 
 async def test_calls_gathered_make_every_child_before_the_caller_suspends(app: jobloom.App) -> None:

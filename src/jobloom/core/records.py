@@ -19,7 +19,7 @@ def job_from_row(row: JobRow) -> Job:
         row.id, row.binding, row.state, row.attempt, row.max_attempts, row.priority, row.unique_key,
         row.concurrency_key, row.delivery, row.error, row.payload, row.result, row.run_at, row.created_at,
         row.started_at, row.finished_at, bool(row.cancel_requested), row.run_id, row.node,
-        row.tags, row.meta, row.progress, row.retries_from,
+        row.tags, row.meta, row.progress, row.retries_from, row.parent_id,
     ))
 
 

@@ -63,6 +63,8 @@ class Job:
     meta_json: str | None = field(default=None, repr=False)
     progress_json: str | None = field(default=None, repr=False)
     retries_from: int = field(default=0, repr=False)
+    parent_id: int | None = None
+    """The job whose ``self.call`` made this one (its caller), if any."""
 
     @property
     def attempts_spent(self) -> int:
@@ -148,7 +150,7 @@ _JOB_FIELDS = tuple(f.name for f in fields(Job))
 
 def job_of(values: tuple[Any, ...]) -> Job:
     """A :class:`Job` from all its field values in declaration order: what ``Job(*values)`` makes,
-    without a frozen dataclass's ``__init__`` (which sets each of the 23 fields through
+    without a frozen dataclass's ``__init__`` (which sets each of the 24 fields through
     ``object.__setattr__``; the store builds one per job it returns)."""
     if len(values) != len(_JOB_FIELDS):
         raise TypeError(f"job_of takes {len(_JOB_FIELDS)} values, not {len(values)}")

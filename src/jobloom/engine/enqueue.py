@@ -178,7 +178,7 @@ def job_from_new(job_id: int, new: NewJob) -> Job:
     return job_of((
         job_id, new.binding, new.state, 0, new.max_attempts, new.priority, new.unique_key, new.concurrency_key,
         new.delivery, None, new.payload, None, new.run_at, new.created_at, None, None, False, new.run_id, new.node,
-        None if new.tags is None else json.dumps(new.tags), new.meta, None, 0,
+        None if new.tags is None else json.dumps(new.tags), new.meta, None, 0, None,
     ))
 
 

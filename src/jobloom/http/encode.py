@@ -45,7 +45,8 @@ def job_json(job: Job) -> str:
         f'"run_at":{_ts(job.run_ts)},"created_at":{_ts(job.created_ts)},"started_at":{_ts(job.started_ts)},'
         f'"finished_at":{_ts(job.finished_ts)},"cancel_requested":{"true" if job.cancel_requested else "false"},'
         f'"run_id":{_str(job.run_id)},"node":{_str(job.node)},"tags":{job.tags_json or "[]"},'
-        f'"meta":{job.meta_json or "{}"},"progress":{_progress(job)}}}'
+        f'"meta":{job.meta_json or "{}"},"progress":{_progress(job)},'
+        f'"parent_id":{"null" if job.parent_id is None else job.parent_id}}}'
     )
 
 

@@ -160,6 +160,7 @@ class JobOut(BaseModel):
     tags: list[str]
     meta: dict[str, JsonValue]
     progress: ProgressOut | None
+    parent_id: int | None = Field(default=None, description="The job whose self.call made this one, if any.")
 
 
 class JobExistsOut(BaseModel):

@@ -20,7 +20,7 @@
 -- a job as the API reads it (JobRow): {job_columns} in a query, {job_columns j} with each column as j.column
 id, binding, state, payload, attempt, max_attempts, priority, run_at,
 unique_key, concurrency_key, delivery, result, error, created_at, started_at, finished_at,
-cancel_requested, run_id, node, tags, meta, progress, retries_from
+cancel_requested, run_id, node, tags, meta, progress, retries_from, parent_id
 
 -- row: UniqueRow
 -- The newest job with a unique key.
