@@ -268,7 +268,7 @@ class JobRow(NamedTuple):
     meta: str | None
     progress: str | None
     retries_from: int
-    parent_id: int | None  # the job whose self.call made it
+    parent_id: int | None
 
 
 class JobRunRow(NamedTuple):

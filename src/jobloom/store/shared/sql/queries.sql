@@ -58,7 +58,7 @@ WHERE id = :id AND state = 'scheduled' AND attempt = 0
 --   run_at: float, unique_key: str | None, concurrency_key: str | None, delivery: str, result: str | None
 --   error: str | None, created_at: float, started_at: float | None, finished_at: float | None
 --   cancel_requested: bool, run_id: str | None, node: str | None, tags: str | None, meta: str | None
---   progress: str | None, retries_from: int
+--   progress: str | None, retries_from: int, parent_id: int | None
 
 -- name: get_job
 -- returns: JobRow
