@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -238,18 +238,30 @@ def candidate_reads(
 
 
 def turn_reads(
-    binding: str, full_keys: list[str], turns: TurnRead, *, peek: bool = False
+    binding: str, full_keys: list[str], turns: TurnRead, *, peek: bool = False, wrap: bool | None = None
 ) -> list[tuple[Query[Any], dict[str, Any] | None]]:
     """The reads of a binding's candidates under round-robin fairness: key by key from the turn's key on,
-    from the first key on (the turn goes round), and the jobs without a key (``peek``: without claiming
-    them, as a diagnosis reads them)."""
+    from the first key on (the turn goes round; ``wrap``: only that read, False: not it, None: both),
+    and the jobs without a key (``peek``: without claiming them, as a diagnosis reads them)."""
     by_turn, keyless = (Q.peek_by_turn, Q.peek_keyless) if peek else (Q.candidates_by_turn, Q.candidates_keyless)
     params = {"binding": binding, "full_keys": full_keys, "keys": turns.keys, "per_key": turns.per_key}
-    reads: list[tuple[Query[Any], dict[str, Any] | None]] = [(by_turn, params | {"low": "", "strict": 0})]
+    first: tuple[Query[Any], dict[str, Any] | None] = (by_turn, params | {"low": "", "strict": 0})
+    if wrap:
+        return [first]
+    reads: list[tuple[Query[Any], dict[str, Any] | None]] = [] if turns.after is not None and wrap is False else [first]
     if turns.after is not None:
         reads.insert(0, (by_turn, params | {"low": turns.after, "strict": 0}))
     reads.append((keyless, {"binding": binding, "limit": turns.keyless}))
     return reads
+
+
+def _goes_round(need: ReadCandidates, rows: Iterable[CandidateRow]) -> bool:
+    """Whether a read of candidates by turn from the turn's key found fewer keys than it looked for:
+    the keys from the first name on are read then (the turn goes round)."""
+    turns = need.turns
+    if turns is None or turns.after is None:
+        return False
+    return len({r.concurrency_key for r in rows if r.concurrency_key is not None}) < turns.keys - len(need.full_keys)
 
 
 def merge_by_age(by_priority: list[CandidateRow], by_age: list[CandidateRow]) -> list[CandidateRow]:
@@ -267,7 +279,7 @@ async def _candidates(
     with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
     was committed when it began: limits set before any candidate was enqueued are seen)."""
     if need.turns is not None:
-        queries = turn_reads(binding, need.full_keys, need.turns)
+        queries = turn_reads(binding, need.full_keys, need.turns, wrap=False)
     else:
         queries = candidate_reads(binding, need.full_keys, need.limit, aging=need.aging)
     if need.with_keys:
@@ -281,6 +293,9 @@ async def _candidates(
         seen: dict[int, CandidateRow] = {}
         for part in results[:reads]:
             seen.update((r.id, r) for r in part)
+        if _goes_round(need, seen.values()):  # fewer keys after the turn's than it may start: from the first
+            seen.update((r.id, r) for r in await tx.fetch(*turn_reads(binding, need.full_keys, need.turns,
+                                                                       wrap=True)[0]))
         rows = list(seen.values())
     elif need.aging:
         rows = merge_by_age(rows, results[1])
