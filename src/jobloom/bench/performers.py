@@ -56,6 +56,29 @@ class Limited(Performer[dict[str, Any], None]):
         return None
 
 
+ACTIVE_KEYS = 1_000
+"""The keys a :class:`Turns` binding's jobs spread over in ``jobloom bench limits``."""
+
+
+def many_keys(payload: dict[str, Any]) -> str | None:
+    """The concurrency key of a :class:`Turns` bench payload: one of ``ACTIVE_KEYS``, None with ``"no_key"``."""
+    return None if payload.get("no_key") else f"k{int(payload.get('i', 0)) % ACTIVE_KEYS}"
+
+
+class Turns(Performer[dict[str, Any], None]):
+    """:class:`Noop` whose keys take turns (``fairness = "round_robin"``), with a rate per key and a
+    per-key limit that never bind: what turns and key buckets cost a dispatch."""
+
+    concurrency_key = staticmethod(many_keys)
+    key_concurrency = NEVER_BINDS
+    fairness = "round_robin"
+    key_rate_limit = f"{NEVER_BINDS}/s burst {NEVER_BINDS}"
+
+    async def perform(self, payload: dict[str, Any]) -> None:
+        """Return at once."""
+        return None
+
+
 class Capped(Performer[dict[str, Any], None]):
     """:class:`Noop` with ``concurrency = 50``: a limit that binds as soon as workers offer more slots
     (``benchmarks/processes.py`` drains it with 1, 2 and 4 worker processes)."""
@@ -78,7 +101,7 @@ class Stamped(Performer[dict[str, Any], float]):
         return time.time()
 
 
-PERFORMERS: list[type[Performer[Any, Any]]] = [Noop, Limited, Capped]
+PERFORMERS: list[type[Performer[Any, Any]]] = [Noop, Limited, Capped, Turns]
 
 
 def diamond() -> Flow:

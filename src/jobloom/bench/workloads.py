@@ -18,7 +18,7 @@ from typing import Any
 
 import jobloom
 from jobloom.bench.model import Measurement
-from jobloom.bench.performers import LATENCY_APP_REF, Limited, Noop, Stamped
+from jobloom.bench.performers import ACTIVE_KEYS, LATENCY_APP_REF, Limited, Noop, Stamped, Turns
 from jobloom.bench.processes import BenchError, Producer, WorkerGroup
 from jobloom.bench.progress import Reporter
 from jobloom.bench.sandbox import Sandbox, Target
@@ -159,13 +159,13 @@ class Drained:
 
 
 async def fill(box: Sandbox, n: int, performer: type[Performer[Any, Any]] = Noop,
-               tick: Callable[[int], None] | None = None) -> None:
-    """Queue ``n`` jobs (set-up, not measured) with ``enqueue_many``."""
+               tick: Callable[[int], None] | None = None, extra: dict[str, Any] | None = None) -> None:
+    """Queue ``n`` jobs (set-up, not measured) with ``enqueue_many`` (payloads ``{"i": i, **extra}``)."""
     app = box.app()
     try:
         for start in range(0, n, FILL_BATCH):
             end = min(n, start + FILL_BATCH)
-            await app.enqueue_many([(performer, {"i": i}) for i in range(start, end)])
+            await app.enqueue_many([(performer, {"i": i, **(extra or {})}) for i in range(start, end)])
             if tick is not None:
                 tick(end)
     finally:
@@ -205,12 +205,12 @@ async def wait_for(
 
 async def drain_once(
     ctx: Context, box: Sandbox, n: int, *, processes: int, performer: type[Performer[Any, Any]] = Noop,
-    label: str = "drain",
+    label: str = "drain", extra: dict[str, Any] | None = None,
 ) -> Drained:
     """Queue ``n`` jobs, then run ``jobloom worker`` until all are done; measure from the store."""
     ctx.progress.begin(f"{label}: queueing", n)
     after = box.last_id()
-    await fill(box, n, performer, ctx.progress.update)
+    await fill(box, n, performer, ctx.progress.update, extra)
     ctx.progress.end()
     group = WorkerGroup(box, processes=processes, concurrency=ctx.params.concurrency,
                         bindings=[performer.binding or performer.__name__])
@@ -328,19 +328,22 @@ def _pair_ratio(tops: list[Drained], bottoms: list[Drained]) -> float:
 
 
 async def limits(ctx: Context) -> list[Measurement]:
-    """The drain with concurrency, per-key and rate limits set high enough never to bind, against none.
+    """The drain with concurrency, per-key and rate limits set high enough never to bind, against none;
+    and the drain of a binding whose keys take turns (with a rate per key), over 1,000 keys and over none.
 
-    The two drains alternate ``pairs`` times (none, limited, none, ...) on fresh stores; the ratio
+    The drains alternate ``pairs`` times (none, limited, none, ...) on fresh stores; the ratio
     is the median of the pairs' ratios.
     """
     n, c, pairs = ctx.params.n(), ctx.params.concurrency, ctx.params.pairs
-    runs: dict[str, list[Drained]] = {"none": [], "limited": []}
+    runs: dict[str, list[Drained]] = {"none": [], "limited": [], "no_keys": [], "keys": []}
+    drains: tuple[tuple[str, type[Performer[Any, Any]], dict[str, Any] | None], ...] = (
+        ("none", Noop, None), ("limited", Limited, None), ("no_keys", Turns, {"no_key": True}), ("keys", Turns, None))
     for k in range(pairs):
-        for name, performer in (("none", Noop), ("limited", Limited)):
+        for name, performer, extra in drains:
             box = await ctx.sandbox()
             try:
                 runs[name].append(await drain_once(ctx, box, n, processes=1, performer=performer,
-                                                   label=f"limits: drain, {name} ({k + 1}/{pairs})"))
+                                                   label=f"limits: drain, {name} ({k + 1}/{pairs})", extra=extra))
             finally:
                 box.close()
     none, limited = _median(runs["none"]), _median(runs["limited"])
@@ -358,6 +361,22 @@ async def limits(ctx: Context) -> list[Measurement]:
         Measurement("limits.ratio", "limits: limited / none", _pair_ratio(runs["limited"], runs["none"]), "ratio",
                     details={"limits": how, "pairs": pairs, "ratios": [
                         round(t.rate / b.rate, 3) for t, b in zip(runs["limited"], runs["none"], strict=True)]}),
+        *_keys_measurements(runs, details),
+    ]
+
+
+def _keys_measurements(runs: dict[str, list[Drained]], details: Callable[..., dict[str, Any]]) -> list[Measurement]:
+    """The drains of a binding whose keys take turns (with a rate per key), over ``ACTIVE_KEYS`` keys
+    and over none, and their ratio."""
+    how = f"fairness round_robin, key_rate_limit that never binds, {ACTIVE_KEYS} keys"
+    return [
+        Measurement("limits.turns_no_keys", "limits: drain, turns, no key", _median(runs["no_keys"]), "jobs/s",
+                    details=details("no_keys", limits=how)),
+        Measurement("limits.turns_keys", f"limits: drain, turns, {ACTIVE_KEYS:,} keys", _median(runs["keys"]),
+                    "jobs/s", details=details("keys", limits=how)),
+        Measurement("limits.keys_ratio", f"limits: {ACTIVE_KEYS:,} keys / no key",
+                    _pair_ratio(runs["keys"], runs["no_keys"]), "ratio", details={"limits": how, "ratios": [
+                        round(t.rate / b.rate, 3) for t, b in zip(runs["keys"], runs["no_keys"], strict=True)]}),
     ]
 
 
