@@ -289,6 +289,8 @@ class Rounds:
         """Note the keys' buckets read."""
         for r in rows:
             self.key_buckets.setdefault(r.concurrency_key, Bucket(r.tokens, r.tokens_at))
+            if not self.selected:  # starts are recorded no earlier than their keys' buckets' last update
+                self.now = max(self.now, r.tokens_at)
 
 
 def _admit(ask: Ask, binding_rows: list[PolicyRow]) -> Generator[Need, Any, Plan | Rounds]:
@@ -323,8 +325,8 @@ def _admit(ask: Ask, binding_rows: list[PolicyRow]) -> Generator[Need, Any, Plan
         locked = True
         if held(policy) is not None:
             return Plan()
-        if policy.rate is not None:  # under the lock: starts are recorded at times that never go back
-            now = dispatch_time((yield ReadClock()) if ask.has_clock else now, bucket)
+        if policy.rate is not None or policy.key_rate is not None:  # under the lock: starts are recorded at
+            now = dispatch_time((yield ReadClock()) if ask.has_clock else now, bucket)  # times that never go back
     if policy.concurrency is not None and running is None:
         running = yield CountRunning(batches)
     return _start(ask, policy, bucket, now, running or 0, locked, turn)
