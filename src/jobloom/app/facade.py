@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from jobloom.app import actions, bulk, enqueueing, job_batches, reads
 from jobloom.app import bindings as binding_ops
+from jobloom.app import topics as topic_ops
 from jobloom.app.bindings import BindingInfo
 from jobloom.app.enqueueing import STREAM_CHUNK
 from jobloom.app.loops import _Core, _SyncBridge
@@ -272,6 +273,22 @@ class App:
         validated and sent in chunks of :data:`STREAM_CHUNK`, the next chunk being validated while the
         server inserts the last; a bad item still leaves nothing enqueued."""
         return await enqueueing.enqueue_many(self, items)
+
+    async def publish(self, topic: str, data: Any, *, connection: Any = None) -> list[Job]:
+        """Publish ``data`` to ``topic``: one job of each binding whose ``triggers`` lists it, atomically.
+
+        ``data`` is validated against every subscriber's payload type first; one that refuses it refuses
+        the publish (nothing is enqueued, the error names the binding). A topic nobody subscribes to is
+        accepted and enqueues nothing (``[]``). ``connection``: as for :meth:`enqueue`."""
+        return await topic_ops.publish_many(self, [(topic, data)], connection)
+
+    async def publish_many(self, items: Sequence[tuple[str, Any]], *, connection: Any = None) -> list[Job]:
+        """:meth:`publish` each ``(topic, data)``, all the jobs in one transaction."""
+        return await topic_ops.publish_many(self, items, connection)
+
+    def topics(self) -> dict[str, list[str]]:
+        """Each topic a binding of this app subscribes to, with its bindings (sorted)."""
+        return topic_ops.topics(self)
 
     async def batch(self, items: Sequence[EnqueueRequest | tuple[Any, ...]], *,
                     on_complete: tuple[Any, Any] | None = None, on_success: tuple[Any, Any] | None = None) -> Batch:

@@ -6,7 +6,7 @@ import importlib
 import inspect
 import sys
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -22,6 +22,7 @@ from jobloom.core.types import AttemptControl, JobContext, Policy
 from jobloom.engine.payload_keys import Checker, key_checker
 from jobloom.engine.step_options import step_options
 from jobloom.engine.steps import StepContext
+from jobloom.engine.topics import check_triggers
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -65,6 +66,8 @@ class Performer(Generic[P, R]):
     """Whether each attempt is an HTTP request that the worker's pooled client sends (``HttpPerformer``)."""
     max_snoozes: ClassVar[int] = DEFAULT_MAX_SNOOZES
     version: ClassVar[int] = 1
+    triggers: ClassVar[Sequence[str]] = ()
+    """Topics this binding subscribes to: each :meth:`App.publish` of one enqueues a job of it."""
     """The version of this performer's durable code: stored with each job it first runs, read back as
     ``self.ctx.version`` when a job resumes (see docs/how-to/durable-steps.md, "Change durable code")."""
     unknown_keys: ClassVar[str] = "refuse"
@@ -167,6 +170,7 @@ class PerformerSpec:
     expires_in: float | None = None  # a job not started this long after its enqueue ends expired
     key_check: Checker | None = None  # finds a payload key the type would drop (None: none can be, or "drop")
     version: int = 1  # the performer's version (stored with the jobs it first runs)
+    triggers: tuple[str, ...] = ()  # the topics it subscribes to (App.publish)
 
     def dump_payload(self, payload: Any, *, check_keys: bool = True) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON (``check_keys=False``:
@@ -400,6 +404,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         key_check=_key_check(cls, binding, payload_adapter),
         expires_in=_expires_in(cls.expires_in, binding),
         version=opt.positive_int("version", cls.version, binding, allow_none=False) or 1,
+        triggers=check_triggers(cls.triggers, binding),
     )
 
 

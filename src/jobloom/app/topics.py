@@ -1,0 +1,77 @@
+"""Publishing to topics: one job per binding subscribed (``triggers``), all in one transaction.
+
+``App.publish(topic, data)`` validates ``data`` against each subscriber's payload type first: one
+that refuses it refuses the whole publish (the error names the binding), and nothing is enqueued.
+A topic that no binding subscribes to is accepted and enqueues nothing: the jobs returned are the
+count (an empty list). With ``connection=`` the jobs are inserted in the caller's own transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from jobloom.app.loops import _Core
+from jobloom.core.errors import JobloomError
+from jobloom.core.types import Job
+from jobloom.engine.enqueue import DEFAULT_OPTIONS, build_job, insert_in
+from jobloom.engine.jobs import NewJob
+from jobloom.engine.performer import PerformerSpec
+from jobloom.engine.telemetry import EnqueueTold, Telemetry
+from jobloom.engine.topics import check_topic, subscribers
+from jobloom.store.base import Tx
+
+
+class App(Protocol):
+    """What publishing needs of the app: its performers, its store and telemetry."""
+
+    specs: dict[str, PerformerSpec]
+
+    async def _core(self) -> _Core:
+        """The store and enqueue coalescer of the running event loop."""
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """What the app tells about its enqueues."""
+
+
+def topics(app: App) -> dict[str, list[str]]:
+    """Each topic that a binding of the app subscribes to, with those bindings (both sorted)."""
+    return subscribers((s.binding, s.triggers) for s in app.specs.values() if s.remote is None)
+
+
+def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float) -> list[NewJob]:
+    subscribed = topics(app)
+    jobs = []
+    for i, item in enumerate(items):
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError(f"publish_many items are (topic, data) tuples; item {i} is {item!r}")
+        topic, data = item
+        for binding in subscribed.get(check_topic(topic), []):
+            try:
+                jobs.append(build_job(app.specs[binding], data, DEFAULT_OPTIONS, now))
+            except JobloomError as exc:
+                exc.add_note(f"publishing to topic {topic!r} (subscriber {binding}); nothing was enqueued")
+                raise
+    return jobs
+
+
+async def publish_many(app: App, items: Sequence[tuple[str, Any]], connection: Any = None) -> list[Job]:
+    """Publish each ``(topic, data)``: one job per subscribed binding, all in one transaction."""
+    core = await app._core()
+    jobs = _jobs(app, items, core.store.now())
+    if not jobs:
+        return []
+    if connection is None:
+        return await core.enqueuer.insert(jobs)
+
+    async def work(tx: Tx) -> list[Job]:
+        return await insert_in(tx, jobs)
+
+    with EnqueueTold(app.telemetry, jobs) as told:
+        created = await core.store.transact_on(connection, work)
+        told.done([j.id for j in created])  # in the caller's transaction, not committed yet
+    return created
+
+
+__all__ = ["publish_many", "topics"]
