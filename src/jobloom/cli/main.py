@@ -59,6 +59,7 @@ from jobloom.cli.schedules import schedules_cli
 from jobloom.cli.serve import serve
 from jobloom.cli.stats import stats
 from jobloom.cli.tokens import tokens_cli
+from jobloom.cli.topics import topics_command
 from jobloom.cli.usage import plain_flags, usage_message
 from jobloom.core.errors import JobloomError, StoreUnreachable
 from jobloom.core.extras import MissingExtra, needs_extra
@@ -75,6 +76,7 @@ cli = typer.Typer(
 )
 cli.add_typer(add_cli)
 cli.add_typer(bindings_cli)
+cli.command("topics")(topics_command)
 cli.add_typer(jobs_cli)
 cli.add_typer(limits_cli)
 cli.add_typer(runs_cli)
