@@ -109,6 +109,7 @@ async def delete_jobs(tx: Tx, rows: Sequence[PruneRow], dialect: str) -> int:
     ids = [int(r.id) for r in rows]
     if not ids:
         return 0
+    await tx.execute(Q.prune_batches, {"ids": ids})  # before prune_history_batch_jobs
     for name in _history_queries(dialect):
         await tx.execute(name, {"ids": ids})
     deleted = await tx.execute(Q.prune_jobs, {"ids": ids})

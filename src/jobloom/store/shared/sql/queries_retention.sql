@@ -59,3 +59,29 @@ FOR UPDATE SKIP LOCKED
 -- The runs of a batch's jobs, locked before prune_runs looks for their other jobs: of two batches
 -- that delete a run's last jobs at the same time, the second then sees the first's deletes.
 SELECT id FROM jobloom_runs WHERE id = ANY(:ids::text[]) {postgres: ORDER BY id} FOR UPDATE
+
+-- name: prune_history_dependencies
+-- The edges of deleted dependants (nothing waits on them any more) and their countdowns. An edge
+-- whose dependency is deleted but whose dependant lives is kept until the dependant goes: it was
+-- closed (counted) when its dependency finished, so it neither blocks nor releases anything, and the
+-- dependant still lists the dependency (as deleted).
+DELETE FROM jobloom_dependencies WHERE job_id = ANY(:ids::bigint[])
+
+-- name: prune_history_dependency_waits
+DELETE FROM jobloom_dependency_waits WHERE job_id = ANY(:ids::bigint[])
+
+-- name: prune_history_batch_jobs
+DELETE FROM jobloom_batch_jobs WHERE job_id = ANY(:ids::bigint[])
+
+-- name: prune_batches
+-- Batches whose jobs and callbacks are all deleted by this delete (run before the history queries,
+-- while the batch's rows still name the jobs).
+DELETE FROM jobloom_batches
+WHERE id IN (SELECT batch_id FROM jobloom_batch_jobs WHERE job_id = ANY(:ids::bigint[])
+             UNION SELECT id FROM jobloom_batches
+             WHERE on_complete = ANY(:ids::bigint[]) OR on_success = ANY(:ids::bigint[]))
+  AND NOT EXISTS (SELECT 1 FROM jobloom_batch_jobs bj
+                  WHERE bj.batch_id = jobloom_batches.id AND bj.job_id <> ALL(:ids::bigint[]))
+  AND NOT EXISTS (SELECT 1 FROM jobloom_jobs j
+                  WHERE (j.id = jobloom_batches.on_complete OR j.id = jobloom_batches.on_success)
+                    AND j.id <> ALL(:ids::bigint[]))
