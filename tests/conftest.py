@@ -188,6 +188,12 @@ def store_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
+@pytest.fixture(params=STORES)
+def empty_store_url(request: pytest.FixtureRequest) -> str:
+    """Each store in turn, with nothing migrated yet: a new SQLite file, a new PostgreSQL schema."""
+    return str(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "empty_postgres_url"))
+
+
 @pytest.fixture(scope="session")
 def pgbouncer() -> Iterator[Any]:
     """PgBouncer in transaction pooling mode in front of the test server (``tests/pg_bouncer.py``)."""

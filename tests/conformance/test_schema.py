@@ -1,82 +1,100 @@
-"""The schema the migrations build, on each store, against the snapshot in ``schema/<dialect>.txt``.
+"""The schema the migrations build, on each store, against catalog snapshots under ``schema/``.
 
-Every table, column, index and constraint that the migrations leave is listed in a file under
-review: a migration that changes the schema changes that file in the same commit, and one that
-changes it by accident fails here. After an intended change, write the snapshots again with
+``schema/<dialect>.txt`` is the full catalog (``tests/catalog.py``) that the migrations build today,
+in a file under review: a migration that changes the schema changes that file in the same commit, and
+one that changes it by accident fails here. After an intended change, write the snapshots again with
 ``JOBLOOM_UPDATE_SCHEMA=1 python -m pytest tests/conformance/test_schema.py``.
+
+``schema/0.2/`` is never written again: the catalog that jobloom 0.2's migrations 0001 to 0027 built
+(``<dialect>.txt``), and the SQLite file they left as SQLite keeps it (``sqlite.sql``), from which the
+tests build a store that 0.2 migrated. The migrations up to 0027 must build exactly that catalog.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 import jobloom
+from tests.catalog import postgres_catalog, sqlite_catalog
 
 SNAPSHOTS = Path(__file__).parent / "schema"
+OF_0_2 = SNAPSHOTS / "0.2"
+"""The catalogs of jobloom 0.2's migrations (0001 to 0027), and its SQLite file as SQLite kept it."""
+LAST_OF_0_2 = 27
+"""The last version of jobloom 0.2's migrations."""
 UPDATE = os.environ.get("JOBLOOM_UPDATE_SCHEMA") == "1"
 
 
-def sqlite_schema(path: str) -> list[str]:
-    """Each object's ``CREATE`` statement as SQLite keeps it (columns added later included)."""
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND sql IS NOT NULL "
-            "ORDER BY type = 'table' DESC, name"
-        ).fetchall()
-    return "\n".join(f"{sql.strip()};" for _, _, sql in rows).splitlines()
+def catalog(url: str) -> list[str]:
+    """The full catalog of the store at ``url``."""
+    return sqlite_catalog(url.removeprefix("sqlite:///")) if url.startswith("sqlite:") else postgres_catalog(url)
 
 
-def postgres_schema(url: str) -> list[str]:
-    """Columns, constraints, indexes and functions of the current schema, its name left out."""
-    import psycopg
+def dialect_of(url: str) -> str:
+    """``sqlite`` or ``postgres``."""
+    return "sqlite" if url.startswith("sqlite:") else "postgres"
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        schema = conn.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
-        columns = conn.execute(
-            "SELECT table_name, column_name, data_type, is_nullable, column_default, identity_generation "
-            "FROM information_schema.columns WHERE table_schema = %s ORDER BY table_name, ordinal_position", [schema]
-        ).fetchall()
-        constraints = conn.execute(
-            "SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
-            "WHERE c.connamespace = %s::regnamespace ORDER BY 1, 2", [schema]
-        ).fetchall()
-        indexes = conn.execute(
-            "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY 1, 2", [schema]
-        ).fetchall()
-        functions = conn.execute(
-            "SELECT p.proname, pg_get_function_identity_arguments(p.oid) FROM pg_proc p "
-            "WHERE p.pronamespace = %s::regnamespace ORDER BY 1, 2", [schema]
-        ).fetchall()
-    lines = [f"column {t}.{c} {ty}{'' if nullable == 'YES' else ' NOT NULL'}"
-             + (f" DEFAULT {default}" if default is not None else "")
-             + (f" GENERATED {identity} AS IDENTITY" if identity is not None else "")
-             for t, c, ty, nullable, default, identity in columns]
-    lines += [f"constraint {t}.{name} {definition}" for t, name, definition in constraints]
-    lines += [f"index {definition}" for _, _, definition in indexes]
-    lines += [f"function {name}({args})" for name, args in functions]
-    quoted = re.escape(f'"{schema}".'), re.escape(f"{schema}.")
-    return [re.sub("|".join(quoted), "", line) for line in lines]
+
+def compare(got: list[str], snapshot: Path, what: str) -> None:
+    """Fail with a diff when ``got`` differs from the lines of ``snapshot``."""
+    want = snapshot.read_text().splitlines()
+    if got != want:
+        diff = "\n".join(difflib.unified_diff(want, got, str(snapshot), what, lineterm=""))
+        pytest.fail(f"{what} do not build the schema of {snapshot}:\n{diff}")
+
+
+def sqlite_file_of_0_2(path: str) -> None:
+    """Make the SQLite file at ``path`` as jobloom 0.2's migrations left it (``schema/0.2/sqlite.sql``)."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript((OF_0_2 / "sqlite.sql").read_text())
+    finally:
+        conn.close()
 
 
 async def test_the_migrations_build_the_schema_of_the_snapshot(store_url: str) -> None:
-    dialect = "sqlite" if store_url.startswith("sqlite:") else "postgres"
     app = jobloom.App(store_url)
     try:
         await app.migrate()
     finally:
         await app.close()
-    got = sqlite_schema(store_url.removeprefix("sqlite:///")) if dialect == "sqlite" else postgres_schema(store_url)
-    snapshot = SNAPSHOTS / f"{dialect}.txt"
+    got = catalog(store_url)
+    snapshot = SNAPSHOTS / f"{dialect_of(store_url)}.txt"
     if UPDATE:
         snapshot.write_text("\n".join(got) + "\n")
-    want = snapshot.read_text().splitlines()
-    if got != want:
-        diff = "\n".join(difflib.unified_diff(want, got, str(snapshot), "the migrations", lineterm=""))
-        pytest.fail(f"the migrations no longer build the schema of {snapshot.name} "
-                    f"(JOBLOOM_UPDATE_SCHEMA=1 writes it again after an intended change):\n{diff}")
+    compare(got, snapshot, "the migrations (JOBLOOM_UPDATE_SCHEMA=1 writes the snapshot again after an "
+                           "intended change)")
+
+
+async def test_the_migrations_up_to_0027_build_the_schema_of_jobloom_0_2(
+    empty_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobloom.store.postgres import store as postgres_store
+    from jobloom.store.sqlite import store as sqlite_store
+
+    for module in (sqlite_store, postgres_store):
+        every = module.load_migrations
+        monkeypatch.setattr(module, "load_migrations",
+                            lambda dialect, every=every: [m for m in every(dialect) if m.version <= LAST_OF_0_2])
+    app = jobloom.App(empty_store_url)
+    try:
+        await app.migrate()
+    finally:
+        await app.close()
+    compare(catalog(empty_store_url), OF_0_2 / f"{dialect_of(empty_store_url)}.txt",
+            "the migrations up to 0027")
+
+
+def test_the_sqlite_file_of_jobloom_0_2_has_its_catalog(tmp_path: Path) -> None:
+    path = str(tmp_path / "of-0.2.db")
+    sqlite_file_of_0_2(path)
+    compare(sqlite_catalog(path), OF_0_2 / "sqlite.txt", "schema/0.2/sqlite.sql")
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT version, name FROM jobloom_migrations ORDER BY version").fetchall()
+    assert [v for v, _ in rows] == list(range(1, LAST_OF_0_2 + 1))
+    assert rows[0][1] == "0001_engine" and rows[-1][1] == "0027_key_turns"
