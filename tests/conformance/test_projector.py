@@ -4,7 +4,6 @@ across crashes and concurrent projectors, pruning of consumed events, and jobs u
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -275,71 +274,6 @@ async def _seqs(store: Store, job_id: int) -> list[int]:
         return [int(r[0]) for r in await tx.fetch("job_events", {"job_id": job_id})]
 
     return await store.transact(work, exclusive=False)
-
-
-async def test_sqlite_outbox_upgrade_keeps_unfolded_events(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file migrated before the outbox lost AUTOINCREMENT (0006) keeps its unfolded events and their
-    seqs; each is counted once, and so are the events written after the upgrade."""
-    from jobloom.store.sqlite import store as sqlite_store
-
-    every = sqlite_store.load_migrations("sqlite")
-    assert every[5].name == "0006_outbox_rowid"
-    async with app_before(sqlite_url, monkeypatch, "0006_outbox_rowid") as app:
-        store = await app.store()
-        now = time.time()  # the outbox of the old schema, written by that schema's statement
-        await add_events(store, [event(now, i, "Ok", "enqueued", 0) for i in range(1, 11)])
-        assert isinstance(store, sqlite_store.SQLiteStore)
-        # what that schema's projector left after folding the first four (today's fold reads columns
-        # that schema lacks): those events deleted, its cursor on the last one
-        store.conn.execute("INSERT INTO jobloom_projector (name, last_seq, updated_at) VALUES ('stats', 4, 0)")
-        store.conn.execute("DELETE FROM jobloom_events WHERE seq <= 4")
-        monkeypatch.undo()
-        assert await store.migrate() == [m.name for m in every[5:]]
-        row = store.conn.execute("SELECT count(*) FROM sqlite_sequence WHERE name = 'jobloom_events'").fetchone()
-        assert row[0] == 0
-        assert await unprojected(store) == 6
-        more = await app.enqueue(Ok, {})
-        assert await _seqs(store, more.id) == [11]  # after the kept events, not after the cursor by chance
-        assert await project_all(store, limit=4) == 7
-        assert (await app.stats()).total.enqueued == 7
-
-
-async def test_sqlite_outbox_counted_upgrade_keeps_unfolded_events(
-    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A file migrated before outbox rows could count several events (0017) keeps its unfolded events
-    and their seqs, and each is counted once beside the counted rows written after the upgrade."""
-    async with app_before(sqlite_url, monkeypatch, "0017_outbox_counted") as app:
-        store = await app.store()
-        now = time.time()
-        await add_events(store, [event(now, i, "Ok", "succeeded", 1, 0.002) for i in range(1, 6)])
-        monkeypatch.undo()
-        assert (await store.migrate())[0] == "0017_outbox_counted"
-        assert await unprojected(store) == 5
-        assert await _seqs(store, 3) == [3]
-        await app.enqueue_many([(Ok, {}) for _ in range(4)])  # one row counting four events
-        assert await unprojected(store) == 9
-        assert await project_all(store, limit=2) == 9
-        total = (await app.stats()).total
-        assert (total.enqueued, total.succeeded, total.runs) == (4, 5, 5)
-        assert total.max == pytest.approx(0.002)
-
-
-@contextlib.asynccontextmanager
-async def app_before(sqlite_url: str, monkeypatch: pytest.MonkeyPatch, migration: str) -> AsyncIterator[jobloom.App]:
-    """An app on a SQLite file migrated up to ``migration`` (not included); ``monkeypatch.undo()`` lets
-    ``store.migrate()`` apply the rest."""
-    from jobloom.store.sqlite import store as sqlite_store
-
-    every = sqlite_store.load_migrations("sqlite")
-    names = [m.name for m in every]
-    assert migration in names
-    monkeypatch.setattr(sqlite_store, "load_migrations", lambda dialect: every[:names.index(migration)])
-    app = jobloom.App(sqlite_url, performers=[Ok], auto_migrate=True)
-    try:
-        yield app
-    finally:
-        await app.close()
 
 
 async def test_a_crash_mid_projection_counts_every_event_exactly_once(

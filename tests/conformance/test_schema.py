@@ -7,7 +7,8 @@ one that changes it by accident fails here. After an intended change, write the 
 
 ``schema/0.2/`` is never written again: the catalog that jobloom 0.2's migrations 0001 to 0027 built
 (``<dialect>.txt``), and the SQLite file they left as SQLite keeps it (``sqlite.sql``), from which the
-tests build a store that 0.2 migrated. The migrations up to 0027 must build exactly that catalog.
+tests build a store that 0.2 migrated. The migrations up to 0027 (now the baseline alone, which
+replaced that chain) must build exactly that catalog.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The read model per hour beside per minute: every fold adds to both, per-minute rows are kept a day
-and hourly ones as long as the read model, ``App.stats`` over a longer window reads the hours, a chart
-of a week reads 168 hourly rows per binding, and migration 0018 rolls up the minutes already there."""
+and hourly ones as long as the read model, ``App.stats`` over a longer window reads the hours,
+and a chart of a week reads 168 hourly rows per binding."""
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -16,10 +14,9 @@ import pytest
 import jobloom
 from jobloom.engine.jobs import event
 from jobloom.housekeeping import retention
-from jobloom.housekeeping.stats import MINUTE_RETENTION, Tally, bucket_of, hourly_from, read_hours
+from jobloom.housekeeping.stats import MINUTE_RETENTION, hourly_from, read_hours
 from jobloom.store.base import Tx
-from jobloom.store.sqlite.store import sqlite_path
-from tests.conformance.test_projector import add_events, app_before, project_all
+from tests.conformance.test_projector import add_events, project_all
 
 
 class Hourly(jobloom.Performer[dict[str, Any], None]):
@@ -63,23 +60,3 @@ async def test_hours_keep_what_the_pruned_minutes_counted(app: jobloom.App) -> N
 
     kept = await store.transact(minutes_left, exclusive=False)
     assert kept and min(kept) * 60 >= now - MINUTE_RETENTION - 60, "per-minute rows older than a day are pruned"
-
-
-async def test_the_migration_rolls_up_the_minutes_there(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    async with app_before(sqlite_url, monkeypatch, "0018_stats_hourly") as app:
-        store = await app.store()
-        first = int(time.time() // 60) - 120
-        rows = []
-        for i in range(5):  # minute rows as the projector wrote them before 0018 (and before 0022's expired)
-            tally = Tally()
-            tally.add("succeeded", 1, bucket_of(0.01), 0.01, 0.01)
-            rows.append({k: v for k, v in tally.params("Ok", first + i * 20).items() if k != "expired"})
-        columns = ", ".join(rows[0])
-        with contextlib.closing(sqlite3.connect(sqlite_path(sqlite_url))) as conn, conn:
-            conn.executemany(f"INSERT INTO jobloom_stats ({columns}) VALUES ({', '.join(':' + c for c in rows[0])})",
-                             rows)
-        monkeypatch.undo()
-        assert (await store.migrate())[0] == "0018_stats_hourly"
-        hours = await read_hours(store, since=timedelta(hours=3))
-        assert hours.total.succeeded == 5 and hours.total.runs == 5
-        assert hours.total.p50 is None, "the minutes' histograms are not rolled up"

@@ -137,6 +137,27 @@ def test_health_is_503_when_migrations_are_missing(sqlite_url: str) -> None:
         app.close_sync()
 
 
+def test_health_is_503_for_a_store_that_0_2_migrated_part_of_the_way(sqlite_url: str) -> None:
+    import sqlite3
+
+    from tests.conformance.test_schema import sqlite_file_of_0_2
+
+    path = sqlite_url.removeprefix("sqlite:///")
+    sqlite_file_of_0_2(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM jobloom_migrations WHERE version > 21")
+    conn.close()
+    app = jobloom.App(sqlite_url)  # auto_migrate too cannot take it further
+    try:
+        with serving(create_asgi(app)) as url:
+            r = httpx.get(f"{url}/v1/health")
+            assert r.status_code == 503 and r.json()["migrations"] == "missing", r.text
+            assert "(the last migration: 0021_worker_claims)" in r.json()["detail"], r.text
+            assert path not in r.text
+    finally:
+        app.close_sync()
+
+
 def test_bodies_over_the_cap_are_refused(api: Api) -> None:
     h = {**auth(api), "Content-Type": "application/json"}
     big = b'{"binding":"Echo","payload":"' + b"x" * 300_000 + b'"}'

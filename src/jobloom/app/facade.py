@@ -19,7 +19,7 @@ from jobloom.app.enqueueing import STREAM_CHUNK
 from jobloom.app.loops import _Core, _SyncBridge
 from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
-from jobloom.core.errors import MigrationsMissing, UnknownBinding
+from jobloom.core.errors import MigrationsMissing, MigrationsTooOld, UnknownBinding
 from jobloom.core.extras import needs_extra
 from jobloom.core.signing import secret_bytes
 from jobloom.core.text import checked_id
@@ -39,7 +39,7 @@ from jobloom.housekeeping.stats import Projector, read_stats
 from jobloom.schedules.api import DEFAULT, ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
 from jobloom.store import Store, open_store
-from jobloom.store.sql import load_migrations
+from jobloom.store.migrations import missing_migrations
 
 T = TypeVar("T")
 Hook = Callable[[], Awaitable[None] | None]
@@ -166,8 +166,8 @@ class App:
         return core
 
     async def _check_migrations(self, store: Store) -> None:
-        applied = set(await store.applied_migrations())
-        missing = [m.name for m in load_migrations(store.dialect) if m.name not in applied]
+        applied = await store.applied_migrations()
+        missing = await _missing(store, applied)
         if missing and self.auto_migrate:
             await store.migrate()
         elif missing:
@@ -180,6 +180,7 @@ class App:
         if core is None:
             core = self._cores[loop] = _Core(self._open_store(), self.telemetry)
         await core.store.open()
+        await _missing(core.store, await core.store.applied_migrations())  # a store 0.2 left part-way: refused
         applied = await core.store.migrate()
         core.checked = True
         return applied
@@ -531,6 +532,15 @@ class App:
 
     def __repr__(self) -> str:
         return f"App({self.url!r}, performers={sorted(self.specs)})"
+
+
+async def _missing(store: Store, applied: list[str]) -> list[str]:
+    """The names of the migrations ``store`` lacks; raises :class:`MigrationsTooOld`, naming where the
+    store is, for one that jobloom 0.2 migrated part of the way."""
+    try:
+        return [m.name for m in missing_migrations(store.dialect, applied)]
+    except MigrationsTooOld as exc:
+        raise exc.at(await store.location()) from None
 
 
 __all__ = ["STREAM_CHUNK", "App", "EnqueueOptions", "EnqueueRequest", "JobFilter", "JobPage", "to_datetime"]

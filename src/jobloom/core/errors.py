@@ -125,6 +125,31 @@ class MigrationsMissing(StoreError):
         )
 
 
+class MigrationsTooOld(StoreError):
+    """The store was migrated part of the way by jobloom 0.2: it records some of that version's
+    migrations 0001 to 0027, not all. This version starts from their baseline and cannot apply the rest;
+    jobloom 0.2's ``jobloom migrate`` can (``docs/how-to/upgrades.md``). Nothing was changed."""
+
+    def __init__(self, last: str, count: int, baseline: int, where: str = "") -> None:
+        self.last = last
+        """The name of the last migration the store records."""
+        self.count = count
+        """How many of 0.2's migrations (1 to ``baseline``) it records."""
+        self.baseline = baseline
+        self.where = where
+        at = f" ({where})" if where else ""
+        super().__init__(
+            f"the store{at} records {count} of jobloom 0.2's migrations 0001 to {baseline:04d} (the last: {last}): "
+            f"this version of jobloom starts from their baseline, {baseline:04d}_baseline, and cannot apply "
+            "the rest. Upgrade in two steps: install the last jobloom 0.2 release (pip install 'jobloom>=0.2,<0.3'), "
+            "run `jobloom migrate` with it, then install this version again (docs/how-to/upgrades.md)"
+        )
+
+    def at(self, where: str) -> MigrationsTooOld:
+        """The same error, naming where the store is (a SQLite file, a PostgreSQL schema)."""
+        return MigrationsTooOld(self.last, self.count, self.baseline, where)
+
+
 class ClaimRefused(JobloomError):
     """A remote worker's heartbeat or report that does not present its attempt's claim secret, or a
     binding-limited worker token that names another binding: refused, and nothing changed."""

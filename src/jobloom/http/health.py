@@ -10,13 +10,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from jobloom.core.errors import InvalidOption, MigrationsMissing
+from jobloom.core.errors import InvalidOption, MigrationsMissing, MigrationsTooOld
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.http import schemas as s
 from jobloom.http.context import Context, json_response
 from jobloom.http.encode import dumps, stats_dict
 from jobloom.http.jobs import ERRORS
-from jobloom.store.sql import load_migrations
+from jobloom.store.migrations import missing_migrations
 
 HEALTH_TIMEOUT = 5.0
 log = logging.getLogger("jobloom.http")
@@ -40,13 +40,17 @@ def router(ctx: Context) -> APIRouter:
 
         async def check() -> list[str]:
             store = await app.store()
-            applied = set(await store.applied_migrations())
-            return [m.name for m in load_migrations(store.dialect) if m.name not in applied]
+            return [m.name for m in missing_migrations(store.dialect, await store.applied_migrations())]
 
         try:
             missing = await asyncio.wait_for(check(), HEALTH_TIMEOUT)
         except MigrationsMissing as exc:
             missing = exc.missing
+        except MigrationsTooOld as exc:  # its text names the file or schema: not shown to anyone
+            body = {"status": "unavailable", "store": kind, "migrations": "missing",
+                    "detail": f"migrated part of the way by jobloom 0.2 (the last migration: {exc.last}): "
+                              "upgrade through jobloom 0.2's `jobloom migrate` (docs/how-to/upgrades.md)"}
+            return json_response(dumps(body), 503)
         except Exception as exc:  # the text may hold paths or hosts: logged here, not shown to anyone
             log.warning("health check: the store did not answer: %s: %s", type(exc).__name__, exc)
             body = {"status": "unavailable", "store": kind, "migrations": "unknown",

@@ -25,6 +25,7 @@ from psycopg_pool import AsyncConnectionPool
 from jobloom.core.errors import CommitUnknown, StoreError
 from jobloom.core.retrying import Delays
 from jobloom.store.base import Store, Tx, Wakeups, retried
+from jobloom.store.migrations import pending
 from jobloom.store.postgres.budget import check_budget
 from jobloom.store.postgres.caller import in_callers_transaction, in_callers_transaction_sync
 from jobloom.store.postgres.connect import ServerClock, connect_when_up
@@ -441,10 +442,11 @@ class PostgresStore(Store):
         """Apply missing migrations, each in its own transaction, under an advisory lock per schema.
 
         Two processes migrating at once apply each migration once: the second waits for the lock,
-        then finds the migration recorded.
+        then finds the migration recorded. A schema that jobloom 0.2 migrated part of the way gets none.
         """
         applied_now: list[str] = []
-        for mig in load_migrations(self.dialect):
+        every = load_migrations(self.dialect)
+        for mig in every:
 
             async def apply(tx: Tx, mig: Any = mig) -> bool:
                 conn = await _conn_of(tx)
@@ -461,8 +463,8 @@ class PostgresStore(Store):
                     "CREATE TABLE IF NOT EXISTS jobloom_migrations (version integer PRIMARY KEY, "
                     "name text NOT NULL, applied_at double precision NOT NULL)"
                 )
-                cur = await conn.execute("SELECT 1 FROM jobloom_migrations WHERE version = %s", [mig.version])
-                if await cur.fetchone():
+                cur = await conn.execute("SELECT name FROM jobloom_migrations")
+                if mig not in pending(every, [r[0] for r in await cur.fetchall()]):  # refuses 0.2 part-way
                     return False
                 await conn.execute(mig.sql)  # no parameters: one script, many statements
                 await conn.execute(

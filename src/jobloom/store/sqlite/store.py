@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlparse
 from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
 from jobloom.store.base import Params, Store, Tx, Wakeups, _retry_observers, retried, run_without_loop
+from jobloom.store.migrations import pending
 from jobloom.store.sql import load_migrations, load_queries
 from jobloom.store.sqlite.wake import SocketWakeups, WakeFolder
 
@@ -377,11 +378,13 @@ class SQLiteStore(Store):
         return [r[0] for r in self.conn.execute("SELECT name FROM jobloom_migrations ORDER BY version")]
 
     async def migrate(self) -> list[str]:
-        """Apply missing migrations, each in its own write transaction."""
+        """Apply missing migrations, each in its own write transaction (none to a file that jobloom 0.2
+        migrated part of the way: :func:`~jobloom.store.migrations.pending` refuses it)."""
         if self._conn is None:
             await self.open()
         applied_now: list[str] = []
-        for mig in load_migrations(self.dialect):
+        every = load_migrations(self.dialect)
+        for mig in every:
 
             async def apply(tx: Tx, mig: Any = mig) -> bool:
                 conn = self.conn
@@ -389,7 +392,8 @@ class SQLiteStore(Store):
                     "CREATE TABLE IF NOT EXISTS jobloom_migrations "
                     "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
                 )
-                if conn.execute("SELECT 1 FROM jobloom_migrations WHERE version = ?", (mig.version,)).fetchone():
+                recorded = [r[0] for r in conn.execute("SELECT name FROM jobloom_migrations")]
+                if mig not in pending(every, recorded):
                     return False
                 for statement in _split(mig.sql):
                     conn.execute(statement)

@@ -1,7 +1,7 @@
 -- The SQLite file that jobloom 0.2's migrations 0001 to 0027 built, as SQLite keeps its objects
 -- (sqlite_master, in the order they were made: a column added later is appended to its table's
--- text) and the migrations it records. tests/conformance/test_schema.py builds a store migrated
--- by jobloom 0.2 from it, and checks that it has the catalog of 0.2/sqlite.txt. Never written again.
+-- text) and the migrations it records. The tests build a store migrated by jobloom 0.2 from it
+-- (tests/conformance/test_schema.py checks that it has the catalog of 0.2/sqlite.txt). Never written again.
 
 CREATE TABLE jobloom_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL);
 CREATE TABLE jobloom_jobs (

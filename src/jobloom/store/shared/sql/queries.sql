@@ -318,7 +318,8 @@ SELECT id, attempt, binding FROM jobloom_jobs WHERE state = 'running' AND lease_
 
 -- name: candidates_by_age
 -- returns: CandidateRow
--- PostgreSQL: `(state || '')` matches the by-age index, and only it (see 0005_dispatch_indexes).
+-- PostgreSQL: `(state || '')` matches the by-age index, and only it (see jobloom_jobs_queued_age in
+-- postgres/sql/0027_baseline.sql).
 SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs {sqlite: INDEXED BY jobloom_jobs_queued_age}
 WHERE binding = :binding AND {sqlite: state}{postgres: (state || '')} = 'queued'
   AND (concurrency_key IS NULL OR concurrency_key <> ALL(:full_keys::text[]))

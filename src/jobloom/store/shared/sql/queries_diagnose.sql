@@ -43,7 +43,7 @@ ORDER BY priority DESC, run_at, id LIMIT :limit
 -- name: peek_by_age
 -- returns: CandidateRow
 -- The oldest queued jobs (candidates_by_age), read without locking them; PostgreSQL: `(state || '')`
--- matches the by-age index, and only it (see 0005_dispatch_indexes).
+-- matches the by-age index, and only it (see jobloom_jobs_queued_age in postgres/sql/0027_baseline.sql).
 SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs {sqlite: INDEXED BY jobloom_jobs_queued_age}
 WHERE binding = :binding AND {sqlite: state}{postgres: (state || '')} = 'queued'
   AND (concurrency_key IS NULL OR concurrency_key <> ALL(:full_keys::text[]))
