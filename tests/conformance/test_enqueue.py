@@ -280,7 +280,7 @@ async def test_one_callers_bad_job_in_a_coalesced_batch_fails_only_that_caller(s
 
     app = jobloom.App(store_url, performers=[_Plain], auto_migrate=True)
     try:
-        core = await app._core()
+        core = await app.stores.core()
         now = _time.time()
         good = build_job(app.spec(_Plain), {}, jobloom.EnqueueOptions(), now)
         bad = dataclasses.replace(good, payload='"\\ud800"')  # no store can hold a lone surrogate

@@ -117,7 +117,7 @@ async def test_the_last_two_jobs_ending_at_once_release_the_callback_once(app: j
 
     claimed = (await store.transact(claim)).claimed
     assert sorted(c.id for c in claimed) == sorted(b.job_ids)
-    other = app._open_store()
+    other = app.stores.open()
     await other.open()
     try:
         async def report(s: Any, c: Any) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from jobloom.app.loops import _Core
+from jobloom.app.stores import Stores
 from jobloom.core.errors import JobloomError
 from jobloom.core.types import Job
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
@@ -40,11 +40,9 @@ class App(Protocol):
     async def store(self) -> Store:
         """The store of the running event loop, connected and checked."""
 
-    async def _core(self) -> _Core:
-        """The store and enqueue coalescer of the running event loop."""
-
-    def _open_store(self) -> Store:
-        """A new store for the app's URL (not connected)."""
+    @property
+    def stores(self) -> Stores:
+        """The app's stores, one per event loop."""
 
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the app's own loop thread."""
@@ -76,7 +74,7 @@ def options_of(
 async def enqueue(app: App, performer: PerformerRef, payload: Any, options: EnqueueOptions, connection: Any) -> Job:
     """Enqueue one job: coalesced with the loop tick's other enqueues, or in ``connection``'s transaction."""
     spec = app.spec(performer)
-    core = await app._core()
+    core = await app.stores.core()
     job = build_job(spec, payload, options, core.store.now())
     if connection is not None:
         async def work(tx: Tx) -> list[Job]:
@@ -91,7 +89,7 @@ async def enqueue(app: App, performer: PerformerRef, payload: Any, options: Enqu
 
 async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
     """Enqueue many jobs in one transaction; a large batch streamed in chunks where the store can."""
-    core = await app._core()
+    core = await app.stores.core()
     now = core.store.now()
     requests = [item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item) for item in items]
     specs: dict[int, PerformerSpec] = {}  # by id(): a performer class or name is looked up once
@@ -128,7 +126,7 @@ async def enqueue_flagged(app: App, items: Sequence[tuple[PerformerSpec, Any, En
                           ) -> list[tuple[Job, bool]]:
     """Enqueue jobs of resolved specs in one transaction, each with whether it was made now (else the
     unfinished job that holds its unique key): the HTTP API's enqueue with unique keys."""
-    core = await app._core()
+    core = await app.stores.core()
     now = core.store.now()
     news = []
     for i, (spec, payload, options) in enumerate(items):
@@ -148,7 +146,7 @@ async def spawn_child(app: App, parent_id: int, child_id: str, performer: Perfor
 
     job = build_job(app.spec(performer), payload, EnqueueOptions(**options), app.now())
     job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
-    core = await app._core()
+    core = await app.stores.core()
     return await core.enqueuer.submit(job)
 
 
@@ -159,7 +157,7 @@ def enqueue_sync(app: App, performer: PerformerRef, payload: Any, connection: An
         return app.run_sync(app.enqueue(performer, payload, **options))
     app.run_sync(app.store())  # migrations checked, as for every use
     job = build_job(app.spec(performer), payload, EnqueueOptions(**options), app.now())
-    store = app._open_store()
+    store = app.stores.open()
 
     async def work(tx: Tx) -> list[Job]:
         return await insert_in(tx, [job])

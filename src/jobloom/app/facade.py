@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import time
 import warnings
-import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -16,10 +14,11 @@ from jobloom.app import bindings as binding_ops
 from jobloom.app import topics as topic_ops
 from jobloom.app.bindings import BindingInfo
 from jobloom.app.enqueueing import STREAM_CHUNK
-from jobloom.app.loops import _Core, _SyncBridge
+from jobloom.app.loops import _SyncBridge
 from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
-from jobloom.core.errors import MigrationsMissing, MigrationsTooOld, UnknownBinding
+from jobloom.app.stores import Stores
+from jobloom.core.errors import UnknownBinding
 from jobloom.core.extras import needs_extra
 from jobloom.core.signing import secret_bytes
 from jobloom.core.text import checked_id
@@ -38,8 +37,7 @@ from jobloom.housekeeping.retention import RetentionKeeper
 from jobloom.housekeeping.stats import Projector, read_stats
 from jobloom.schedules.api import DEFAULT, ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
-from jobloom.store import Store, open_store
-from jobloom.store.migrations import missing_migrations
+from jobloom.store import Store
 
 T = TypeVar("T")
 Hook = Callable[[], Awaitable[None] | None]
@@ -90,6 +88,8 @@ class App:
         self.hooks = FlowHooks(self)
         self.internal_bindings = list(self.hooks.internal_bindings)
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
+        self.stores = Stores(url, store_options, clock=clock, auto_migrate=self.auto_migrate, telemetry=self.telemetry)
+        """The app's stores, one per event loop (:class:`jobloom.app.stores.Stores`)."""
         self.startup_hooks: list[Hook] = []
         self.schedules = check_schedules(self, schedules)
         self._flow_ops = FlowOps(self)
@@ -97,9 +97,7 @@ class App:
         self._remote = RemoteOps(self)
         self.housekeepers: list[Housekeeper] = [RunDeadlines()] if self.flows else []
         self.housekeepers += [self._schedule_ops.keeper, RetentionKeeper(self.specs), Projector()]
-        self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._bridge: _SyncBridge | None = None
-        self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Core] | None = None
         if clock is not None:
             clock.attach(self)
 
@@ -122,68 +120,19 @@ class App:
 
     async def store(self) -> Store:
         """The store for the running event loop, connected and checked."""
-        return (await self._core()).store
+        return (await self.stores.core()).store
 
     def store_if_open(self) -> Store | None:
         """The store of the running event loop if one was opened (no I/O; None outside a loop)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        core = self._cores.get(loop)
-        return None if core is None else core.store
+        return self.stores.if_open()
 
     def now(self) -> float:
         """The store's clock (see :meth:`Store.now`), or this host's before any store was opened."""
-        if self.clock is not None:
-            return self.clock.now()
-        store = self.store_if_open()
-        if store is None:
-            store = next((core.store for core in list(self._cores.values()) if core.checked), None)
-        return time.time() if store is None else store.now()
-
-    def _open_store(self) -> Store:
-        store = open_store(self.url, **self.store_options)
-        if self.clock is not None:
-            store.clock = self.clock.now
-        return store
-
-    async def _core(self) -> _Core:
-        loop = asyncio.get_running_loop()
-        last = self._last
-        if last is not None and last[0]() is loop:  # the common case: the same loop as last time
-            return last[1]
-        core = self._cores.get(loop)
-        if core is None:
-            core = self._cores[loop] = _Core(self._open_store(), self.telemetry)
-        if not core.checked:
-            async with core.ready:
-                if not core.checked:
-                    await core.store.open()
-                    await self._check_migrations(core.store)
-                    core.checked = True
-        self._last = (weakref.ref(loop), core)
-        return core
-
-    async def _check_migrations(self, store: Store) -> None:
-        applied = await store.applied_migrations()
-        missing = await _missing(store, applied)
-        if missing and self.auto_migrate:
-            await store.migrate()
-        elif missing:
-            raise MigrationsMissing(missing, await store.location(), none_applied=not applied)
+        return self.stores.now()
 
     async def migrate(self) -> list[str]:
         """Apply missing migrations; return the names applied now."""
-        loop = asyncio.get_running_loop()
-        core = self._cores.get(loop)
-        if core is None:
-            core = self._cores[loop] = _Core(self._open_store(), self.telemetry)
-        await core.store.open()
-        await _missing(core.store, await core.store.applied_migrations())  # a store 0.2 left part-way: refused
-        applied = await core.store.migrate()
-        core.checked = True
-        return applied
+        return await self.stores.migrate()
 
     async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
         """Store the performers' limits with their coordinators, and their retention, which every app's
@@ -406,10 +355,7 @@ class App:
 
     async def close(self) -> None:
         """Close the store of the running loop (and the sync bridge)."""
-        self._last = None
-        core = self._cores.pop(asyncio.get_running_loop(), None)
-        if core is not None:
-            await core.store.close()
+        await self.stores.close()
 
     def close_sync(self) -> None:
         """Stop the sync bridge's loop thread, if it was started."""
@@ -532,15 +478,6 @@ class App:
 
     def __repr__(self) -> str:
         return f"App({self.url!r}, performers={sorted(self.specs)})"
-
-
-async def _missing(store: Store, applied: list[str]) -> list[str]:
-    """The names of the migrations ``store`` lacks; raises :class:`MigrationsTooOld`, naming where the
-    store is, for one that jobloom 0.2 migrated part of the way."""
-    try:
-        return [m.name for m in missing_migrations(store.dialect, applied)]
-    except MigrationsTooOld as exc:
-        raise exc.at(await store.location()) from None
 
 
 __all__ = ["STREAM_CHUNK", "App", "EnqueueOptions", "EnqueueRequest", "JobFilter", "JobPage", "to_datetime"]

@@ -42,7 +42,7 @@ def _callback(app: App, name: str, value: Any, now: float) -> NewJob | None:
 
 async def batch(app: App, items: Sequence[Any], on_complete: Any, on_success: Any) -> Batch:
     """Enqueue ``items`` as one batch with its callbacks, atomically (see :meth:`App.batch`)."""
-    core = await app._core()
+    core = await app.stores.core()
     now = core.store.now()
     members = build_items(app.spec, list(items), now, "batch")
     if not members:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from jobloom.app.loops import _Core
+from jobloom.app.stores import Stores
 from jobloom.core.errors import JobloomError
 from jobloom.core.types import Job
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, build_job, insert_in
@@ -27,8 +27,9 @@ class App(Protocol):
 
     specs: dict[str, PerformerSpec]
 
-    async def _core(self) -> _Core:
-        """The store and enqueue coalescer of the running event loop."""
+    @property
+    def stores(self) -> Stores:
+        """The app's stores, one per event loop."""
 
     @property
     def telemetry(self) -> Telemetry:
@@ -58,7 +59,7 @@ def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float) -> list[NewJob
 
 async def publish_many(app: App, items: Sequence[tuple[str, Any]], connection: Any = None) -> list[Job]:
     """Publish each ``(topic, data)``: one job per subscribed binding, all in one transaction."""
-    core = await app._core()
+    core = await app.stores.core()
     jobs = _jobs(app, items, core.store.now())
     if not jobs:
         return []
