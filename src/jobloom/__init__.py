@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from jobloom.core.types import Attempt, Batch, Job, JobContext, NodeState, Run
     from jobloom.engine.batches import BatchItem, BatchPerformer
     from jobloom.engine.enqueue import EnqueueOptions
+    from jobloom.engine.middleware import EnqueueCall
     from jobloom.engine.performer import Performer
     from jobloom.engine.push import HttpPerformer
     from jobloom.engine.remote import RemoteBinding, RemoteJob
@@ -85,6 +86,7 @@ _WHERE: dict[str, str] = {
     "BatchItem": "jobloom.engine.batches",
     "BatchPerformer": "jobloom.engine.batches",
     "EnqueueOptions": "jobloom.engine.enqueue",
+    "EnqueueCall": "jobloom.engine.middleware",
     "Performer": "jobloom.engine.performer",
     "HttpPerformer": "jobloom.engine.push",
     "RemoteBinding": "jobloom.engine.remote",
@@ -118,6 +120,7 @@ __all__ = [
     "ChildFailed",
     "ClaimRefused",
     "CommitUnknown",
+    "EnqueueCall",
     "EnqueueOptions",
     "EnqueueRequest",
     "EventTimeout",

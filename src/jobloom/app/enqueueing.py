@@ -18,6 +18,7 @@ from jobloom.core.errors import JobloomError
 from jobloom.core.types import Job
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
 from jobloom.engine.jobs import NewJob
+from jobloom.engine.middleware import EnqueueCall, Middlewares
 from jobloom.engine.performer import PerformerSpec
 from jobloom.engine.telemetry import EnqueueTold, Telemetry
 from jobloom.store import Store
@@ -29,7 +30,9 @@ STREAM_CHUNK = 100
 
 
 class App(Protocol):
-    """What enqueueing needs of the app: its performers, its clock, its store and event loops."""
+    """What enqueueing needs of the app: its performers, middleware, clock, store and event loops."""
+
+    middleware: Middlewares
 
     def spec(self, performer: PerformerRef) -> PerformerSpec:
         """The spec of a performer class or binding name."""
@@ -71,9 +74,33 @@ def options_of(
                           **timing)
 
 
+Item = tuple[PerformerSpec, Any, EnqueueOptions]
+
+
+async def admit(app: App, items: Sequence[Item]) -> Sequence[Item]:
+    """The one place every enqueue of the app's API (``App.enqueue``, ``enqueue_many``, ``enqueue_sync``,
+    a child, the HTTP API's) passes its app's enqueue middleware: each item as the chain returns it. An
+    exception of the chain refuses the whole enqueue (nothing is stored)."""
+    chain = app.middleware
+    if not chain.enqueues:
+        return items
+    out = []
+    for i, (spec, payload, options) in enumerate(items):
+        try:
+            call = await chain.enqueue(EnqueueCall(spec.binding, payload, options))
+        except Exception as exc:
+            if len(items) > 1:
+                exc.add_note(f"in item {i} of enqueue_many (counting from 0); nothing was enqueued")
+            raise
+        out.append((spec, call.payload, call.options))
+    return out
+
+
 async def enqueue(app: App, performer: PerformerRef, payload: Any, options: EnqueueOptions, connection: Any) -> Job:
     """Enqueue one job: coalesced with the loop tick's other enqueues, or in ``connection``'s transaction."""
     spec = app.spec(performer)
+    if app.middleware.enqueues:
+        [(spec, payload, options)] = await admit(app, [(spec, payload, options)])
     core = await app.stores.core()
     job = build_job(spec, payload, options, core.store.now())
     if connection is not None:
@@ -92,6 +119,10 @@ async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...
     core = await app.stores.core()
     now = core.store.now()
     requests = [item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item) for item in items]
+    if app.middleware.enqueues:
+        admitted = await admit(app, [(app.spec(r.performer), r.payload, r.options) for r in requests])
+        requests = [EnqueueRequest(r.performer, payload, options)
+                    for r, (_, payload, options) in zip(requests, admitted, strict=True)]
     specs: dict[int, PerformerSpec] = {}  # by id(): a performer class or name is looked up once
 
     def build(start: int, stop: int) -> list[NewJob]:
@@ -126,6 +157,7 @@ async def enqueue_flagged(app: App, items: Sequence[tuple[PerformerSpec, Any, En
                           ) -> list[tuple[Job, bool]]:
     """Enqueue jobs of resolved specs in one transaction, each with whether it was made now (else the
     unfinished job that holds its unique key): the HTTP API's enqueue with unique keys."""
+    items = await admit(app, items)
     core = await app.stores.core()
     now = core.store.now()
     news = []
@@ -144,7 +176,8 @@ async def spawn_child(app: App, parent_id: int, child_id: str, performer: Perfor
     """Enqueue a child of job ``parent_id``, idempotent by ``child_id`` (a unique key that never expires)."""
     from jobloom.flows.execute import NEVER
 
-    job = build_job(app.spec(performer), payload, EnqueueOptions(**options), app.now())
+    [(spec, payload, opts)] = await admit(app, [(app.spec(performer), payload, EnqueueOptions(**options))])
+    job = build_job(spec, payload, opts, app.now())
     job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
     core = await app.stores.core()
     return await core.enqueuer.submit(job)
@@ -156,7 +189,8 @@ def enqueue_sync(app: App, performer: PerformerRef, payload: Any, connection: An
     if connection is None:
         return app.run_sync(app.enqueue(performer, payload, **options))
     app.run_sync(app.store())  # migrations checked, as for every use
-    job = build_job(app.spec(performer), payload, EnqueueOptions(**options), app.now())
+    [(spec, payload, opts)] = app.run_sync(admit(app, [(app.spec(performer), payload, EnqueueOptions(**options))]))
+    job = build_job(spec, payload, opts, app.now())
     store = app.stores.open()
 
     async def work(tx: Tx) -> list[Job]:
@@ -168,4 +202,5 @@ def enqueue_sync(app: App, performer: PerformerRef, payload: Any, connection: An
     return created
 
 
-__all__ = ["STREAM_CHUNK", "enqueue", "enqueue_flagged", "enqueue_many", "enqueue_sync", "options_of", "spawn_child"]
+__all__ = ["STREAM_CHUNK", "admit", "enqueue", "enqueue_flagged", "enqueue_many", "enqueue_sync", "options_of",
+           "spawn_child"]

@@ -26,6 +26,7 @@ from jobloom.core.types import Attempt, Batch, Clock, Job, Run, to_datetime
 from jobloom.engine.dependencies import read_links
 from jobloom.engine.enqueue import EnqueueOptions, EnqueueRequest, PerformerRef
 from jobloom.engine.housekeeper import Housekeeper
+from jobloom.engine.middleware import Middlewares
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
 from jobloom.engine.remote import RemoteBinding, RemoteJob
 from jobloom.engine.telemetry import OutcomeLog, Telemetries
@@ -52,7 +53,8 @@ class App:
     On SQLite, missing migrations are applied at first use
     (``auto_migrate=True``); on PostgreSQL, ``jobloom migrate`` applies them and the app refuses a
     store that lacks any. ``clock``: a clock that decides what time it is for every decision of this
-    app (``jobloom.testing.TestClock`` in tests); by default the store's own.
+    app (``jobloom.testing.TestClock`` in tests); by default the store's own. ``middleware``: objects
+    run around each enqueue and each attempt, the first outermost (:mod:`jobloom.engine.middleware`).
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class App:
         auto_migrate: bool | None = None,
         signing_secret: str | bytes | None = None,
         clock: Clock | None = None,
+        middleware: Iterable[object] = (),
         **store_options: Any,
     ) -> None:
         self.url = url
@@ -77,6 +80,8 @@ class App:
         self.lease = finite("lease", lease, minimum=0.0, above=True)
         self.store_options = store_options
         self.signing_secret = None if signing_secret is None else secret_bytes(signing_secret)
+        self.middleware = Middlewares(middleware)
+        """What runs around each enqueue and attempt (:mod:`jobloom.engine.middleware`)."""
         self.telemetry = Telemetries(OutcomeLog())
         """What the engine tells about enqueues, cycles and attempts: logs, and metrics and traces once
         enabled (``jobloom.observe``)."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from jobloom.engine.hooks import EngineHooks
     from jobloom.engine.housekeeper import Housekeeper
+    from jobloom.engine.middleware import Middlewares
     from jobloom.engine.performer import PerformerSpec
     from jobloom.engine.telemetry import Telemetries
     from jobloom.store.base import Store
@@ -22,6 +23,7 @@ class Host(Protocol):
     env: Any
     signing_secret: bytes | None
     telemetry: Telemetries  # what the worker tells about its cycles and attempts
+    middleware: Middlewares  # what runs around each attempt
 
     @property
     def specs(self) -> Mapping[str, PerformerSpec]:

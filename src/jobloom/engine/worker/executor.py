@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobloom.core import lifecycle
 from jobloom.core.signals import Permanent
@@ -34,6 +34,7 @@ from jobloom.engine.worker.shared import Clock
 
 if TYPE_CHECKING:
     from jobloom.engine.host import Host
+    from jobloom.engine.performer import Performer, PerformerSpec
 
 log = logging.getLogger("jobloom.worker")
 
@@ -234,6 +235,21 @@ class Executor:
             else:
                 self.cancel(rec)
 
+    async def _perform(self, rec: Running, spec: PerformerSpec, performer: Performer[Any, Any], payload: Any,
+                       payload_json: str) -> Any:
+        """Call the performer, through the app's perform middleware: in this task for an async performer,
+        around the wait for its thread or child process for a sync one."""
+        async def call() -> Any:
+            if spec.is_async:
+                return await performer.perform(payload)
+            rec.sync = self._sync.start(spec, performer, payload, payload_json, lambda: self._arm(rec))
+            return await rec.sync.result()
+
+        chain = self._app.middleware
+        if not chain.performs:
+            return await call()
+        return await chain.perform(performer.ctx, payload, call)
+
     async def _execute(self, rec: Running) -> None:
         c = rec.claimed
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
@@ -269,12 +285,7 @@ class Executor:
                     if self._push is None:
                         self._push = PushClient(self._app.signing_secret or b"", self._app.specs)
                     performer._push = self._push  # type: ignore[attr-defined]
-                if spec.is_async:
-                    value = await performer.perform(payload)
-                else:
-                    rec.sync = self._sync.start(spec, performer, payload, payload_json or c.payload,
-                                                lambda: self._arm(rec))
-                    value = await rec.sync.result()
+                value = await self._perform(rec, spec, performer, payload, payload_json or c.payload)
                 result = spec.dump_result(value)
         except BaseException as exc:  # how it ended; a SystemExit from a job fails the job, not the worker
             kind, error, tb, retry_after, wait = reporting.ending_of(exc, rec.stop_reason, c.timeout)
