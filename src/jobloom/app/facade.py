@@ -18,6 +18,7 @@ from jobloom.app.loops import _SyncBridge
 from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.app.stores import Stores
+from jobloom.core.codecs import IDENTITY, Codec
 from jobloom.core.errors import UnknownBinding
 from jobloom.core.extras import needs_extra
 from jobloom.core.signing import secret_bytes
@@ -55,6 +56,8 @@ class App:
     store that lacks any. ``clock``: a clock that decides what time it is for every decision of this
     app (``jobloom.testing.TestClock`` in tests); by default the store's own. ``middleware``: objects
     run around each enqueue and each attempt, the first outermost (:mod:`jobloom.engine.middleware`).
+    ``codec``: how jobs' content is stored (``jobloom.codecs.Encrypted(keys=[...])`` encrypts it);
+    by default as JSON.
     """
 
     def __init__(
@@ -70,9 +73,11 @@ class App:
         signing_secret: str | bytes | None = None,
         clock: Clock | None = None,
         middleware: Iterable[object] = (),
+        codec: Codec | None = None,
         **store_options: Any,
     ) -> None:
         self.url = url
+        self.codec: Codec = IDENTITY if codec is None else codec
         self.clock = clock
         self.env = env
         from jobloom.core.options import finite
@@ -93,7 +98,8 @@ class App:
         self.hooks = FlowHooks(self)
         self.internal_bindings = list(self.hooks.internal_bindings)
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
-        self.stores = Stores(url, store_options, clock=clock, auto_migrate=self.auto_migrate, telemetry=self.telemetry)
+        self.stores = Stores(url, store_options, clock=clock, auto_migrate=self.auto_migrate, telemetry=self.telemetry,
+                             codec=self.codec)
         """The app's stores, one per event loop (:class:`jobloom.app.stores.Stores`)."""
         self.startup_hooks: list[Hook] = []
         self.schedules = check_schedules(self, schedules)

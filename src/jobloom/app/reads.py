@@ -25,7 +25,7 @@ async def read_job(store: Store, job_id: int) -> Job:
     row = await store.transact(work, exclusive=False)
     if row is None:
         raise JobNotFound(job_id)
-    return job_from_row(row)
+    return job_from_row(row, store.codec)
 
 
 async def count_jobs(store: Store, *, finished: bool) -> dict[str, dict[str, int]]:
@@ -52,7 +52,7 @@ async def read_attempts(store: Store, job_id: int) -> list[Attempt]:
     if job_row is None:
         raise JobNotFound(job_id)
     found = [attempt_from_row(r) for r in rows]
-    job = job_from_row(job_row)
+    job = job_from_row(job_row, store.codec)
     if job.state == "running" and all(a.attempt != job.attempt for a in found):
         found.append(Attempt(job_id, job.attempt, None, job.started_at or job.created_at, None, None, None, None))
     return found

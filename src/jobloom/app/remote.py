@@ -157,7 +157,7 @@ class RemoteOps:
                     await self._give_back(store, worker, got.claimed)
                     return []
                 if got.claimed or wake is None or deadline is None:
-                    return [remote.remote_job(c, lease, got.claims[c.id]) for c in got.claimed]
+                    return [remote.remote_job(c, lease, got.claims[c.id], store.codec) for c in got.claimed]
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return []

@@ -206,7 +206,7 @@ async def search(store: Store, f: JobFilter, *, limit: int, before: int) -> JobP
 
     rows, floor = await store.transact(work, exclusive=False)
     more = len(rows) > limit
-    jobs = [job_from_row(r) for r in rows[:limit]]
+    jobs = [job_from_row(r, store.codec) for r in rows[:limit]]
     if more and jobs:
         return JobPage(jobs, encode_cursor(jobs[-1].id))
     return JobPage(jobs, encode_cursor(floor) if floor > 0 else None)

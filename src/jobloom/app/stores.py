@@ -13,6 +13,7 @@ import weakref
 from typing import Any
 
 from jobloom.app.loops import _Core
+from jobloom.core.codecs import IDENTITY, Codec
 from jobloom.core.errors import MigrationsMissing, MigrationsTooOld, StoreError
 from jobloom.core.types import Clock
 from jobloom.engine.telemetry import Telemetries
@@ -28,8 +29,9 @@ class Stores:
     """
 
     def __init__(self, url: str, options: dict[str, Any], *, clock: Clock | None, auto_migrate: bool,
-                 telemetry: Telemetries) -> None:
+                 telemetry: Telemetries, codec: Codec = IDENTITY) -> None:
         self.url = url
+        self.codec = codec
         self.options = options
         self.clock = clock
         self.auto_migrate = auto_migrate
@@ -47,6 +49,7 @@ class Stores:
                              f"options given to the store: {sorted(self.options)}") from None
         if self.clock is not None:
             store.clock = self.clock.now
+        store.codec = self.codec
         return store
 
     async def core(self) -> _Core:

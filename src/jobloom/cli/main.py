@@ -53,6 +53,7 @@ from jobloom.cli.common import (
 from jobloom.cli.jobs import jobs_cli, styled_state
 from jobloom.cli.limits import limits_cli
 from jobloom.cli.literal import literal
+from jobloom.cli.reencrypt import reencrypt_command
 from jobloom.cli.runs import runs_cli
 from jobloom.cli.scaffold import add_cli, init
 from jobloom.cli.schedules import schedules_cli
@@ -77,6 +78,7 @@ cli = typer.Typer(
 cli.add_typer(add_cli)
 cli.add_typer(bindings_cli)
 cli.command("topics")(topics_command)
+cli.command("reencrypt")(reencrypt_command)
 cli.add_typer(jobs_cli)
 cli.add_typer(limits_cli)
 cli.add_typer(runs_cli)

@@ -22,6 +22,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "metrics": ("prometheus_client",),
     "otel": ("opentelemetry",),
     "bench": ("psutil",),
+    "encryption": ("cryptography",),
 }
 
 

@@ -26,6 +26,8 @@ from jobloom.core.rows import (
     ChildRow,
     ChildStateRow,
     ClaimRow,
+    CodedRow,
+    CodedRunRow,
     CountdownRow,
     CountRow,
     CursorRow,
@@ -112,6 +114,11 @@ class Q:
     claim = Query("claim", ClaimRow)
     claim_batch = Query("claim_batch", ClaimRow)
     close_dependencies = Query("close_dependencies", EdgeRow)
+    coded_payloads = Query("coded_payloads", CodedRow)
+    coded_results = Query("coded_results", CodedRow)
+    coded_run_inputs = Query("coded_run_inputs", CodedRunRow)
+    coded_signals = Query("coded_signals", CodedRow)
+    coded_steps = Query("coded_steps", CodedRow)
     count_by_state = Query("count_by_state", StateCountRow)
     count_by_state_indexed = Query("count_by_state_indexed", StateCountRow)
     count_down_dependencies = Query("count_down_dependencies", CountdownRow)
@@ -230,6 +237,11 @@ class Q:
     prune_workers = Statement("prune_workers")
     put_signal = Statement("put_signal")
     queue_waiting = Query("queue_waiting", MovedRow)
+    recode_payload = Statement("recode_payload")
+    recode_result = Statement("recode_result")
+    recode_run_input = Statement("recode_run_input")
+    recode_signal = Statement("recode_signal")
+    recode_step = Statement("recode_step")
     record_stale_report = Statement("record_stale_report")
     release = Statement("release")
     release_dependant = Query("release_dependant", MovedRow)

@@ -7,17 +7,20 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from jobloom.core.codecs import IDENTITY, Codec, readable
 from jobloom.core.errors import InvalidOption
 from jobloom.core.options import Backoff, RateLimit, concurrency, positive_int, seconds
 from jobloom.core.rows import AttemptRow, BindingRow, JobRow, PolicyRow
 from jobloom.core.types import Attempt, Bucket, Job, Policy, Turn, job_of, to_datetime
 
 
-def job_from_row(row: JobRow) -> Job:
-    """A job's record (``get_job``, ``list_jobs``) to a :class:`Job`."""
+def job_from_row(row: JobRow, codec: Codec = IDENTITY) -> Job:
+    """A job's record (``get_job``, ``list_jobs``) to a :class:`Job`, its payload and result decoded by
+    ``codec`` (content that no key of ``codec`` opens reads as the JSON string ``"encrypted"``)."""
     return job_of((
         row.id, row.binding, row.state, row.attempt, row.max_attempts, row.priority, row.unique_key,
-        row.concurrency_key, row.delivery, row.error, row.payload, row.result, row.run_at, row.created_at,
+        row.concurrency_key, row.delivery, row.error, readable(codec, row.payload, f"payload of job {row.id}"),
+        readable(codec, row.result, f"result of job {row.id}"), row.run_at, row.created_at,
         row.started_at, row.finished_at, bool(row.cancel_requested), row.run_id, row.node,
         row.tags, row.meta, row.progress, row.retries_from, row.parent_id,
     ))

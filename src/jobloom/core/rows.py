@@ -139,6 +139,22 @@ class ClaimRow(NamedTuple):
     meta: str | None
 
 
+class CodedRow(NamedTuple):
+    """A stored value of a job's content: its job (or run) key, the step or event name ('' for a job's own
+    payload and result), and the text as stored."""
+
+    id: int
+    name: str
+    value: str | None
+
+
+class CodedRunRow(NamedTuple):
+    """A flow run's stored input."""
+
+    id: str
+    value: str
+
+
 class CountRow(NamedTuple):
     """A count."""
 

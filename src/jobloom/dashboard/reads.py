@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobloom.app.search import JobFilter, page_rows
+from jobloom.core.codecs import decoded
 from jobloom.core.decide import refill
 from jobloom.core.queries import Q
 from jobloom.core.rows import BindingMomentRow, BindingRow, EventRow, HeldRow, KeyCountRow, MomentRow, NoteRow, StepRow
@@ -122,8 +123,8 @@ async def run_view(store: Store, run_id: str, shown: str | None, offset: int, li
         children: dict[str, Counter[str]] = {}
         for c in found[1]:
             children.setdefault(c.top, Counter())[c.state] += int(c.n)
-        page = list(run_from(row, found[2]).nodes.values()) if shown is not None else []
-        return RunView(run_from(row, found[0]), children, sorted(page, key=lambda n: n.job_id))
+        page = list(run_from(row, found[2], tx.codec).nodes.values()) if shown is not None else []
+        return RunView(run_from(row, found[0], tx.codec), children, sorted(page, key=lambda n: n.job_id))
 
     return await store.transact(work, exclusive=False)
 
@@ -135,7 +136,8 @@ async def steps_and_events(store: Store, job_id: int) -> tuple[list[StepRow], li
         steps, events, notes = await tx.fetch_batch([(Q.get_steps, {"job_id": job_id}),
                                                      (Q.job_events, {"job_id": job_id}),
                                                      (Q.job_notes, {"job_id": job_id})])
-        return steps, events, notes
+        shown = [decoded(tx.codec, s, "result", f"{s.name} of job {job_id}", soft=True) for s in steps]
+        return shown, events, notes
 
     return await store.transact(work, exclusive=False)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
+from jobloom.core.codecs import ENCRYPTED, is_encrypted, readable
 from jobloom.core.queries import Q
 from jobloom.core.rows import StateNRow
 from jobloom.core.states import ACTIVE_STATES, CANCELLED, SUCCEEDED
@@ -42,8 +43,11 @@ async def merge_counts(tx: Tx, callbacks: Mapping[int, int]) -> None:
         if row is None or row.state != "waiting":
             continue
         done = await counts(tx, batch_id)
-        payload = json.loads(row.payload) if row.payload else {}
+        raw = readable(tx.codec, row.payload, f"payload of job {job_id}")
+        if raw == ENCRYPTED and is_encrypted(row.payload):
+            continue  # no configured key opens it: released as it was, without the counts
+        payload = json.loads(raw) if raw else {}
         if isinstance(payload, dict):
             payload.update({"batch": batch_id, "total": done["total"], "succeeded": done["succeeded"],
                             "failed": done["failed"], "cancelled": done["cancelled"]})
-        await tx.execute(Q.set_callback_payload, {"id": job_id, "payload": json.dumps(payload)})
+        await tx.execute(Q.set_callback_payload, {"id": job_id, "payload": tx.codec.encode(json.dumps(payload))})

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from jobloom.core import lifecycle
+from jobloom.core.codecs import IDENTITY, Codec
 from jobloom.core.options import MAX_DELAY, finite
 from jobloom.core.signals import Permanent, Skip
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
@@ -88,7 +89,7 @@ class BatchPerformer(Performer[P, R]):
 async def run_batch(
     spec: PerformerSpec, claims: Sequence[Claimed], *, worker: str, env: Any,
     context: Callable[[Claimed], JobContext], node_payload: Callable[[Claimed], Awaitable[str]],
-    stopped: Callable[[Claimed], str | None], now: Callable[[], float],
+    stopped: Callable[[Claimed], str | None], now: Callable[[], float], codec: Codec = IDENTITY,
 ) -> list[Outcome]:
     """Run one batch and return an outcome per job. ``stopped(claim)``: why the worker stopped that
     job (``"cancel"`` or ``"lease_lost"`` for one item; ``"timeout"`` or ``"shutdown"`` stop the call)."""
@@ -97,7 +98,7 @@ async def run_batch(
     built: dict[int, str] = {}
     for c in claims:
         try:
-            raw = c.payload
+            raw = codec.decode(c.payload, f"payload of job {c.id}")
             if c.node is not None and c.payload == "":
                 raw = built[c.id] = await node_payload(c)
             items.append((c, BatchItem(spec.load_payload(raw), context(c))))

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
+from jobloom.core.codecs import decode_opt
 from jobloom.core.errors import InvalidOption
 from jobloom.core.queries import Q
 from jobloom.core.signals import ChildFailed
@@ -74,7 +75,8 @@ class Calls:
         if row is None:
             raise ChildFailed(child_id, spec.binding, "deleted", "the child job no longer exists")
         if row.state == "succeeded":
-            value = None if row.result is None else json.loads(row.result)
+            data = decode_opt(store.codec, row.result, f"result of job {child_id}")
+            value = None if data is None else json.loads(data)
             return spec.result_adapter.validate_python(value)
         if row.state in FINISHED_STATES:
             raise ChildFailed(child_id, row.binding, row.state, row.error)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from jobloom.core import lifecycle
+from jobloom.core.codecs import Codec
 from jobloom.core.errors import InvalidTransition, JobNotFound
 from jobloom.core.options import Backoff
 from jobloom.core.queries import Q, Query
@@ -44,7 +45,7 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
     and a debounced job that collapses into its key's scheduled job returns that job's id. A job with
     ``depends_on`` is inserted ``waiting`` with its dependencies (:mod:`~jobloom.engine.dependencies`)."""
     if len(jobs) == 1 and _plain(jobs[0]) and not jobs[0].tags:  # a lone enqueue: one statement
-        (new_id,) = await tx.insert_jobs([_with_event(jobs[0])], now)
+        (new_id,) = await tx.insert_jobs([_with_event(jobs[0], tx.codec)], now)
         return [(new_id, True)]
     out: list[tuple[int, bool] | None] = [None] * len(jobs)
     plain: list[int] = []
@@ -58,7 +59,7 @@ async def enqueue(tx: Tx, jobs: Sequence[NewJob], now: float) -> list[tuple[int,
         else:
             out[i] = (await _insert_one(tx, job, now), True)
     if plain:
-        ids = await tx.insert_jobs([_with_event(jobs[i]) for i in plain], now)
+        ids = await tx.insert_jobs([_with_event(jobs[i], tx.codec) for i in plain], now)
         for i, new_id in zip(plain, ids, strict=True):
             out[i] = (new_id, True)
         tagged = [(new_id, jobs[i].tags) for i, new_id in zip(plain, ids, strict=True) if jobs[i].tags]
@@ -86,7 +87,7 @@ async def _enqueue_unique(tx: Tx, job: NewJob, now: float) -> tuple[int, bool]:
 async def _insert_one(tx: Tx, job: NewJob, now: float) -> int:
     """Insert one job and its tags (its dependencies locked first, and recorded); its id."""
     states = await dependencies.lock_dependencies(tx, job) if job.depends_on is not None else None
-    (new_id,) = await tx.insert_jobs([_with_event(job)], now)
+    (new_id,) = await tx.insert_jobs([_with_event(job, tx.codec)], now)
     if job.tags:
         await insert_tags(tx, [(new_id, job.tags)])
     if states is not None:
@@ -112,7 +113,7 @@ async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: floa
             if not all(_plain(job) for job in jobs):
                 raise ValueError("enqueue_streamed takes jobs without unique or debounce keys or dependencies")
             tags.extend(job.tags for job in jobs)
-            yield [_with_event(job) for job in jobs]
+            yield [_with_event(job, tx.codec) for job in jobs]
 
     ids = await tx.insert_jobs_streamed(rows(), now)
     if any(tags):
@@ -120,9 +121,9 @@ async def enqueue_streamed(tx: Tx, chunks: Iterable[Sequence[NewJob]], now: floa
     return ids
 
 
-def _with_event(job: NewJob) -> dict[str, Any]:
+def _with_event(job: NewJob, codec: Codec) -> dict[str, Any]:
     """The job's row, with the event its insertion records."""
-    row = job.params()
+    row = job.params(codec)
     row["event"] = "enqueued" if job.state == "queued" else job.state
     return row
 
@@ -157,7 +158,7 @@ async def report(
     snoozing = [o.job_id for o in outcomes if o.kind == lifecycle.SNOOZED]
     snoozes = {r.id: r.snoozes for r in await tx.fetch(Q.get_snoozes, {"ids": snoozing})} if snoozing else {}
     backoffs: dict[str, Backoff] = {}
-    plan = ReportPlan(now)
+    plan = ReportPlan(now, codec=tx.codec)
     for o in outcomes:
         row = current.get(o.job_id)
         if row is None or not plan.live(o, row):

@@ -131,7 +131,7 @@ async def read_dependencies(store: Store, job_id: int) -> dict[int, Job]:
         if not ids:
             return {}
         found = await tx.fetch_batch([(Q.get_job, {"id": i}) for i in ids])
-        return {rows[0].id: job_from_row(rows[0]) for rows in found if rows}
+        return {rows[0].id: job_from_row(rows[0], tx.codec) for rows in found if rows}
 
     return await store.transact(work, exclusive=False)
 

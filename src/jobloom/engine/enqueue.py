@@ -289,7 +289,7 @@ async def _insert_flagged(tx: Tx, jobs: Sequence[NewJob]) -> list[tuple[Job, boo
         else:
             row = await tx.fetchone(Q.get_job, {"id": job_id})
             assert row is not None
-            out.append((job_from_row(row), False))
+            out.append((job_from_row(row, tx.codec), False))
     return out
 
 

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from jobloom.core.codecs import Codec
     from jobloom.engine.hooks import EngineHooks
     from jobloom.engine.housekeeper import Housekeeper
     from jobloom.engine.middleware import Middlewares
@@ -24,6 +25,7 @@ class Host(Protocol):
     signing_secret: bytes | None
     telemetry: Telemetries  # what the worker tells about its cycles and attempts
     middleware: Middlewares  # what runs around each attempt
+    codec: Codec  # how jobs' content is stored (payloads, results, steps)
 
     @property
     def specs(self) -> Mapping[str, PerformerSpec]:

@@ -30,7 +30,8 @@ async def insert(tx: Tx, members: Sequence[NewJob], on_complete: NewJob | None, 
     callbacks = [(cb, policy) for cb, policy in ((on_complete, RUN), (on_success, SKIP)) if cb is not None]
     for cb, policy in callbacks:
         cb.state, cb.on_dependency_failure = "waiting", policy
-    made = await tx.insert_jobs([cb.params() | {"event": "waiting"} for cb, _ in callbacks], now) if callbacks else []
+    rows = [cb.params(tx.codec) | {"event": "waiting"} for cb, _ in callbacks]
+    made = await tx.insert_jobs(rows, now) if callbacks else []
     by_policy = dict(zip((p for _, p in callbacks), made, strict=True))
     row = await tx.fetchone(Q.insert_batch, {"on_complete": by_policy.get(RUN), "on_success": by_policy.get(SKIP),
                                              "now": now})

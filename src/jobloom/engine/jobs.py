@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from jobloom.core.codecs import Codec, encode_opt
 from jobloom.core.outbox import count_events
 from jobloom.core.queries import Q
 from jobloom.core.rows import CandidateRow, ClaimRow, ExpiredRow, MovedRow, PolicyRow, RunningRow
@@ -41,10 +42,11 @@ class NewJob:
     depends_on: tuple[int, ...] | None = None  # inserted waiting until these jobs end
     on_dependency_failure: str = "skip"
 
-    def params(self) -> dict[str, Any]:
-        """The row as named parameters."""
+    def params(self, codec: Codec) -> dict[str, Any]:
+        """The row as named parameters, its payload stored as ``codec`` says."""
         return {
-            "binding": self.binding, "state": self.state, "payload": self.payload, "priority": self.priority,
+            "binding": self.binding, "state": self.state, "payload": encode_opt(codec, self.payload),
+            "priority": self.priority,
             "run_at": self.run_at, "max_attempts": self.max_attempts, "delivery": self.delivery,
             "timeout": self.timeout, "unique_key": self.unique_key, "unique_until": self.unique_until,
             "concurrency_key": self.concurrency_key, "created_at": self.created_at, "run_id": self.run_id,

@@ -27,6 +27,7 @@ from typing import Annotated, Any, ClassVar
 import pydantic
 
 from jobloom.core import lifecycle
+from jobloom.core.codecs import IDENTITY, Codec, readable
 from jobloom.core.errors import ClaimRefused, InvalidOption, InvalidPayload, JobNotFound
 from jobloom.core.extras import needs_extra
 from jobloom.core.queries import Q
@@ -133,12 +134,13 @@ class RemoteJob:
         return dataclasses.asdict(self)
 
 
-def remote_job(c: Claimed, lease: float, claim: str) -> RemoteJob:
-    """The remote worker's view of a claim made at ``c.started_at`` (its lease ends by the deadline)."""
+def remote_job(c: Claimed, lease: float, claim: str, codec: Codec = IDENTITY) -> RemoteJob:
+    """The remote worker's view of a claim made at ``c.started_at`` (its lease ends by the deadline); its
+    payload decoded by ``codec``, or the string ``"encrypted"`` where no key of ``codec`` opens it."""
     deadline = None if c.timeout is None else c.started_at + c.timeout
     expires = c.started_at + lease if deadline is None else min(c.started_at + lease, deadline)
-    return RemoteJob(c.id, c.attempt, c.binding, json.loads(c.payload) if c.payload else None, deadline, expires,
-                     claim)
+    payload = readable(codec, c.payload, f"payload of job {c.id}")
+    return RemoteJob(c.id, c.attempt, c.binding, json.loads(payload) if payload else None, deadline, expires, claim)
 
 
 def hash_claim(claim: str) -> str:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobloom.core import lifecycle
+from jobloom.core.codecs import IDENTITY, Codec, encode_opt
 from jobloom.core.options import Backoff
 from jobloom.core.rows import RunningRow
 from jobloom.core.states import EXPIRED
@@ -109,6 +110,7 @@ class ReportPlan:
     in_runs: list[Finished] = field(default_factory=list)  # those of flow runs, for the flows' hook
     with_dependants: list[tuple[int, str]] = field(default_factory=list)  # those other jobs depend on: (id, state)
     moved: set[int] = field(default_factory=set)  # jobs an earlier outcome moved: no longer running
+    codec: Codec = IDENTITY  # how results and payloads are stored (the transaction's codec)
 
     def live(self, o: Outcome, row: RunningRow | None) -> bool:
         """Whether the outcome is for its job's running attempt (and no earlier outcome moved the job):
@@ -129,7 +131,8 @@ class ReportPlan:
         self.moved.add(o.job_id)
         took = o.finished_at - o.started_at
         if decided.step == "hold":
-            self.holds.append({"id": o.job_id, "attempt": o.attempt, "result": o.result, "payload": o.payload})
+            self.holds.append({"id": o.job_id, "attempt": o.attempt, "result": encode_opt(self.codec, o.result),
+                               "payload": encode_opt(self.codec, o.payload)})
             self.events.append(event(now, o.job_id, row.binding, "waiting", o.attempt, took))
             return
         if decided.step == "snooze":
@@ -139,9 +142,10 @@ class ReportPlan:
         finished = nxt.state != "scheduled"
         suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
         self.finishes.append({
-            "id": o.job_id, "attempt": o.attempt, "state": nxt.state, "result": o.result,
+            "id": o.job_id, "attempt": o.attempt, "state": nxt.state, "result": encode_opt(self.codec, o.result),
             "error": storable_text(o.error, MAX_ERROR_BYTES), "run_at": nxt.run_at if nxt.run_at is not None else now,
-            "finished_at": now if finished else None, "refund": 1 if suspended else 0, "payload": o.payload,
+            "finished_at": now if finished else None, "refund": 1 if suspended else 0,
+            "payload": encode_opt(self.codec, o.payload),
         })
         kind = "suspended" if suspended else ("retried" if nxt.state == "scheduled" else nxt.state)
         self.events.append(event(now, o.job_id, row.binding, kind, o.attempt, took))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json, to_jsonable_python
 
+from jobloom.core.codecs import decode_opt, encode_opt
 from jobloom.core.errors import JobloomError, PayloadTooLarge
 from jobloom.core.options import MAX_DELAY, finite
 from jobloom.core.queries import Q
@@ -99,12 +100,13 @@ class StepContext:
         if key not in done:
             return False, None
         data = done[key]
-        return True, None if data is None else json.loads(data)
+        return True, None if data is None else json.loads(
+            self.store.codec.decode(data, f"result of step {name!r} of job {self.job_id}"))
 
     async def remember(self, name: str, value: Any) -> Any:
         """Record step ``name``'s result (fenced by the lease); return it as it reads back from JSON."""
         data = None if value is None else _step_json(name, value)
-        await self._save(f"step:{name}", data)
+        await self._save(f"step:{name}", encode_opt(self.store.codec, data))
         return None if data is None else json.loads(data)
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any, options: StepOptions = PLAIN) -> Any:
@@ -149,7 +151,8 @@ class StepContext:
 
         row = await self.store.transact(signal, exclusive=False)
         if row is not None:
-            return None if row.data is None else json.loads(row.data)
+            data = decode_opt(self.store.codec, row.data, f"data of event {name!r} of job {self.job_id}")
+            return None if data is None else json.loads(data)
         done = await self._records()
         key = f"wait:{name}"
         if key in done:
@@ -186,7 +189,7 @@ async def send_event(tx: Tx, job_id: int, name: str, data: str | None, now: floa
         from jobloom.core.errors import JobNotFound
 
         raise JobNotFound(job_id)
-    await tx.execute(Q.put_signal, {"job_id": job_id, "name": name, "data": data, "now": now})
+    await tx.execute(Q.put_signal, {"job_id": job_id, "name": name, "data": encode_opt(tx.codec, data), "now": now})
     rows = await tx.fetch(Q.wake_waiting_for, {"id": job_id, "now": now, "step": f"wait:{name}"})
     if rows:
         from jobloom.engine.jobs import emit, event

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from jobloom.core.codecs import IDENTITY, Codec, decoded
 from jobloom.core.errors import UnknownBinding
 from jobloom.core.options import MAX_DELAY, finite
 from jobloom.core.queries import Q
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
     from jobloom.store.base import Tx
 
 
-def _run_from(row: RunRow, jobs: Sequence[RunJobRow | RunsJobRow]) -> Run:
+def _run_from(row: RunRow, jobs: Sequence[RunJobRow | RunsJobRow], codec: Codec = IDENTITY) -> Run:
+    row = decoded(codec, row, "input", f"input of run {row.id!r}", soft=True)
+    jobs = [decoded(codec, r, "result", f"result of job {r.id}", soft=True) for r in jobs]
     nodes = {
         r.node: NodeState(name=r.node, job_id=r.id, state=r.state, attempt=r.attempt,
                           result=None if r.result is None else json.loads(r.result), error=r.error)
@@ -42,7 +45,7 @@ async def _read_run(tx: Tx, run_id: str) -> Run:
     if row is None:
         raise runs.RunNotFound(run_id)
     jobs = await tx.fetch(Q.run_jobs, {"run_id": run_id})
-    return _run_from(row, jobs)
+    return _run_from(row, jobs, tx.codec)
 
 
 def _node_jobs(app: FlowHost, flow: Flow, inp: Any, run_id: str, now: float) -> list[NewJob]:
@@ -176,7 +179,7 @@ class FlowOps:
             if jobs:  # every listed run's nodes in one query
                 for j in await tx.fetch(Q.runs_jobs, {"run_ids": list(jobs)}):
                     jobs[j.run_id or ""].append(j)
-            return [_run_from(r, jobs[r.id]) for r in rows]
+            return [_run_from(r, jobs[r.id], tx.codec) for r in rows]
 
         return await store.transact(work, exclusive=False)
 

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from jobloom.core.codecs import decoded
 from jobloom.core.errors import InvalidOption, UnknownBinding, shown
 from jobloom.core.queries import Q, Query
 from jobloom.core.rows import ChildRow, NodeResultRow, RunJobRow, RunRow
@@ -66,7 +67,8 @@ class NodeContexts:
     async def _read(self, tx: Tx, jobs: list[Claimed]) -> list[_Loaded | None]:
         run_ids = sorted({c.run_id for c in jobs if c.run_id is not None})
         runs: dict[str, RunRow] = {
-            r[0].id: r[0] for r in await tx.fetch_batch([(Q.get_run, {"id": i}) for i in run_ids]) if r}
+            r[0].id: decoded(tx.codec, r[0], "input", f"input of run {r[0].id!r}")
+            for r in await tx.fetch_batch([(Q.get_run, {"id": i}) for i in run_ids]) if r}
         found = [(c, runs.get(c.run_id or "")) for c in jobs]
         ups = [[] if run is None else _ups(run, c) for c, run in found]
         queries: list[tuple[Query[Any], dict[str, Any] | None]] = []
@@ -80,8 +82,9 @@ class NodeContexts:
             if run is None:
                 out.append(None)
             else:
-                results = next(answers)
-                out.append((run, results, [(up, r) for up in node_ups for r in next(answers)]))
+                results = [decoded(tx.codec, r, "result", f"result of node {r.node!r} of run {run.id!r}")
+                           for r in next(answers)]
+                out.append((run, results, [(up, _child(tx, r)) for up in node_ups for r in next(answers)]))
         return out
 
 
@@ -165,6 +168,11 @@ def _node_of(app: FlowHost, run: RunRow, c: Claimed) -> tuple[Flow, Node]:
     return declared, node
 
 
+def _child(tx: Tx, row: ChildRow) -> ChildRow:
+    """A fan-out child's end with its result decoded."""
+    return decoded(tx.codec, row, "result", f"result of fan-out child {row.node!r}")
+
+
 def fanout_summary(children: list[ChildRow]) -> dict[str, Any]:
     """What downstream nodes see of a fan-out (``children`` in the order they were made, item order):
     counts, and results in item order (None where failed)."""
@@ -212,7 +220,8 @@ async def run_map(contexts: NodeContexts, c: Claimed) -> Any:
         if run is None or run.state != "running":
             return None if run is None else run.state, []
         await insert_children(tx, jobs, now)
-        return run.state, await tx.fetch(Q.children_of, {"run_id": c.run_id, "prefix": like_prefix(node.name)})
+        made = await tx.fetch(Q.children_of, {"run_id": c.run_id, "prefix": like_prefix(node.name)})
+        return run.state, [_child(tx, r) for r in made]
 
     state, children = await store.transact(spawn)
     if state != "running":

@@ -87,7 +87,7 @@ async def insert_children(tx: Tx, jobs: Sequence[NewJob], now: float) -> int:
     statement, with their events; the number inserted now."""
     inserted = 0
     for start in range(0, len(jobs), CHILD_CHUNK):
-        rows = [job.params() for job in jobs[start:start + CHILD_CHUNK]]
+        rows = [job.params(tx.codec) for job in jobs[start:start + CHILD_CHUNK]]
         new = await tx.fetch(Q.insert_children, {"rows": json.dumps(rows)})
         await emit(tx, [event(now, r.id, r.binding, "enqueued") for r in new])
         if jobs[0].tags:  # the children of one node share its tags
@@ -120,7 +120,7 @@ async def start_run(
         if parent is None or parent.state != RUN_RUNNING:
             return False
     inserted = await tx.execute(Q.insert_run, {
-        "id": run_id, "flow": flow, "input": input_json, "graph": json.dumps(graph),
+        "id": run_id, "flow": flow, "input": tx.codec.encode(input_json), "graph": json.dumps(graph),
         "deadline": None if deadline is None else now + deadline, "deadline_seconds": deadline,
         "parent_job_id": parent_job_id, "depth": depth, "now": now, "spec": spec,
     })

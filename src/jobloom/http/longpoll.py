@@ -181,7 +181,7 @@ class JobWaits:
                     if not done.done():
                         done.set_exception(JobNotFound(job_id))
                 continue
-            job = job_from_row(row)
+            job = job_from_row(row, store.codec)
             self._latest[job_id] = job
             if job.finished:
                 for done in waiters:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
+from jobloom.core.codecs import IDENTITY, Codec
 from jobloom.core.errors import StoreError
 from jobloom.core.outbox import count_enqueues, count_starts
 from jobloom.core.queries import QUERIES, Q, Query, R
@@ -60,6 +61,9 @@ class Later(Generic[R]):
 
 class Tx(abc.ABC):
     """One open transaction. Query names refer to the dialect's named SQL."""
+
+    codec: Codec = IDENTITY
+    """How a job's content is stored (its store's :attr:`Store.codec`): encode what is written, decode what is read."""
 
     notified = False
     """Whether this transaction wakes idle workers itself when it commits (so no :meth:`Store.notify`)."""
@@ -250,6 +254,21 @@ class Store(abc.ABC):
 
     clock_offset = 0.0
     """Seconds to add to this host's clock to read the store's (0 for a store without a server)."""
+
+    codec: Codec = IDENTITY
+    """How a job's content (payloads, results, steps, event data) is stored: an ``App`` built with
+    ``codec=`` sets it, and every transaction of this store carries it as :attr:`Tx.codec`."""
+
+    def coded(self, fn: Callable[[Tx], T]) -> Callable[[Tx], T]:
+        """``fn`` run with :attr:`Tx.codec` set to this store's codec (``fn`` itself for the identity)."""
+        codec = self.codec
+        if codec is IDENTITY:
+            return fn
+
+        def run(tx: Tx) -> T:
+            tx.codec = codec
+            return fn(tx)
+        return run
 
     clock: Callable[[], float] | None = None
     """A clock that replaces the store's own (epoch seconds): an ``App`` built with ``clock=`` (such as

@@ -149,7 +149,7 @@ class Executor:
             outcomes = await batches.run_batch(
                 spec, [r.claimed for r in recs], worker=self._name, env=self._app.env, context=context,
                 node_payload=self._app.hooks.node_payload, stopped=lambda c: by_id[c.id].stop_reason,
-                now=self._clock.now)
+                now=self._clock.now, codec=self._app.codec)
         except BaseException as exc:  # jobloom's own failure around the call: every job fails this attempt
             kind, error, tb, *_ = reporting.ending_of(exc, None, None)
             finished = self._clock.now()
@@ -250,6 +250,10 @@ class Executor:
             return await call()
         return await chain.perform(performer.ctx, payload, call)
 
+    def _decoded(self, c: Claimed) -> str:
+        """A claimed job's payload as JSON, decoded by the app's codec."""
+        return self._app.codec.decode(c.payload, f"payload of job {c.id}")
+
     async def _execute(self, rec: Running) -> None:
         c = rec.claimed
         kind, result, error, tb, retry_after, wait = lifecycle.SUCCEEDED, None, None, None, None, None
@@ -271,7 +275,7 @@ class Executor:
                     raise Permanent(f"this worker has no performer for binding {c.binding!r}")
                 if c.node is not None and c.payload == "":
                     payload_json = await self._app.hooks.node_payload(c)
-                payload = spec.load_payload(payload_json or c.payload)
+                payload = spec.load_payload(raw := payload_json or self._decoded(c))
                 performer = spec.cls()
                 performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self._name, c.max_attempts,
                                            c.run_id, c.node, self._app.spawn_child if c.run_id is None
@@ -285,7 +289,7 @@ class Executor:
                     if self._push is None:
                         self._push = PushClient(self._app.signing_secret or b"", self._app.specs)
                     performer._push = self._push  # type: ignore[attr-defined]
-                value = await self._perform(rec, spec, performer, payload, payload_json or c.payload)
+                value = await self._perform(rec, spec, performer, payload, raw)
                 result = spec.dump_result(value)
         except BaseException as exc:  # how it ended; a SystemExit from a job fails the job, not the worker
             kind, error, tb, retry_after, wait = reporting.ending_of(exc, rec.stop_reason, c.timeout)

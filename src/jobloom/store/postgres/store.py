@@ -231,6 +231,7 @@ class PostgresStore(Store):
         ``exclusive`` is accepted for the seam's sake: PostgreSQL serializes with row locks taken by
         the queries themselves, not per transaction.
         """
+        fn = self.coded(fn)
 
         async def once(conn: AsyncConn, phase: _Phase) -> T:
             tx = PostgresTx(conn, begun=False, channel=self.channel, search_path=self._search_path)
@@ -254,6 +255,7 @@ class PostgresStore(Store):
         pool (a restart) is noticed before the statement is sent and replaced; a connection lost
         while the statement runs leaves its outcome unknown: :class:`CommitUnknown`.
         """
+        fn = self.coded(fn)
 
         if self._search_path is not None:  # behind a pooler, a statement alone would miss the search path
             return await self.transact(fn)
@@ -358,7 +360,7 @@ class PostgresStore(Store):
         are notified at commit (``NOTIFY`` is transactional). ``fn`` runs under a savepoint: if it
         fails, its writes are undone and the caller's transaction stays usable.
         """
-        return await in_callers_transaction(conn, fn, channel=self.channel, schema=self._callers_schema)
+        return await in_callers_transaction(conn, self.coded(fn), channel=self.channel, schema=self._callers_schema)
 
     def transact_on_sync(self, conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         """:meth:`transact_on` for a synchronous ``psycopg.Connection``.
@@ -366,7 +368,7 @@ class PostgresStore(Store):
         ``fn`` is the same kind of coroutine function as for :meth:`transact`, but it must await only
         the Tx it is given: it runs to completion in the calling thread, without an event loop.
         """
-        return in_callers_transaction_sync(conn, fn, channel=self.channel, schema=self._callers_schema)
+        return in_callers_transaction_sync(conn, self.coded(fn), channel=self.channel, schema=self._callers_schema)
 
     # -- wake-ups -----------------------------------------------------------------------------------
 

@@ -300,6 +300,7 @@ class SQLiteStore(Store):
 
     async def transact(self, fn: Callable[[Tx], Awaitable[T]], *, exclusive: bool = True) -> T:
         """Run ``fn`` in one transaction (``BEGIN IMMEDIATE`` when it writes)."""
+        fn = self.coded(fn)
         if self._conn is None:
             await self.open()
         assert self._lock is not None
@@ -329,6 +330,7 @@ class SQLiteStore(Store):
         The caller's INSERT takes the write lock until it commits, so a worker woken now sees the job
         exactly when (and only if) the caller commits.
         """
+        fn = self.coded(fn)
         if not isinstance(conn, sqlite3.Connection):
             raise StoreError(f"connection= on a SQLite store takes a sqlite3.Connection, not {type(conn).__name__}")
         if conn.isolation_level is None and not conn.in_transaction:
@@ -340,6 +342,8 @@ class SQLiteStore(Store):
 
     async def transact_on(self, conn: Any, fn: Callable[[Tx], Awaitable[T]]) -> T:
         """The same as :meth:`transact_on_sync`, for async callers (the caller's connection is sync)."""
+        fn = self.coded(fn)
+
         async def run(tx: Tx) -> T:
             return await fn(tx)
 
