@@ -121,6 +121,7 @@ class _Recording:
 
     def __init__(self, tx: Tx, names: list[str]) -> None:
         self._tx, self._names = tx, names
+        self.codec = tx.codec
 
     async def fetch(self, query: Any, params: Any = None) -> list[Any]:
         self._names.append(getattr(query, "name", query))
