@@ -6,6 +6,7 @@ See :mod:`jobloom.core.codecs` and the how-to page "Encrypt payloads".
 
 from __future__ import annotations
 
+from jobloom.app.reencrypt import ReencryptReport, reencrypt
 from jobloom.core.codecs import (
     ENCRYPTED,
     IDENTITY,
@@ -19,5 +20,5 @@ from jobloom.core.codecs import (
     new_key,
 )
 
-__all__ = ["ENCRYPTED", "IDENTITY", "Codec", "CodecError", "Encrypted", "Identity", "InvalidKey", "is_encrypted",
-           "key_id", "new_key"]
+__all__ = ["ENCRYPTED", "IDENTITY", "Codec", "CodecError", "Encrypted", "Identity", "InvalidKey", "ReencryptReport",
+           "is_encrypted", "key_id", "new_key", "reencrypt"]
