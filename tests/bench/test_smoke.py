@@ -28,6 +28,8 @@ EXPECTED = {
     "flows": ["flows.rate", "flows.map.small", "flows.map.medium", "flows.map.large", "flows.map.ratio"],
     "dependencies": ["deps.chain.small", "deps.chain.large", "deps.chain.ratio", "deps.batch.small",
                      "deps.batch.small.enqueue", "deps.batch.large", "deps.batch.large.enqueue", "deps.batch.ratio"],
+    "codec": ["codec.cpu.identity", "codec.cpu.encrypted", "codec.job.identity", "codec.job.encrypted",
+              "codec.job.ratio"],
     "defaults": ["defaults.drain", "defaults.p50", "defaults.p99", "defaults.cpu", "defaults.rss", "defaults.enqueue",
                  "defaults.floor", "defaults.enqueue_ratio"],
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobloom.bench.codec_workloads import codec
 from jobloom.bench.flow_workloads import flows
 from jobloom.bench.link_workloads import dependencies
 from jobloom.bench.workloads import Workload, drain, enqueue, history, latency, limits
@@ -14,4 +15,5 @@ WORKLOADS: dict[str, Workload] = {
     "history": history,
     "flows": flows,
     "dependencies": dependencies,
+    "codec": codec,
 }

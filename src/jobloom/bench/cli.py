@@ -31,6 +31,7 @@ class WorkloadName(enum.StrEnum):
     history = "history"
     flows = "flows"
     dependencies = "dependencies"
+    codec = "codec"
     defaults = "defaults"
     all = ALL
 

@@ -150,7 +150,8 @@ class Encrypted:
     def encode(self, text: str) -> str:
         """``text`` encrypted with the first key, as a JSON string carrying the key id."""
         nonce = os.urandom(NONCE_BYTES)
-        sealed = base64.b64encode(nonce + self._encrypt(nonce, text.encode("utf-8", "surrogatepass"), None))
+        sealed = binascii.b2a_base64(nonce + self._encrypt(nonce, text.encode("utf-8", "surrogatepass"), None),
+                                     newline=False)
         return f'{self._tag}{sealed.decode()}"'
 
     def decode(self, text: str, what: str) -> str:
@@ -163,7 +164,7 @@ class Encrypted:
             raise CodecError(f"the {what} was encrypted with key {kid}, which is not among the configured "
                              f"keys ({', '.join(self.key_ids)})")
         try:
-            raw = base64.b64decode(body, validate=True)
+            raw = binascii.a2b_base64(body, strict_mode=True)
             return cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], None).decode("utf-8", "surrogatepass")
         except Exception:  # a bad tag (InvalidTag), bad base64, a truncated text: all mean the same
             raise CodecError(f"the {what} cannot be decrypted with key {kid}: the ciphertext is damaged") from None
