@@ -28,7 +28,9 @@ class Processes:
         self.state_dir = state_dir
         self.procs: list[subprocess.Popen[bytes]] = []
         shutil.copy(HERE / "itapp.py", state_dir / "itapp.py")
-        self.env = {**os.environ, "PYTHONPATH": str(state_dir), "JOBLOOM_IT_URL": url,
+        # the caller's PYTHONPATH is kept behind the app's folder (a worktree's src runs in the workers too)
+        path = os.pathsep.join(p for p in (str(state_dir), os.environ.get("PYTHONPATH", "")) if p)
+        self.env = {**os.environ, "PYTHONPATH": path, "JOBLOOM_IT_URL": url,
                     "JOBLOOM_IT_DIR": str(state_dir)}
 
     def worker(self, *, concurrency: int = 16, grace: float = 5.0, lease: float = 1.0,

@@ -39,6 +39,7 @@ from jobloom.core.rows import (
     FoldedEventsRow,
     HeartbeatRow,
     HeldRow,
+    HookRow,
     JobIdRow,
     JobRow,
     JobRunRow,
@@ -113,6 +114,7 @@ class Q:
     children_of = Query("children_of", ChildRow)
     claim = Query("claim", ClaimRow)
     claim_batch = Query("claim_batch", ClaimRow)
+    claim_hooks = Query("claim_hooks", HookRow)
     close_dependencies = Query("close_dependencies", EdgeRow)
     coded_payloads = Query("coded_payloads", CodedRow)
     coded_results = Query("coded_results", CodedRow)
@@ -122,11 +124,13 @@ class Q:
     count_by_state = Query("count_by_state", StateCountRow)
     count_by_state_indexed = Query("count_by_state_indexed", StateCountRow)
     count_down_dependencies = Query("count_down_dependencies", CountdownRow)
+    count_hooks = Query("count_hooks", CountRow)
     count_running = Query("count_running", CountRow)
     count_running_batches = Query("count_running_batches", CountRow)
     count_unprojected = Query("count_unprojected", CountRow)
     count_up_dependencies = Query("count_up_dependencies", CountdownRow)
     debounce_job = Statement("debounce_job")
+    delete_hook = Statement("delete_hook")
     delete_revoked_token = Statement("delete_revoked_token")
     delete_schedule_row = Statement("delete_schedule_row")
     dependants_of = Query("dependants_of", LinkRow)
@@ -167,6 +171,7 @@ class Q:
     insert_dependency = Statement("insert_dependency")
     insert_dependency_wait = Statement("insert_dependency_wait")
     insert_event = Statement("insert_event")
+    insert_hook = Statement("insert_hook")
     insert_job = Statement("insert_job")
     insert_job_tags = Statement("insert_job_tags")
     insert_run = Statement("insert_run")

@@ -252,6 +252,17 @@ class HeldRow(NamedTuple):
     binding: str
 
 
+class HookRow(NamedTuple):
+    """A lifecycle hook to run: its job and attempt, which hook (success, failure or retry), the binding
+    and the attempt's error."""
+
+    job_id: int
+    attempt: int
+    kind: str
+    binding: str
+    error: str | None
+
+
 class JobIdRow(NamedTuple):
     """A job's id."""
 

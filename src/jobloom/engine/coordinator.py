@@ -178,6 +178,7 @@ async def report(
         result.woken += await wake_callers(tx, parents, now)
     result.applied += plan.applied
     result.finished += plan.finished
+    result.ended += plan.ended
     return result
 
 

@@ -106,6 +106,7 @@ class ReportResult:
     finished: list[int] = field(default_factory=list)
     released: int = 0  # waiting jobs queued because their last dependency ended
     woken: int = 0  # callers queued again because a child they called ended
+    ended: list[tuple[Outcome, str, str]] = field(default_factory=list)  # (outcome, binding, event kind)
 
 
 def claims(rows: Sequence[ClaimRow], now: float) -> list[Claimed]:

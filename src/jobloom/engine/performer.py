@@ -70,6 +70,9 @@ class Performer(Generic[P, R]):
     """Topics this binding subscribes to: each :meth:`App.publish` of one enqueues a job of it."""
     """The version of this performer's durable code: stored with each job it first runs, read back as
     ``self.ctx.version`` when a job resumes (see docs/how-to/durable-steps.md, "Change durable code")."""
+    hook_lease: ClassVar[float] = 60.0
+    """Seconds a worker holds a lifecycle hook (``on_success``, ``on_failure``, ``on_retry``) it runs; a hook
+    not done by then (its worker died) is run again by another worker of the binding."""
     unknown_keys: ClassVar[str] = "refuse"
     """A payload key that the payload type does not declare: ``"refuse"`` it at enqueue (naming the key),
     or ``"drop"`` it silently, as pydantic does (for callers that send more than this version reads)."""
@@ -171,6 +174,8 @@ class PerformerSpec:
     key_check: Checker | None = None  # finds a payload key the type would drop (None: none can be, or "drop")
     version: int = 1  # the performer's version (stored with the jobs it first runs)
     triggers: tuple[str, ...] = ()  # the topics it subscribes to (App.publish)
+    hooks: frozenset[str] = frozenset()  # its lifecycle hooks: "success", "failure", "retry"
+    hook_lease: float = 60.0  # seconds a worker holds a hook it runs
 
     def dump_payload(self, payload: Any, *, check_keys: bool = True) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON (``check_keys=False``:
@@ -405,7 +410,27 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         expires_in=_expires_in(cls.expires_in, binding),
         version=opt.positive_int("version", cls.version, binding, allow_none=False) or 1,
         triggers=check_triggers(cls.triggers, binding),
+        hooks=_hooks(cls, binding),
+        hook_lease=opt.finite("hook_lease", cls.hook_lease, binding, minimum=0.0, above=True, maximum=opt.MAX_DELAY),
     )
+
+
+HOOKS = {"on_success": "success", "on_failure": "failure", "on_retry": "retry"}
+"""A performer's lifecycle hook methods, by the kind of outcome that runs them."""
+
+
+def _hooks(cls: type[Performer[Any, Any]], binding: str) -> frozenset[str]:
+    """The lifecycle hooks a performer defines, each checked to be an ``async def``."""
+    kinds = set()
+    for name, kind in HOOKS.items():
+        fn = getattr(cls, name, None)
+        if fn is None:
+            continue
+        if not inspect.iscoroutinefunction(fn):
+            raise InvalidOption(name, fn, f"an async def {name}(self, ...) (lifecycle hooks run on the worker's "
+                                "event loop)", binding)
+        kinds.add(kind)
+    return frozenset(kinds)
 
 
 def _expires_in(value: object, binding: str) -> float | None:

@@ -111,6 +111,7 @@ class ReportPlan:
     with_dependants: list[tuple[int, str]] = field(default_factory=list)  # those other jobs depend on: (id, state)
     moved: set[int] = field(default_factory=set)  # jobs an earlier outcome moved: no longer running
     codec: Codec = IDENTITY  # how results and payloads are stored (the transaction's codec)
+    ended: list[tuple[Outcome, str, str]] = field(default_factory=list)  # (outcome, binding, event kind)
 
     def live(self, o: Outcome, row: RunningRow | None) -> bool:
         """Whether the outcome is for its job's running attempt (and no earlier outcome moved the job):
@@ -149,6 +150,7 @@ class ReportPlan:
         })
         kind = "suspended" if suspended else ("retried" if nxt.state == "scheduled" else nxt.state)
         self.events.append(event(now, o.job_id, row.binding, kind, o.attempt, took))
+        self.ended.append((o, row.binding, kind))
         if finished:
             self.finished.append(o.job_id)
             if row.run_id is not None:

@@ -7,15 +7,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jobloom.core import lifecycle
 from jobloom.core.queries import Q
 from jobloom.core.signals import ChildFailed, Permanent, Retry, Skip, Snooze
 from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.engine import coordinator, runners
-from jobloom.engine.jobs import Outcome
+from jobloom.engine.jobs import Outcome, ReportResult
 from jobloom.engine.steps import Suspended
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def ending_of(exc: BaseException, stop_reason: str | None, timeout: float | None
 
 async def report_one_by_one(
     store: Store, outcomes: list[Outcome], cause: BaseException, *, now: Callable[[], float], hooks: EngineHooks,
-    transient: Callable[[BaseException], bool],
+    transient: Callable[[BaseException], bool], after: Callable[[Tx, ReportResult], Awaitable[Any]] | None = None,
 ) -> bool:
     """After a cycle failed for a reason that is not transient, report each pending outcome on its own
     (each reported one is removed from ``outcomes``).
@@ -81,9 +81,15 @@ async def report_one_by_one(
     meanwhile (the caller backs off and tries the whole cycle again)."""
     log.error("jobloom cycle failed (%s: %s): reporting its %d outcome(s) one by one",
               type(cause).__name__, cause, len(outcomes))
+
+    async def report(tx: Tx, o: Outcome) -> None:
+        done = await coordinator.report(tx, [o], now(), hooks=hooks)
+        if after is not None:
+            await after(tx, done)
+
     for o in list(outcomes):
         try:
-            await store.transact(lambda tx, o=o: coordinator.report(tx, [o], now(), hooks=hooks))  # type: ignore[misc]
+            await store.transact(lambda tx, o=o: report(tx, o))  # type: ignore[misc]
         except Exception as exc:
             if transient(exc):
                 return False
@@ -93,7 +99,7 @@ async def report_one_by_one(
             fallback = Outcome(o.job_id, o.attempt, lifecycle.PERMANENT, o.worker, o.started_at, o.finished_at,
                                error=why, run_id=o.run_id)
             try:
-                await store.transact(lambda tx, f=fallback: coordinator.report(tx, [f], now(), hooks=hooks))  # type: ignore[misc]
+                await store.transact(lambda tx, f=fallback: report(tx, f))  # type: ignore[misc]
             except Exception as again:
                 if transient(again):
                     return False

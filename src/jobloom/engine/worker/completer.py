@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
-from jobloom.engine import coordinator, reporting
-from jobloom.engine.jobs import Outcome
+from jobloom.core.rows import HookRow
+from jobloom.engine import coordinator, lifecycle_hooks, reporting
+from jobloom.engine.jobs import Outcome, ReportResult
+from jobloom.engine.lifecycle_hooks import HookRunner
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.running import Key
 from jobloom.engine.worker.shared import Clock
@@ -34,6 +36,9 @@ class Completer:
         """The outcomes not reported yet, oldest first."""
         self.closed = False
         """Set once the worker reports nothing more: an attempt that ends then is only logged."""
+        self.hooks = HookRunner(app, name, clock.now)
+        """The performers' lifecycle hooks of the outcomes it stored, run once their cycle committed."""
+        self._recorded: list[HookRow] = []  # the hooks the cycle's transaction wrote
 
     def add(self, outcome: Outcome) -> None:
         """An attempt ended: its outcome waits for the next cycle."""
@@ -51,6 +56,7 @@ class Completer:
         """What a cycle reports: the outcomes pending now (kept until :meth:`applied`) and their jobs' last
         progress."""
         outcomes = list(self.outcomes)
+        self._recorded = []
         return outcomes, self._progress.take((o.job_id, o.attempt) for o in outcomes) if outcomes else []
 
     async def report(self, tx: Tx, outcomes: list[Outcome], progress: list[dict[str, Any]], now: float,
@@ -59,10 +65,14 @@ class Completer:
         many jobs waiting on them it made runnable (dependants released, callers woken)."""
         await self._progress.write(tx, self._name, progress)
         reported = await coordinator.report(tx, outcomes, now, hooks=self._app.hooks, locked=locked)
+        self._recorded = await lifecycle_hooks.record(tx, self._app.specs, reported.ended, now)
         return reported.released + reported.woken
 
     def applied(self, outcomes: Collection[Outcome]) -> None:
-        """A cycle that reported ``outcomes`` committed: let go of them."""
+        """A cycle that reported ``outcomes`` committed: let go of them, and run their lifecycle hooks."""
+        if outcomes and self._recorded:
+            self.hooks.start(self._recorded)
+        self._recorded = []
         done = {id(o) for o in outcomes}
         self.outcomes[:] = [o for o in self.outcomes if id(o) not in done]
 
@@ -73,4 +83,9 @@ class Completer:
     async def isolate(self, cause: BaseException, transient: Callable[[BaseException], bool]) -> bool:
         """Report each pending outcome on its own (see :func:`~jobloom.engine.reporting.report_one_by_one`)."""
         return await reporting.report_one_by_one(await self._app.store(), self.outcomes, cause, now=self._clock.now,
-                                                 hooks=self._app.hooks, transient=transient)
+                                                 hooks=self._app.hooks, transient=transient, after=self._record)
+
+    async def _record(self, tx: Tx, reported: ReportResult) -> None:
+        """Write the lifecycle hooks of an outcome reported on its own (run by its row's lease: see
+        :mod:`~jobloom.engine.lifecycle_hooks`)."""
+        await lifecycle_hooks.record(tx, self._app.specs, reported.ended, self._clock.now())

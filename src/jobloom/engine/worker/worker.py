@@ -37,6 +37,8 @@ IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was 
 DEFAULT_CONCURRENCY = 100
 """Jobs at once per worker process by default. An async job waiting for I/O costs a task (a few KB)
 and no thread, and each cycle claims up to the free slots: 100 lets one cycle claim a full batch."""
+HOOKS_GRACE = 5.0
+"""Seconds a stopping worker gives its lifecycle hooks still running (their rows bring back those cut off)."""
 DEFAULT_SYNC_CONCURRENCY = 16
 """Of those, jobs of sync performers at once by default: each holds a thread (or a child process)."""
 
@@ -189,6 +191,7 @@ class Worker:
             for task in helpers:
                 task.cancel()
             self.executor.cancel_running()
+            await self.completer.hooks.close(HOOKS_GRACE)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(wake.close(), 1.0)
             await self.executor.close()
@@ -228,6 +231,7 @@ class Worker:
                 made.clear()
                 await run_due(self.app.housekeepers, store, now=self.clock.now, stopping=lambda: False,
                               made_runnable=lambda: made.append(True))
+                await self.completer.hooks.sweep()
                 result = await self.cycle.run(claim=True)
                 self.next_due = result.next_due
                 if self.executor.running:
@@ -236,7 +240,10 @@ class Worker:
                     await asyncio.sleep(0)
                     continue
                 if not result.claimed and not self.completer.outcomes and not made and not result.contended:
-                    break
+                    if not self.completer.hooks.running:
+                        break
+                    await self.completer.hooks.wait()  # a hook may enqueue jobs: look again after it
+
         finally:
             helpers += self.leases.stop()
             for task in helpers:
@@ -253,6 +260,7 @@ class Worker:
         while not self._stopping.requested:
             due = await run_due(self.app.housekeepers, await self.app.store(), now=self.clock.now,
                                 stopping=lambda: self._stopping.requested, made_runnable=self._wakes.loop.set)
+            await self.completer.hooks.sweep()  # lifecycle hooks whose worker died before they ended
             timeout = IDLE_CAP if due is None else max(0.0, min(IDLE_CAP, due - self.clock.now()))
             if timeout > 0:
                 with contextlib.suppress(TimeoutError):

@@ -1,0 +1,14 @@
+-- The performers' lifecycle hooks still to run (on_success, on_failure, on_retry): a row is written in
+-- the transaction that stores the outcome, and deleted once the hook ran. A row whose due_at has passed
+-- is run again by any worker of its binding (the lease of the worker that wrote it ran out).
+CREATE TABLE jobloom_hooks (
+    job_id  INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    kind    TEXT    NOT NULL,
+    binding TEXT    NOT NULL,
+    error   TEXT,
+    due_at  REAL    NOT NULL,
+    PRIMARY KEY (job_id, attempt, kind)
+) WITHOUT ROWID;
+
+CREATE INDEX jobloom_hooks_due ON jobloom_hooks (due_at);
