@@ -179,3 +179,15 @@ def test_a_hook_that_is_not_async_is_refused_naming_it() -> None:
     with pytest.raises(InvalidOption, match="on_failure") as err:
         jobloom.App("sqlite:///unused.db", performers=[SyncHook])
     assert "SyncHook" in str(err.value)
+
+
+async def test_hooks_read_encrypted_payloads_and_results(store_url: str) -> None:
+    from jobloom.codecs import Encrypted, new_key
+
+    app = jobloom.App(store_url, performers=[Hooked], auto_migrate=True, codec=Encrypted(keys=[new_key()]))
+    try:
+        job = await app.enqueue(Hooked, {"n": 11})
+        await app.drain()
+        assert CALLS == [("success", 11, {"done": 11}, job.id)]
+    finally:
+        await app.close()

@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from jobloom.core.codecs import decode_opt
 from jobloom.core.queries import Q
 from jobloom.core.rows import HookRow
 from jobloom.core.types import JobContext
@@ -153,9 +154,11 @@ class HookRunner:
         performer.env = self._app.env
         performer.ctx = JobContext(job.id, job.binding, row.attempt, None, self._worker, job.max_attempts,
                                    job.run_id, job.node)
-        payload = spec.load_payload(job.payload) if job.payload else None
+        raw = decode_opt(store.codec, job.payload or None, f"payload of job {job.id}")
+        payload = spec.load_payload(raw) if raw else None
         if row.kind == "success":
-            result = None if job.result is None else spec.result_adapter.validate_json(job.result)
+            data = decode_opt(store.codec, job.result, f"result of job {job.id}")
+            result = None if data is None else spec.result_adapter.validate_json(data)
             await performer.on_success(payload, result)  # type: ignore[attr-defined]
         elif row.kind == "failure":
             await performer.on_failure(payload, row.error)  # type: ignore[attr-defined]
