@@ -15,7 +15,7 @@ from tests.http.server import serving
 
 SCOPES = ("read", "enqueue", "operate", "worker", "admin")
 ENQUEUE = {("POST", "/v1/jobs"), ("POST", "/v1/jobs/batch"), ("POST", "/v1/runs"), ("POST", "/v1/batches"),
-           ("POST", "/v1/jobs/{job_id}/events/{name}")}
+           ("POST", "/v1/jobs/{job_id}/events/{name}"), ("POST", "/v1/topics/{topic}")}
 OPEN = {("GET", "/v1/health")}
 
 
@@ -38,6 +38,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/batches"): {"jobs": [{"binding": "Echo", "payload": 1}]},
     ("POST", "/v1/runs"): {"flow": "greet", "input": {}},
     ("POST", "/v1/jobs/{job_id}/events/{name}"): {"data": 1},
+    ("POST", "/v1/topics/{topic}"): {"data": {"x": 1}},
     ("PUT", "/v1/bindings/{name}/limits"): {"concurrency": 5},
     ("POST", "/v1/jobs/retry"): {"state": "failed"},
     ("POST", "/v1/jobs/cancel"): {"binding": "SendMail"},
@@ -62,6 +63,7 @@ def request(api: Api, method: str, path: str, job_id: int, token: str | None) ->
     name = "go" if path.endswith("{name}") and "/events/" in path else (
         "Echo" if "/bindings/" in path else "hourly")
     url = path.replace("{job_id}", str(job_id)).replace("{run_id}", "r1").replace("{name}", name)
+    url = url.replace("{topic}", "order.created")
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     params = {"timeout": "0"} if url.endswith("/wait") else None
     return api.client.request(method, url, json=BODIES.get((method, path)), headers=headers, params=params)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from jobloom.app.loops import _Core
 from jobloom.app.stores import Stores
 from jobloom.core.errors import JobloomError
 from jobloom.core.types import Job
@@ -41,28 +42,36 @@ def topics(app: App) -> dict[str, list[str]]:
     return subscribers((s.binding, s.triggers) for s in app.specs.values() if s.remote is None)
 
 
-def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float) -> list[NewJob]:
+def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float) -> tuple[list[NewJob], list[tuple[str, int]]]:
+    """The jobs to insert, and each item's topic with the number of jobs it makes (0: nobody subscribes)."""
     subscribed = topics(app)
-    jobs = []
+    jobs, counts = [], []
     for i, item in enumerate(items):
         if not (isinstance(item, tuple) and len(item) == 2):
             raise TypeError(f"publish_many items are (topic, data) tuples; item {i} is {item!r}")
         topic, data = item
-        for binding in subscribed.get(check_topic(topic), []):
+        bindings = subscribed.get(check_topic(topic), [])
+        for binding in bindings:
             try:
                 jobs.append(build_job(app.specs[binding], data, DEFAULT_OPTIONS, now))
             except JobloomError as exc:
                 exc.add_note(f"publishing to topic {topic!r} (subscriber {binding}); nothing was enqueued")
                 raise
-    return jobs
+        counts.append((topic, len(bindings)))
+    return jobs, counts
 
 
 async def publish_many(app: App, items: Sequence[tuple[str, Any]], connection: Any = None) -> list[Job]:
     """Publish each ``(topic, data)``: one job per subscribed binding, all in one transaction."""
     core = await app.stores.core()
-    jobs = _jobs(app, items, core.store.now())
-    if not jobs:
-        return []
+    jobs, counts = _jobs(app, items, core.store.now())
+    created = await _insert(app, core, jobs, connection) if jobs else []
+    for topic, n in counts:
+        app.telemetry.published(topic, n)
+    return created
+
+
+async def _insert(app: App, core: _Core, jobs: list[NewJob], connection: Any) -> list[Job]:
     if connection is None:
         return await core.enqueuer.insert(jobs)
 

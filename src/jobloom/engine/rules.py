@@ -2,8 +2,9 @@
 
 The app that performs a binding stores them when its workers start (``App.register_bindings``, in
 ``jobloom_bindings.rules``): the options enqueue gives each job (priority, max_attempts, delivery,
-timeout, unique_for), whether the job's concurrency key is computed from its payload, and the
-payload's JSON Schema. An app without the performer (``jobloom serve --url``) builds a spec from them
+timeout, unique_for), whether the job's concurrency key is computed from its payload, the
+payload's JSON Schema, and the topics it subscribes to (``triggers``, so that an API serving the bare
+store publishes to them). An app without the performer (``jobloom serve --url``) builds a spec from them
 (:func:`stored_spec`) and enqueues through the same ``build_job`` as the performing app, so a job gets
 the options its performer would give it. What the rules cannot carry is refused, never guessed: a
 payload type without a JSON Schema, a concurrency key computed by code (unless the request gives one),
@@ -61,7 +62,7 @@ def rules_json(spec: PerformerSpec) -> str:
         "version": RULES_VERSION, "priority": spec.priority, "max_attempts": spec.max_attempts,
         "delivery": spec.delivery, "timeout": spec.timeout, "unique_for": spec.unique_for,
         "max_snoozes": spec.max_snoozes, "keyed": spec.concurrency_key is not None,
-        "payload_schema": payload_schema(spec),
+        "payload_schema": payload_schema(spec), "triggers": list(spec.triggers),
     }, allow_nan=False, sort_keys=True)
 
 
@@ -135,6 +136,7 @@ def _build(binding: str, values: dict[str, Any]) -> StoredSpec:
 
     options = {k: values[k] for k in ("priority", "max_attempts", "delivery", "timeout", "unique_for", "max_snoozes")}
     attrs = {**options, "binding": binding, "perform": perform, "unknown_keys": "drop", "__module__": __name__,
+             "triggers": values.get("triggers", []),
              "__doc__": f"{binding}, by its stored enqueue rules"}
     spec = inspect_performer(type(f"Stored[{binding}]", (Performer,), attrs))
     schema = values.get("payload_schema")

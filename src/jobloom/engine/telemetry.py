@@ -1,12 +1,13 @@
 """The engine's one seam for telemetry: what it tells about enqueues, cycles and attempts, to whatever
 watches (metrics, traces, logs), without importing any of them.
 
-The engine calls a :class:`Telemetry` at five places: around an enqueue's insert (in the caller's
-context, so a tracer sees the enqueuer's span), after each worker cycle commits (the jobs it claimed
-and the outcomes it reported, as one batch), at the start and end of each attempt, and when a cycle
-fails or succeeds again after failing. The base class does nothing; :class:`Telemetries` fans out to
-the ones an app enabled (``App.telemetry``), and asks each child only for what it wants
-(:attr:`Telemetry.per_attempt`), so an app with none pays one method call per cycle and per attempt.
+The engine calls a :class:`Telemetry` at six places: around an enqueue's insert (in the caller's
+context, so a tracer sees the enqueuer's span), after a publish to a topic, after each worker cycle
+commits (the jobs it claimed and the outcomes it reported, as one batch), at the start and end of each
+attempt, and when a cycle fails or succeeds again after failing. The base class does nothing;
+:class:`Telemetries` fans out to the ones an app enabled (``App.telemetry``), and asks each child only
+for what it wants (:attr:`Telemetry.per_attempt`), so an app with none pays one method call per cycle
+and per attempt.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class Telemetry:
     def enqueued(self, jobs: Sequence[NewJob], ids: Sequence[int] | None, token: Any,
                  error: BaseException | None) -> None:
         """The insert of ``jobs`` ended: committed with ``ids`` (in job order), or failed with ``error``."""
+
+    def published(self, topic: str, jobs: int) -> None:
+        """A publish to ``topic`` made ``jobs`` jobs, one per subscribed binding (0: nobody subscribes to
+        it); told once they are inserted (committed, or in the caller's transaction)."""
 
     def cycle(self, claimed: Sequence[Claimed], reported: Sequence[Outcome], reaped: Sequence[str] = (),
               expired: Sequence[str] = ()) -> None:
@@ -188,6 +193,11 @@ class Telemetries(Telemetry):
         """Hand each child that started the attempt its own token back."""
         for child, own in token:
             child.attempt_ended(claimed, outcome, own)
+
+    def published(self, topic: str, jobs: int) -> None:
+        """Tell every child."""
+        for child in self.children:
+            child.published(topic, jobs)
 
     def store_failed(self, worker: str, exc: BaseException, first: bool) -> None:
         """Tell every child."""

@@ -63,6 +63,12 @@ class Context:
             self._built[binding] = rules
         return spec
 
+    async def stored_bindings(self) -> list[str]:
+        """The bindings whose performing apps stored enqueue rules (read again after ``known_ttl`` seconds)."""
+        if time.monotonic() - self._known_at > self.known_ttl:
+            await self._read_rules()
+        return sorted(b for b, (_, rules) in self._rules.items() if rules is not None)
+
     async def _read_rules(self) -> None:
         store = await self.app.store()
 

@@ -12,7 +12,20 @@ from fastapi.openapi.utils import get_openapi
 
 from jobloom.app.facade import App
 from jobloom.core.extras import needs_extra
-from jobloom.http import batches, binding_state, bindings, docs, errors, health, jobs, runs, schedules, search, worker
+from jobloom.http import (
+    batches,
+    binding_state,
+    bindings,
+    docs,
+    errors,
+    health,
+    jobs,
+    runs,
+    schedules,
+    search,
+    topics,
+    worker,
+)
 from jobloom.http.auth import SECURITY_SCHEMES, AuthMode, Guard
 from jobloom.http.bounds import Bounds
 from jobloom.http.context import Context
@@ -26,7 +39,7 @@ DESCRIPTION = """\
 jobloom's REST API: enqueue jobs, start flow runs, read and act on them, from any language.
 
 Send `Authorization: Bearer <token>` (made with `jobloom tokens create NAME --scopes ...`). Scopes:
-`read` (every GET), `enqueue` (jobs, batches, runs, events), `operate` (cancel, retry, delete, resume,
+`read` (every GET), `enqueue` (jobs, batches, topics, runs, events), `operate` (cancel, retry, delete, resume,
 pause, trigger, limits), `worker` (the worker protocol of remote workers), `admin` (all). Errors are always
 `{"error": {"type", "message", "field"?}}`.
 """
@@ -51,7 +64,7 @@ def create_fastapi(app: App, *, auth: AuthMode = "required", named: bool = False
     ctx = Context(app, Guard(app, auth, token_ttl), named=named, polls=polls)
     errors.install(api)
     # search before /jobs/{id}
-    for module in (search, jobs, batches, runs, schedules, binding_state, bindings, worker, health):
+    for module in (search, jobs, batches, topics, runs, schedules, binding_state, bindings, worker, health):
         api.include_router(module.router(ctx))
     if metrics:  # prometheus-client is imported only here, when the route is wanted
         with needs_extra("metrics", "the API's /metrics", " (or metrics=False)"):

@@ -201,6 +201,26 @@ class AttemptsOut(BaseModel):
     attempts: list[AttemptOut]
 
 
+class PublishBody(Body):
+    """An event published to a topic."""
+
+    data: JsonValue = Field(None, description="The event's data (any JSON), each subscriber's job's payload: "
+                                              "validated against every subscriber's payload type.")
+
+
+class PublishOut(BaseModel):
+    """The jobs a publish made, one per subscribed binding (none for a topic nobody subscribes to)."""
+
+    topic: str
+    jobs: list[JobOut]
+
+
+class TopicsOut(BaseModel):
+    """Each topic that a binding subscribes to, with those bindings."""
+
+    topics: dict[str, list[str]]
+
+
 class EventOut(BaseModel):
     """Whether an event woke a waiting job (it is stored either way)."""
 

@@ -37,6 +37,8 @@ exposition the app already has (its own ``/metrics``) shows them too."""
 RUN_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 MAX_TRACKED = 100_000
 """Jobs claimed and not reported that :class:`Metrics` keeps the binding of, at most."""
+UNSUBSCRIBED = "(unsubscribed)"
+"""The ``topic`` label of publishes to a topic nobody subscribes to (no topic name has parentheses)."""
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
@@ -62,6 +64,9 @@ class Metrics(Telemetry):
                                             "(retried with backoff).", registry=registry)
         self.store_retries_total = Counter("jobloom_store_retries", "Transactions a store ran again or waited "
                                            "to begin, by store and reason.", ["store", "reason"], registry=registry)
+        self.publishes_total = Counter("jobloom_topic_publishes", "Events published to a topic, by topic; "
+                                       f"those to a topic nobody subscribes to as topic={UNSUBSCRIBED!r}.",
+                                       ["topic"], registry=registry)
         self._claimed: dict[int, str] = {}  # the binding of each job claimed here and not reported yet
         self._children: dict[tuple[int, str, str], Any] = {}  # labelled children, by (id(metric), *labels)
         observe_retries(self._retried)
@@ -120,6 +125,11 @@ class Metrics(Telemetry):
             for binding, values in waits.items():
                 self._child(self.started_total, binding).inc(len(values))
                 self._observe(self.wait_seconds, binding, values)
+
+    def published(self, topic: str, jobs: int) -> None:
+        """Count the publish: by its topic if a binding subscribes to it (the app's own topics, a bounded
+        set), else under :data:`UNSUBSCRIBED` (any name a caller sends would grow the labels without end)."""
+        self._child(self.publishes_total, topic if jobs else UNSUBSCRIBED).inc()
 
     def store_failed(self, worker: str, exc: BaseException, first: bool) -> None:
         """Count the failed cycle."""

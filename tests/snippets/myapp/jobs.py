@@ -26,6 +26,7 @@ class SendMail(jobloom.Performer[Mail, str]):
 
     concurrency = 3
     rate_limit = "10/s"
+    triggers = ["user.signed_up"]
 
     async def perform(self, payload: Mail) -> str:
         return f"sent to {payload.to}"

@@ -134,3 +134,15 @@ def test_jobs_a_cycle_ended_expired_are_counted_as_their_outcome() -> None:
     assert value(registry, "jobloom_jobs_finished_total", binding="B", outcome="expired") == 1
     both.cycle([], [])  # a cycle that ended none
     assert value(registry, "jobloom_jobs_finished_total", binding="A", outcome="expired") == 2
+
+
+def test_publishes_are_counted_by_topic_and_unsubscribed_ones_under_one_label() -> None:
+    registry = CollectorRegistry()
+    t = Telemetries(Metrics(registry))
+    t.published("order.created", 2)
+    t.published("order.created", 2)
+    for i in range(50):  # any name a caller sends: one label, not fifty
+        t.published(f"typo.{i}", 0)
+    assert value(registry, "jobloom_topic_publishes_total", topic="order.created") == 2
+    assert value(registry, "jobloom_topic_publishes_total", topic="(unsubscribed)") == 50
+    assert value(registry, "jobloom_topic_publishes_total", topic="typo.1") == 0
