@@ -27,6 +27,7 @@ from jobloom.core.text import MAX_ID
 from jobloom.engine import coordinator
 from jobloom.engine.hooks import EngineHooks
 from jobloom.engine.jobs import emit, event
+from jobloom.engine.offload import Offload
 from jobloom.housekeeping.retention import delete_jobs
 from jobloom.store import Store, Tx
 
@@ -113,25 +114,34 @@ async def cancel_many(store: Store, f: JobFilter, *, hooks: EngineHooks, chunk: 
     return await _chunks(store, f, CANCEL_STATES, chunk, apply, notify=True)
 
 
-async def delete_many(store: Store, f: JobFilter, *, chunk: int = RETRY_CHUNK) -> int:
+async def delete_many(store: Store, f: JobFilter, *, chunk: int = RETRY_CHUNK, offload: Offload | None = None) -> int:
     """Delete every finished job matching ``f`` with its history (a finished flow run goes with its
-    last job, as in retention); the number deleted. Unfinished jobs are left alone: cancel them first."""
+    last job, as in retention); the number deleted. Unfinished jobs are left alone: cancel them first.
+    ``offload``: the app's blob store, whose blobs of the deleted jobs go once their chunk committed
+    (those of a chunk that failed are the sweeper's)."""
     f = _check(f)
+    blobs: dict[tuple[int, ...], list[str]] = {}  # by chunk: a retried transaction reads its chunk again
 
     async def apply(tx: Tx, ids: list[int]) -> int:
         rows = await tx.fetch(Q.pick_deletable, {"ids": ids})
-        return await delete_jobs(tx, rows, store.dialect)
+        found = blobs[tuple(ids)] = []
+        return await delete_jobs(tx, rows, store.dialect, None if offload is None else found)
 
-    return await _chunks(store, f, FINISHED_STATES, chunk, apply, notify=False)
+    deleted = await _chunks(store, f, FINISHED_STATES, chunk, apply, notify=False)
+    if offload is not None:
+        await offload.forget(blob_id for found in blobs.values() for blob_id in found)
+    return deleted
 
 
-async def delete_one(store: Store, job_id: int) -> None:
-    """Delete the finished job ``job_id`` with its history (see :meth:`App.delete`)."""
+async def delete_one(store: Store, job_id: int, offload: Offload | None = None) -> None:
+    """Delete the finished job ``job_id`` with its history (see :meth:`App.delete`), and then its blobs."""
+    blobs: list[str] = []
 
     async def work(tx: Tx) -> None:
+        blobs.clear()
         rows = await tx.fetch(Q.pick_deletable, {"ids": [job_id]})
         if rows:
-            await delete_jobs(tx, rows, store.dialect)
+            await delete_jobs(tx, rows, store.dialect, None if offload is None else blobs)
             return
         job = await tx.fetchone(Q.get_job, {"id": job_id})
         if job is None:
@@ -142,6 +152,8 @@ async def delete_one(store: Store, job_id: int) -> None:
                                 "deleted once a newer job exists)")
 
     await store.transact(work)
+    if offload is not None:
+        await offload.forget(blobs)
 
 
 __all__ = ["CANCEL_CHUNK", "RETRY_CHUNK", "SQLITE_CHUNK", "cancel_many", "delete_many", "delete_one", "retry_many"]

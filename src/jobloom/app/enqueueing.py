@@ -16,9 +16,18 @@ from typing import Any, Protocol, TypeVar
 from jobloom.app.stores import Stores
 from jobloom.core.errors import JobloomError
 from jobloom.core.types import Job
-from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueOptions, EnqueueRequest, PerformerRef, build_job, insert_in
+from jobloom.engine.enqueue import (
+    DEFAULT_OPTIONS,
+    EnqueueOptions,
+    EnqueueRequest,
+    PerformerRef,
+    build_job,
+    insert_in,
+    restored,
+)
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.middleware import EnqueueCall, Middlewares
+from jobloom.engine.offload import Offload
 from jobloom.engine.performer import PerformerSpec
 from jobloom.engine.telemetry import EnqueueTold, Telemetry
 from jobloom.store import Store
@@ -33,6 +42,8 @@ class App(Protocol):
     """What enqueueing needs of the app: its performers, middleware, clock, store and event loops."""
 
     middleware: Middlewares
+
+    offload: Offload | None  # large payloads go to this blob store
 
     def spec(self, performer: PerformerRef) -> PerformerSpec:
         """The spec of a performer class or binding name."""
@@ -104,11 +115,13 @@ async def enqueue(app: App, performer: PerformerRef, payload: Any, options: Enqu
     core = await app.stores.core()
     job = build_job(spec, payload, options, core.store.now())
     if connection is not None:
+        originals = {} if app.offload is None else await app.offload.put_jobs([job])
+
         async def work(tx: Tx) -> list[Job]:
             return await insert_in(tx, [job])
 
         with EnqueueTold(app.telemetry, (job,)) as told:
-            created = (await core.store.transact_on(connection, work))[0]
+            created = restored(await core.store.transact_on(connection, work), [job], originals)[0]
             told.done([created.id])  # in the caller's transaction, not committed yet
         return created
     return await core.enqueuer.submit(job)
@@ -192,12 +205,14 @@ def enqueue_sync(app: App, performer: PerformerRef, payload: Any, connection: An
     [(spec, payload, opts)] = app.run_sync(admit(app, [(app.spec(performer), payload, EnqueueOptions(**options))]))
     job = build_job(spec, payload, opts, app.now())
     store = app.stores.open()
+    offload = app.offload
+    originals = {} if offload is None else app.run_sync(offload.put_jobs([job]))
 
     async def work(tx: Tx) -> list[Job]:
         return await insert_in(tx, [job])
 
     with EnqueueTold(app.telemetry, (job,)) as told:
-        created = store.transact_on_sync(connection, work)[0]
+        created = restored(store.transact_on_sync(connection, work), [job], originals)[0]
         told.done([created.id])  # in the caller's transaction, not committed yet
     return created
 

@@ -9,12 +9,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobloom.app import actions, bulk, enqueueing, job_batches, reads
+from jobloom.app import actions, bulk, enqueueing, job_batches, offloading, reads
 from jobloom.app import bindings as binding_ops
 from jobloom.app import topics as topic_ops
 from jobloom.app.bindings import BindingInfo
 from jobloom.app.enqueueing import STREAM_CHUNK
 from jobloom.app.loops import _SyncBridge
+from jobloom.app.offloading import DEFAULT_GRACE, DEFAULT_OFFLOAD_OVER
 from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.app.stores import Stores
@@ -40,6 +41,7 @@ from jobloom.housekeeping.stats import Projector, read_stats
 from jobloom.schedules.api import DEFAULT, ScheduleInfo, ScheduleOps, check_schedules
 from jobloom.schedules.schedule import Schedule
 from jobloom.store import Store
+from jobloom.store.blobs import BlobStore
 
 T = TypeVar("T")
 Hook = Callable[[], Awaitable[None] | None]
@@ -58,6 +60,8 @@ class App:
     run around each enqueue and each attempt, the first outermost (:mod:`jobloom.engine.middleware`).
     ``codec``: how jobs' content is stored (``jobloom.codecs.Encrypted(keys=[...])`` encrypts it);
     by default as JSON.
+    ``blobs``: a ``jobloom.blobs.BlobStore`` that takes payloads and results over ``offload_over`` bytes
+    (unreferenced blobs older than ``blob_grace`` seconds are swept; see docs/how-to/large-payloads.md).
     """
 
     def __init__(
@@ -74,6 +78,9 @@ class App:
         clock: Clock | None = None,
         middleware: Iterable[object] = (),
         codec: Codec | None = None,
+        blobs: BlobStore | None = None,
+        offload_over: int = DEFAULT_OFFLOAD_OVER,
+        blob_grace: float = DEFAULT_GRACE,
         **store_options: Any,
     ) -> None:
         self.url = url
@@ -108,6 +115,8 @@ class App:
         self._remote = RemoteOps(self)
         self.housekeepers: list[Housekeeper] = [RunDeadlines()] if self.flows else []
         self.housekeepers += [self._schedule_ops.keeper, RetentionKeeper(self.specs), Projector()]
+        self.offload = self.stores.offload = offloading.configure(self, blobs, offload_over, blob_grace)
+        """Where payloads and results over ``offload_over`` bytes go (docs/how-to/large-payloads.md)."""
         self._bridge: _SyncBridge | None = None
         if clock is not None:
             clock.attach(self)
@@ -289,7 +298,8 @@ class App:
 
     async def get_job(self, job_id: int) -> Job:
         """The job with that id; ``JobNotFound`` if there is none."""
-        return await reads.read_job(await self.store(), job_id)
+        job = await reads.read_job(await self.store(), job_id)
+        return job if self.offload is None else await self.offload.resolved(job)
 
     async def job_links(self, job_id: int) -> tuple[dict[int, str | None], dict[int, str | None]]:
         """The jobs that job ``job_id`` depends on, and (up to 100 of) its dependants: their states by id
@@ -323,12 +333,12 @@ class App:
     async def delete_many(self, filter: JobFilter) -> int:
         """Delete every finished job matching ``filter`` with its history (unfinished ones are skipped),
         a chunk per transaction; the number deleted."""
-        return await bulk.delete_many(await self.store(), filter)
+        return await bulk.delete_many(await self.store(), filter, offload=self.offload)
 
     async def delete(self, job_id: int) -> None:
         """Delete one finished job with its history (``InvalidTransition`` if it is not finished: cancel it
         first; ``JobNotFound`` if there is none)."""
-        await bulk.delete_one(await self.store(), checked_id(job_id))
+        await bulk.delete_one(await self.store(), checked_id(job_id), self.offload)
 
     async def counts(self, *, finished: bool = False) -> dict[str, dict[str, int]]:
         """Number of jobs per binding and state (states with no jobs are left out).
@@ -352,7 +362,8 @@ class App:
 
     async def wait(self, job_id: int, timeout: float | None = None, *, poll: float = 0.05) -> Job:
         """Wait until the job is finished and return it; ``WaitTimeout`` after ``timeout`` seconds."""
-        return await reads.wait_for(await self.store(), job_id, timeout, poll=poll)
+        job = await reads.wait_for(await self.store(), job_id, timeout, poll=poll)
+        return job if self.offload is None else await self.offload.resolved(job)
 
     async def drain(self, *, bindings: Iterable[str] | None = None, concurrency: int = 32) -> int:
         """Run every due job in-process until none is runnable; return how many attempts ran.

@@ -9,6 +9,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from jobloom.engine.enqueue import Enqueuer
+from jobloom.engine.offload import Offload
 from jobloom.engine.telemetry import Telemetries
 from jobloom.store import Store
 
@@ -18,9 +19,9 @@ T = TypeVar("T")
 class _Core:
     """What an app holds per event loop: a connected store and its enqueue coalescer."""
 
-    def __init__(self, store: Store, telemetry: Telemetries) -> None:
+    def __init__(self, store: Store, telemetry: Telemetries, offload: Offload | None = None) -> None:
         self.store = store
-        self.enqueuer = Enqueuer(store, telemetry)
+        self.enqueuer = Enqueuer(store, telemetry, offload)
         self.ready = asyncio.Lock()
         self.checked = False
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from jobloom.core.blobref import is_ref
 from jobloom.core.codecs import Codec, CodecError
 from jobloom.core.errors import InvalidOption
 from jobloom.core.queries import Q, Query, Statement
@@ -100,8 +101,8 @@ def _changes(codec: Codec, kind: _Kind, rows: Sequence[CodedRow | CodedRunRow],
              report: ReencryptReport) -> list[dict[str, Any]]:
     out = []
     for r in rows:
-        if not r.value or codec.current(r.value):
-            continue
+        if not r.value or codec.current(r.value) or is_ref(r.value):  # a blob reference stays plain (a
+            continue  # blob keeps the key it was written with: keep that key while such blobs live)
         try:
             new = codec.encode(codec.decode(r.value, kind.what(r)))
         except CodecError as exc:

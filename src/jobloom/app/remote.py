@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from jobloom.engine.hooks import EngineHooks
+    from jobloom.engine.jobs import Claimed
+    from jobloom.engine.offload import Offload
     from jobloom.engine.performer import PerformerSpec
     from jobloom.store.base import Store, Tx
 
@@ -42,6 +44,7 @@ class RemoteHost(Protocol):
     """The narrow view of an app that the pull protocol needs."""
 
     lease: float
+    offload: Offload | None  # offloaded payloads are read here for remote workers, large results written
 
     @property
     def specs(self) -> Mapping[str, PerformerSpec]:
@@ -157,7 +160,8 @@ class RemoteOps:
                     await self._give_back(store, worker, got.claimed)
                     return []
                 if got.claimed or wake is None or deadline is None:
-                    return [remote.remote_job(c, lease, got.claims[c.id], store.codec) for c in got.claimed]
+                    return [remote.remote_job(await self._resolved(c), lease, got.claims[c.id], store.codec)
+                            for c in got.claimed]
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return []
@@ -171,6 +175,12 @@ class RemoteOps:
         finally:
             if wake is not None:
                 await wake.close()
+
+    async def _resolved(self, c: Claimed) -> Claimed:
+        """The claim with its payload read from the blob store if it was offloaded (remote workers get the
+        payload itself, never a reference)."""
+        offload = self.app.offload
+        return c if offload is None else c._replace(payload=await offload.load(c.payload))
 
     async def _give_back(self, store: Store, worker: str, claimed: Sequence[Any]) -> None:
         """Release jobs claimed for a worker that left before it could be told."""
@@ -233,7 +243,7 @@ class RemoteOps:
             return await remote.complete(
                 tx, worker=worker, job_id=job_id, attempt=attempt, claim=claim, outcome=outcome,
                 specs=dict(self.app.specs), result=result, error=storable_text(error, MAX_ERROR_BYTES),
-                retry_after=retry_after, now=store.now(), hooks=self.app.hooks, only=only)
+                retry_after=retry_after, now=store.now(), hooks=self.app.hooks, only=only, offload=self.app.offload)
 
         applied = await store.transact(work)
         if applied:

@@ -16,6 +16,7 @@ from jobloom.app.loops import _Core
 from jobloom.core.codecs import IDENTITY, Codec
 from jobloom.core.errors import MigrationsMissing, MigrationsTooOld, StoreError
 from jobloom.core.types import Clock
+from jobloom.engine.offload import Offload
 from jobloom.engine.telemetry import Telemetries
 from jobloom.store import Store, open_store
 from jobloom.store.migrations import missing_migrations
@@ -36,6 +37,7 @@ class Stores:
         self.clock = clock
         self.auto_migrate = auto_migrate
         self.telemetry = telemetry
+        self.offload: Offload | None = None  # the app's blob store, given to each loop's enqueuer
         self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
         self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Core] | None = None
         self.open()
@@ -71,7 +73,7 @@ class Stores:
     def _core_of(self, loop: asyncio.AbstractEventLoop) -> _Core:
         core = self._cores.get(loop)
         if core is None:
-            core = self._cores[loop] = _Core(self.open(), self.telemetry)
+            core = self._cores[loop] = _Core(self.open(), self.telemetry, self.offload)
         return core
 
     async def _check_migrations(self, store: Store) -> None:

@@ -22,6 +22,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
+from jobloom.core.blobref import PREFIX as BLOB_PREFIX
 from jobloom.core.errors import JobloomError
 from jobloom.core.extras import needs_extra
 
@@ -185,8 +186,9 @@ def readable(codec: Codec, text: str | None, what: str) -> str | None:
 
 
 def encode_opt(codec: Codec, text: str | None) -> str | None:
-    """:meth:`Codec.encode` of optional ``text`` (None and the empty text stay as they are)."""
-    return text if not text else codec.encode(text)
+    """:meth:`Codec.encode` of optional ``text`` (None, the empty text and a blob reference stay as they
+    are: a reference names a blob that holds the encoded content, and must stay readable to SQL)."""
+    return text if not text or text.startswith(BLOB_PREFIX) else codec.encode(text)
 
 
 def decode_opt(codec: Codec, text: str | None, what: str) -> str | None:

@@ -34,6 +34,17 @@ class PayloadTooLarge(JobloomError):
         super().__init__(f"{what} is {size} bytes; the limit is {limit} bytes")
 
 
+class PayloadOffloaded(JobloomError):
+    """A job read in a list holds a reference to an offloaded payload or result, not its content:
+    ``App.get_job`` (or ``App.wait``) reads it from the blob store."""
+
+    def __init__(self, job_id: int, what: str, ref: str) -> None:
+        self.job_id = job_id
+        self.ref = ref
+        super().__init__(f"the {what} of job {job_id} is offloaded to the blob store ({ref}); "
+                         f"read the job with app.get_job({job_id}) to load it")
+
+
 class InvalidTransition(JobloomError):
     """A state change that the job state machine does not allow."""
 

@@ -20,6 +20,7 @@ from jobloom.core.rows import (
     BindingMomentRow,
     BindingOfRow,
     BindingRow,
+    BlobRefRow,
     CallChildRow,
     CandidateRow,
     ChildCountRow,
@@ -100,6 +101,8 @@ class Q:
     binding_known = Statement("binding_known")
     binding_retentions = Query("binding_retentions", RetentionRow)
     binding_rules = Query("binding_rules", RulesRow)
+    blob_refs_among = Query("blob_refs_among", BlobRefRow)
+    blob_refs_of_jobs = Query("blob_refs_of_jobs", BlobRefRow)
     call_child = Query("call_child", CallChildRow)
     call_children = Query("call_children", ChildStateRow)
     cancel_now = Statement("cancel_now")

@@ -79,6 +79,12 @@ class BindingRow(NamedTuple):
     key_rules: str | None = None
 
 
+class BlobRefRow(NamedTuple):
+    """A blob reference as a row stores it (or its first 47 characters, which name the blob)."""
+
+    ref: str
+
+
 class CallChildRow(NamedTuple):
     """The job a ``self.call`` made, as its caller reads it."""
 

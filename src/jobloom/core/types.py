@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Protocol, TypeVar
 
+from jobloom.core.blobref import PREFIX
+from jobloom.core.errors import PayloadOffloaded
 from jobloom.core.options import RateLimit
 from jobloom.core.states import FINISHED_STATES
 
@@ -78,13 +80,14 @@ class Job:
 
     @cached_property
     def payload(self) -> Any:
-        """The payload, decoded from JSON (a dict for dataclass and model payloads)."""
-        return json.loads(self.payload_json)
+        """The payload, decoded from JSON (a dict for dataclass and model payloads); ``PayloadOffloaded`` for
+        a job read in a list whose payload is in the blob store (``App.get_job`` loads it)."""
+        return json.loads(_content(self, "payload", self.payload_json))
 
     @cached_property
     def result(self) -> Any:
-        """The stored result, decoded from JSON (None until succeeded)."""
-        return None if self.result_json is None else json.loads(self.result_json)
+        """The stored result, decoded from JSON (None until succeeded); ``PayloadOffloaded`` as for ``payload``."""
+        return None if self.result_json is None else json.loads(_content(self, "result", self.result_json))
 
     @cached_property
     def tags(self) -> list[str]:
@@ -143,6 +146,13 @@ class Job:
         extra = f", error={self.error!r}" if self.error else ""
         return (f"Job(id={self.id}, binding={self.binding!r}, state={self.state!r}, attempt={self.attempt}, "
                 f"priority={self.priority}, payload={self.payload_json[:80]}{extra})")
+
+
+def _content(job: Job, what: str, text: str) -> str:
+    """``text`` unless it is a blob reference (see ``core/blobref.py``), which raises ``PayloadOffloaded``."""
+    if text.startswith(PREFIX):
+        raise PayloadOffloaded(job.id, what, text)
+    return text
 
 
 _JOB_FIELDS = tuple(f.name for f in fields(Job))

@@ -15,6 +15,8 @@ from starlette.routing import Route
 
 from jobloom.app.diagnose import Diagnosis, why_not_running
 from jobloom.app.notes import add_notes
+from jobloom.app.reads import read_job
+from jobloom.core.blobref import parse_ref
 from jobloom.core.errors import JobNotFound
 from jobloom.core.rows import EventRow, NoteRow
 from jobloom.core.states import EXPIRED, FINISHED_STATES, RETRYABLE_STATES
@@ -89,16 +91,27 @@ def payload_text(job: Job) -> str | None:
     it from the run input and the upstream results just before the node runs)."""
     if not job.payload_json:
         return None
+    ref = parse_ref(job.payload_json)
+    if ref is not None:  # never loaded into a page: it may be megabytes
+        return f"Offloaded to the blob store: {ref.size} bytes (blob {ref.id}). Read it with app.get_job({job.id})."
     try:
         return json.dumps(json.loads(job.payload_json), indent=2, sort_keys=True)
     except ValueError:
         return job.payload_json
 
 
+def result_value(job: Job) -> Any:
+    """The result as the page shows it: decoded, or a line saying where an offloaded one is."""
+    ref = parse_ref(job.result_json)
+    if ref is not None:
+        return f"Offloaded to the blob store: {ref.size} bytes (blob {ref.id}). Read it with app.get_job({job.id})."
+    return job.result
+
+
 async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
     """What the job's page shows, as template values."""
     app = d.app
-    job = await app.get_job(job_id)
+    job = await read_job(await app.store(), job_id)  # an offloaded payload stays a reference
     attempts = await app.attempts(job_id)
     steps, events, notes = await reads.steps_and_events(await app.store(), job_id)
     depends_on, dependants = await app.job_links(job_id)
@@ -106,7 +119,8 @@ async def job_values(d: Dashboard, job_id: int) -> dict[str, Any]:
     if job.state in WAITING_STATES or job.state == EXPIRED:  # an expired job: why it never ran
         diagnosis = await why_not_running(app, job_id)
     return {
-        "job": job, "page_url": f"/jobs/{job.id}", "payload": payload_text(job), "attempts": list(reversed(attempts)),
+        "job": job, "page_url": f"/jobs/{job.id}", "payload": payload_text(job), "result": result_value(job),
+        "attempts": list(reversed(attempts)),
         "steps": [(s.name, _decode(s.result)) for s in steps],
         "moments": timeline(job, attempts, events, notes),
         "awaited": [s.name[len("wait:"):] for s in steps if s.name.startswith("wait:")],

@@ -18,6 +18,7 @@ from jobloom.core.text import MAX_ERROR_BYTES, storable_text
 from jobloom.core.types import JobContext
 from jobloom.engine import reporting
 from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.engine.offload import Offload
 from jobloom.engine.performer import Performer, PerformerSpec
 
 P = TypeVar("P")
@@ -90,6 +91,7 @@ async def run_batch(
     spec: PerformerSpec, claims: Sequence[Claimed], *, worker: str, env: Any,
     context: Callable[[Claimed], JobContext], node_payload: Callable[[Claimed], Awaitable[str]],
     stopped: Callable[[Claimed], str | None], now: Callable[[], float], codec: Codec = IDENTITY,
+    offload: Offload | None = None,
 ) -> list[Outcome]:
     """Run one batch and return an outcome per job. ``stopped(claim)``: why the worker stopped that
     job (``"cancel"`` or ``"lease_lost"`` for one item; ``"timeout"`` or ``"shutdown"`` stop the call)."""
@@ -101,6 +103,8 @@ async def run_batch(
             raw = codec.decode(c.payload, f"payload of job {c.id}")
             if c.node is not None and c.payload == "":
                 raw = built[c.id] = await node_payload(c)
+            if offload is not None:
+                raw = await offload.load(raw)
             items.append((c, BatchItem(spec.load_payload(raw), context(c))))
         except Skip as exc:  # a node whose when= is false
             endings[c.id] = (reporting.ending_of(exc, None, None), None)
@@ -128,6 +132,8 @@ async def run_batch(
             if ending.kind == lifecycle.SUCCEEDED:
                 try:
                     result = spec.dump_result(item._result)
+                    if offload is not None:
+                        result = await offload.put_opt(result)
                 except Exception as exc:
                     ending = reporting.Ending(lifecycle.FAILED, f"{type(exc).__name__}: {exc}")
         outcomes.append(Outcome(c.id, c.attempt, ending.kind, worker, c.started_at, finished, result,

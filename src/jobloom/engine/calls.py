@@ -30,6 +30,7 @@ from jobloom.core.states import FINISHED_STATES
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.engine.callers import CALL_WAIT
 from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
+from jobloom.engine.offload import Offload
 from jobloom.engine.steps import FOREVER, LeaseLost, StepContext, Suspended
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ class Calls:
             raise ChildFailed(child_id, spec.binding, "deleted", "the child job no longer exists")
         if row.state == "succeeded":
             data = decode_opt(store.codec, row.result, f"result of job {child_id}")
+            if self.steps.offload is not None:
+                data = await self.steps.offload.load_opt(data)
             value = None if data is None else json.loads(data)
             return spec.result_adapter.validate_python(value)
         if row.state in FINISHED_STATES:
@@ -100,6 +103,8 @@ class Calls:
         steps = self.steps
         job = build_job(spec, payload, EnqueueOptions(**options), steps.store.now())
         job.unique_key, job.unique_until = f"call:{steps.job_id}:{key}", NEVER
+        if steps.offload is not None:  # a blob a failed transaction leaves is the sweeper's
+            await steps.offload.put_jobs([job])
 
         async def make(tx: Tx) -> int:
             child = (await insert_in(tx, [job]))[0]
@@ -115,11 +120,13 @@ class Calls:
         return child_id
 
 
-async def durable(store: Store, performer: Any, spec: Callable[[Any], PerformerSpec], version: int) -> None:
+async def durable(store: Store, performer: Any, spec: Callable[[Any], PerformerSpec], version: int,
+                  offload: Offload | None = None) -> None:
     """Give a performer its attempt's durable steps and calls (``spec``: a performer or binding's spec),
-    and, if its code has a ``version``, the version that first ran the job as ``ctx.version``."""
+    and, if its code has a ``version``, the version that first ran the job as ``ctx.version``
+    (``offload``: the app's blob store, for large step results)."""
     ctx = performer.ctx
-    performer._steps = steps = StepContext(store, ctx.job_id, ctx.attempt)
+    performer._steps = steps = StepContext(store, ctx.job_id, ctx.attempt, offload)
     performer._calls = Calls(steps, spec)
     if version != 1:
         performer.ctx = dataclasses.replace(ctx, version=await first_version(store, ctx.job_id, ctx.attempt, version))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from jobloom.core.codecs import encode_opt
 from jobloom.core.deadlines import collapses, debounced_run_at
 from jobloom.core.queries import Q
 from jobloom.engine.jobs import NewJob
@@ -24,7 +25,8 @@ async def enqueue_debounced(tx: Tx, job: NewJob, now: float, insert: Insert) -> 
     holder = await tx.fetchone(Q.find_debounced, key)
     if holder is not None and collapses(now, holder.run_at):
         run_at = debounced_run_at(now, job.debounce, holder.created_at, job.debounce_max)
-        await tx.execute(Q.debounce_job, {"id": holder.id, "payload": tx.codec.encode(job.payload), "run_at": run_at,
-                                          "concurrency_key": job.concurrency_key, "expires_at": job.expires_at})
+        await tx.execute(Q.debounce_job, {"id": holder.id, "payload": encode_opt(tx.codec, job.payload),
+                                          "run_at": run_at, "concurrency_key": job.concurrency_key,
+                                          "expires_at": job.expires_at})
         return holder.id, False
     return await insert(tx, job), True

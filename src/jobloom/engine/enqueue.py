@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
@@ -20,6 +21,7 @@ from jobloom.core.types import Job, job_of
 from jobloom.engine import coordinator
 from jobloom.engine.coalesce import Coalescer
 from jobloom.engine.jobs import NewJob
+from jobloom.engine.offload import Offload
 from jobloom.engine.performer import Performer, PerformerSpec
 from jobloom.engine.remote import RemoteBinding
 from jobloom.engine.telemetry import EnqueueTold, Telemetry
@@ -185,9 +187,10 @@ def job_from_new(job_id: int, new: NewJob) -> Job:
 class Enqueuer:
     """Collects the enqueue calls of one loop tick and inserts them in one transaction."""
 
-    def __init__(self, store: Store, telemetry: Telemetry | None = None) -> None:
+    def __init__(self, store: Store, telemetry: Telemetry | None = None, offload: Offload | None = None) -> None:
         self.store = store
         self.telemetry = telemetry or Telemetry()
+        self.offload = offload  # large payloads go to this blob store before their transaction
         self._calls: Coalescer[NewJob, Job] = Coalescer(self._insert_coalesced)
 
     def submit(self, job: NewJob) -> asyncio.Future[Job]:
@@ -212,23 +215,33 @@ class Enqueuer:
     async def insert_flagged(self, jobs: Sequence[NewJob]) -> list[tuple[Job, bool]]:
         """Insert ``jobs`` now, atomically; each with whether it was made now (else the unfinished job that
         holds its unique key, which was not enqueued now and is not told as enqueued)."""
-        async def work(tx: Tx) -> list[tuple[Job, bool]]:
-            return await _insert_flagged(tx, jobs)
-
         with EnqueueTold(self.telemetry, jobs) as told:
-            made = await self._committed(work, single_statement=False)
+            made = await self._flagged(jobs, single_statement=False)
             told.done([j.id for j, created in made if created],
                       [new for new, (_, created) in zip(jobs, made, strict=True) if created])
         return made
 
     async def _insert_now(self, jobs: Sequence[NewJob]) -> list[Job]:
-        async def work(tx: Tx) -> list[Job]:
-            return await _insert(tx, jobs)
-
         # tags and dependencies take statements of their own; a unique or debounce key reads first
         single = all(job.unique_key is None and job.debounce_key is None and not job.tags and job.depends_on is None
                      for job in jobs)
-        return await self._committed(work, single_statement=single)
+        return [job for job, _ in await self._flagged(jobs, single_statement=single)]
+
+    async def _flagged(self, jobs: Sequence[NewJob], *, single_statement: bool) -> list[tuple[Job, bool]]:
+        """Insert ``jobs``, their large payloads offloaded first (a blob whose row is not committed is
+        left to the sweeper: after an error the commit may have happened all the same)."""
+        async def work(tx: Tx) -> list[tuple[Job, bool]]:
+            return await _insert_flagged(tx, jobs)
+
+        offload = self.offload
+        originals = {} if offload is None else await offload.put_jobs(jobs)
+        made = await self._committed(work, single_statement=single_statement)
+        if originals:
+            assert offload is not None
+            await offload.forget_jobs(jobs, [i for i in originals if not made[i][1]])  # a unique key's holder
+            made = [(with_payload(job, originals[i]) if created and i in originals else job, created)
+                    for i, (job, created) in enumerate(made)]
+        return made
 
     async def insert_streamed(self, chunks: Callable[[], Iterable[Sequence[NewJob]]]) -> list[Job]:
         """Insert jobs without unique keys in one transaction, built chunk by chunk while the store
@@ -236,6 +249,11 @@ class Enqueuer:
 
         built: list[NewJob] = []
         told: list[EnqueueTold] = []
+        originals: dict[int, str] = {}
+        if self.offload is not None:  # every chunk built (and its large payloads written) before the transaction
+            prebuilt = [list(jobs) for jobs in chunks()]
+            originals = await self.offload.put_jobs([job for jobs in prebuilt for job in jobs])
+            chunks = lambda: prebuilt  # noqa: E731
 
         async def work(tx: Tx) -> list[Job]:
             built.clear()
@@ -260,7 +278,7 @@ class Enqueuer:
             raise
         if told:
             told[0].done([j.id for j in created], built)
-        return created
+        return [with_payload(job, originals[i]) if i in originals else job for i, job in enumerate(created)]
 
     async def _committed(self, work: Callable[[Tx], Awaitable[T]], *, single_statement: bool) -> T:
         """Run ``work`` in a transaction (or as one statement) and wake idle workers unless it did."""
@@ -298,8 +316,21 @@ async def _insert(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
 
 
 async def insert_in(tx: Tx, jobs: Sequence[NewJob]) -> list[Job]:
-    """Insert jobs inside a transaction that the caller owns."""
+    """Insert jobs inside a transaction that the caller owns (their large payloads offloaded before, with
+    :meth:`Offload.put_jobs`: a driver's synchronous transaction awaits nothing but its statements)."""
     return await _insert(tx, jobs)
+
+
+def restored(made: Sequence[Job], jobs: Sequence[NewJob], originals: dict[int, str]) -> list[Job]:
+    """The jobs inserted from ``jobs`` with the payloads :meth:`Offload.put_jobs` replaced by references
+    given back (a job that holds the reference written for it is the one made now)."""
+    return [with_payload(job, originals[i]) if i in originals and job.payload_json == jobs[i].payload else job
+            for i, job in enumerate(made)]
+
+
+def with_payload(job: Job, payload_json: str) -> Job:
+    """``job`` as its caller gave it: its payload itself rather than the reference its row keeps."""
+    return dataclasses.replace(job, payload_json=payload_json)
 
 
 PerformerRef = type[Performer[Any, Any]] | RemoteBinding | str

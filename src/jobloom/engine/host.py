@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from jobloom.engine.hooks import EngineHooks
     from jobloom.engine.housekeeper import Housekeeper
     from jobloom.engine.middleware import Middlewares
+    from jobloom.engine.offload import Offload
     from jobloom.engine.performer import PerformerSpec
     from jobloom.engine.telemetry import Telemetries
     from jobloom.store.base import Store
@@ -26,6 +27,7 @@ class Host(Protocol):
     telemetry: Telemetries  # what the worker tells about its cycles and attempts
     middleware: Middlewares  # what runs around each attempt
     codec: Codec  # how jobs' content is stored (payloads, results, steps)
+    offload: Offload | None  # large payloads and results go to this blob store (None: all kept in rows)
 
     @property
     def specs(self) -> Mapping[str, PerformerSpec]:

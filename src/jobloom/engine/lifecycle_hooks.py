@@ -154,10 +154,15 @@ class HookRunner:
         performer.env = self._app.env
         performer.ctx = JobContext(job.id, job.binding, row.attempt, None, self._worker, job.max_attempts,
                                    job.run_id, job.node)
+        offload = self._app.offload  # an offloaded payload or result is read from the blob store
         raw = decode_opt(store.codec, job.payload or None, f"payload of job {job.id}")
+        if offload is not None:
+            raw = await offload.load_opt(raw)
         payload = spec.load_payload(raw) if raw else None
         if row.kind == "success":
             data = decode_opt(store.codec, job.result, f"result of job {job.id}")
+            if offload is not None:
+                data = await offload.load_opt(data)
             result = None if data is None else spec.result_adapter.validate_json(data)
             await performer.on_success(payload, result)  # type: ignore[attr-defined]
         elif row.kind == "failure":

@@ -176,6 +176,7 @@ class PerformerSpec:
     triggers: tuple[str, ...] = ()  # the topics it subscribes to (App.publish)
     hooks: frozenset[str] = frozenset()  # its lifecycle hooks: "success", "failure", "retry"
     hook_lease: float = 60.0  # seconds a worker holds a hook it runs
+    max_bytes: int | None = None  # the payload and result limit (None: MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES)
 
     def dump_payload(self, payload: Any, *, check_keys: bool = True) -> str:
         """Validate ``payload`` against the payload type and encode it as JSON (``check_keys=False``:
@@ -204,8 +205,9 @@ class PerformerSpec:
             data = self.payload_adapter.dump_json(value)
         except PydanticSerializationError as exc:
             raise InvalidPayload(self.binding, str(exc)) from None
-        if len(data) > MAX_PAYLOAD_BYTES:
-            raise PayloadTooLarge(f"payload for {self.binding}", len(data), MAX_PAYLOAD_BYTES)
+        limit = MAX_PAYLOAD_BYTES if self.max_bytes is None else self.max_bytes
+        if len(data) > limit:
+            raise PayloadTooLarge(f"payload for {self.binding}", len(data), limit)
         problem = dumped_problem(data, lambda: self.payload_adapter.dump_python(value),
                                  nulls_may_hide_nan=self.nulls_may_hide_nan)
         if problem is not None:
@@ -227,8 +229,9 @@ class PerformerSpec:
             data = self.result_adapter.dump_json(result)
         except (PydanticSerializationError, ValueError) as exc:
             raise InvalidPayload(self.binding, f"result cannot be stored as JSON: {exc}") from None
-        if len(data) > MAX_RESULT_BYTES:
-            raise PayloadTooLarge(f"result of {self.binding}", len(data), MAX_RESULT_BYTES)
+        limit = MAX_RESULT_BYTES if self.max_bytes is None else self.max_bytes
+        if len(data) > limit:
+            raise PayloadTooLarge(f"result of {self.binding}", len(data), limit)
         problem = dumped_problem(data, lambda: self.result_adapter.dump_python(result),
                                  nulls_may_hide_nan=self.nulls_may_hide_nan)
         if problem is not None:

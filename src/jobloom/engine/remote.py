@@ -34,6 +34,7 @@ from jobloom.core.queries import Q
 from jobloom.engine import coordinator
 from jobloom.engine.hooks import EngineHooks
 from jobloom.engine.jobs import Claimed, Outcome
+from jobloom.engine.offload import Offload
 from jobloom.engine.performer import Performer, PerformerSpec, describe_validation, inspect_performer
 from jobloom.store.base import Tx
 
@@ -228,7 +229,7 @@ async def heartbeat(tx: Tx, worker: str, keys: Iterable[tuple[int, int, str]], n
 async def complete(
     tx: Tx, *, worker: str, job_id: int, attempt: int, claim: str, outcome: str, specs: dict[str, PerformerSpec],
     result: Any = _UNSET, error: str | None = None, retry_after: float | None = None, now: float,
-    hooks: EngineHooks, only: frozenset[str] | None = None,
+    hooks: EngineHooks, only: frozenset[str] | None = None, offload: Offload | None = None,
 ) -> bool:
     """Apply a remote worker's report of one attempt; False, changing nothing, when the attempt no longer
     holds the job (or ``worker`` does not hold it), or has reached its timeout (the reaper ends it as timed
@@ -259,6 +260,8 @@ async def complete(
         except pydantic.ValidationError as exc:
             raise InvalidPayload(spec.binding, f"result: {describe_validation(exc)}") from None
         stored = spec.dump_result(value)
+        if offload is not None:  # within the HTTP body limit: a short write (a retried transaction's is swept)
+            stored = await offload.put_opt(stored)
     started = row.started_at if row.started_at is not None else now
     o = Outcome(job_id, attempt, kind, worker, started_at=started, finished_at=now, result=stored, error=error,
                 retry_after=retry_after, run_id=row.run_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import inspect
 import logging
 import os
@@ -32,6 +33,7 @@ from jobloom.core import lifecycle
 from jobloom.core.errors import JobloomError
 from jobloom.core.signals import Permanent, Retry, Snooze
 from jobloom.core.types import AttemptControl, JobContext
+from jobloom.engine.offload import MAX_OFFLOADED_BYTES
 from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer, resolve_class
 from jobloom.engine.progress import progress_json
 from jobloom.engine.steps import Suspended
@@ -391,7 +393,8 @@ def child_main(conn: Any, module: str, qualname: str, raw_payload: str, fields: 
         cls = resolve_class(module, qualname)
         if cls is None:
             raise JobloomError(f"cannot import {module}.{qualname} in the child process")
-        spec = inspect_performer(cls)
+        # the worker checks the result against the app's own limit when it stores it
+        spec = dataclasses.replace(inspect_performer(cls), max_bytes=MAX_OFFLOADED_BYTES)
         payload = spec.load_payload(raw_payload)
         performer = cls()
         performer.ctx = JobContext(**fields, control=_ChildControl(conn))

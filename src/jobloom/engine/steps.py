@@ -20,6 +20,7 @@ from jobloom.core.options import MAX_DELAY, finite
 from jobloom.core.queries import Q
 from jobloom.core.rows import SignalRow, StepRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name, dumped_problem
+from jobloom.engine.offload import MAX_OFFLOADED_BYTES, Offload
 from jobloom.engine.step_options import PLAIN, StepOptions, run_step, run_step_sync
 
 if TYPE_CHECKING:
@@ -57,10 +58,11 @@ class LeaseLost(JobloomError):
 class StepContext:
     """The store access one attempt's durable steps need."""
 
-    def __init__(self, store: Store, job_id: int, attempt: int) -> None:
+    def __init__(self, store: Store, job_id: int, attempt: int, offload: Offload | None = None) -> None:
         self.store = store
         self.job_id = job_id
         self.attempt = attempt
+        self.offload = offload  # a step result over the app's threshold goes to its blob store
         self._done: dict[str, str | None] | None = None
 
     async def _records(self) -> dict[str, str | None]:
@@ -100,14 +102,21 @@ class StepContext:
         if key not in done:
             return False, None
         data = done[key]
+        if data is not None and self.offload is not None:
+            data = await self.offload.load(data)  # a blob holds the codec's text too, decoded there
         return True, None if data is None else json.loads(
             self.store.codec.decode(data, f"result of step {name!r} of job {self.job_id}"))
 
     async def remember(self, name: str, value: Any) -> Any:
         """Record step ``name``'s result (fenced by the lease); return it as it reads back from JSON."""
-        data = None if value is None else _step_json(name, value)
-        await self._save(f"step:{name}", encode_opt(self.store.codec, data))
-        return None if data is None else json.loads(data)
+        if value is None:
+            await self._save(f"step:{name}", None)
+            return None
+        offload = self.offload
+        data = _step_json(name, value, MAX_STEP_BYTES if offload is None else MAX_OFFLOADED_BYTES)
+        stored = data if offload is None else await offload.put(data)  # a reference goes through the codec as is
+        await self._save(f"step:{name}", encode_opt(self.store.codec, stored))
+        return json.loads(data)
 
     async def step(self, name: str, fn: Callable[..., Any], *args: Any, options: StepOptions = PLAIN) -> Any:
         """Run ``fn(*args)`` once for this job (with ``options``' retries and timeout) and remember its
@@ -165,14 +174,14 @@ class StepContext:
         raise Suspended(deadline, wait=name)
 
 
-def _step_json(name: str, value: Any) -> str:
+def _step_json(name: str, value: Any, limit: int) -> str:
     """A step's result as JSON, or :class:`StepNotStorable` saying why it cannot be remembered."""
     try:
         data = to_json(value, inf_nan_mode="constants")
     except Exception as exc:
         raise StepNotStorable(f"step {name!r} returned a value that cannot be stored as JSON: {exc}") from None
-    if len(data) > MAX_STEP_BYTES:
-        raise PayloadTooLarge(f"result of step {name!r}", len(data), MAX_STEP_BYTES)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"result of step {name!r}", len(data), limit)
     problem = dumped_problem(data, lambda: to_jsonable_python(value, inf_nan_mode="constants"))
     if problem is not None:
         raise StepNotStorable(f"step {name!r} returned a value that cannot be stored as JSON: {problem}")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from jobloom.core.queries import Q
 from jobloom.core.rows import PruneRow, RetentionRow
+from jobloom.engine.offload import Offload, blob_ids
 from jobloom.engine.performer import _retention
 from jobloom.housekeeping.stats import MINUTE_RETENTION
 from jobloom.store.sql import load_queries
@@ -86,29 +87,38 @@ def _history_queries(dialect: str) -> list[str]:
 
 
 async def prune_batch(
-    store: Store, *, state: str, cutoff: float, bindings: list[str], others: bool, limit: int
+    store: Store, *, state: str, cutoff: float, bindings: list[str], others: bool, limit: int,
+    offload: Offload | None = None,
 ) -> int:
     """Delete up to ``limit`` jobs in ``state`` finished before ``cutoff``, with their history (and the
-    finished flow runs whose last jobs they were).
+    finished flow runs whose last jobs they were), and then their blobs from ``offload``'s store.
 
     ``others=False``: jobs of ``bindings``; ``others=True``: jobs of every other binding that has no
     stored retention.
     """
+    blobs: list[str] = []
 
     async def work(tx: Tx) -> int:
+        blobs.clear()  # a transaction retried reads them again
         rows = await tx.fetch(Q.prune_pick_others if others else Q.prune_pick,
                               {"state": state, "cutoff": cutoff, "bindings": bindings, "limit": limit})
-        return await delete_jobs(tx, rows, store.dialect)
+        return await delete_jobs(tx, rows, store.dialect, None if offload is None else blobs)
 
-    return await store.transact(work)
+    deleted = await store.transact(work)
+    if offload is not None:
+        await offload.forget(blobs)
+    return deleted
 
 
-async def delete_jobs(tx: Tx, rows: Sequence[PruneRow], dialect: str) -> int:
+async def delete_jobs(tx: Tx, rows: Sequence[PruneRow], dialect: str, blobs: list[str] | None = None) -> int:
     """Delete the picked (and locked) jobs, ``(id, run_id)`` rows, with their history (every
-    ``prune_history_*`` query) and the finished flow runs whose last jobs they were; the number deleted."""
+    ``prune_history_*`` query) and the finished flow runs whose last jobs they were; the number deleted.
+    ``blobs``: a list to add the ids of the blobs they refer to (to delete once this commits)."""
     ids = [int(r.id) for r in rows]
     if not ids:
         return 0
+    if blobs is not None:
+        blobs.extend(blob_ids(r.ref for r in await tx.fetch(Q.blob_refs_of_jobs, {"ids": ids})))
     await tx.execute(Q.prune_batches, {"ids": ids})  # before prune_history_batch_jobs
     for name in _history_queries(dialect):
         await tx.execute(name, {"ids": ids})
@@ -121,10 +131,12 @@ async def delete_jobs(tx: Tx, rows: Sequence[PruneRow], dialect: str) -> int:
 
 
 async def prune(store: Store, specs: Mapping[str, PerformerSpec], now: float, *, batch: int = 500,
-                max_batches: int = 20, stats_retention: float = STATS_RETENTION) -> tuple[int, bool]:
+                max_batches: int = 20, stats_retention: float = STATS_RETENTION,
+                offload: Offload | None = None) -> tuple[int, bool]:
     """Prune what is past retention, at most ``max_batches`` full batches; return (jobs deleted, more left).
 
-    ``specs``: the app's own performers, whose retention is their spec's."""
+    ``specs``: the app's own performers, whose retention is their spec's; ``offload``: the app's blob
+    store, whose blobs of the deleted jobs are deleted too."""
     groups = retention_groups(specs, await stored_retentions(store))
     own = sorted(specs)
     plan: list[tuple[str, float, list[str], bool]] = [(s, secs, b, False) for s, secs, b in groups]
@@ -134,7 +146,7 @@ async def prune(store: Store, specs: Mapping[str, PerformerSpec], now: float, *,
     for state, seconds, bindings, others in plan:
         while True:
             n = await prune_batch(store, state=state, cutoff=now - seconds, bindings=bindings, others=others,
-                                  limit=batch)
+                                  limit=batch, offload=offload)
             deleted += n
             if n < batch:
                 break
@@ -166,6 +178,7 @@ class RetentionKeeper:
         self.max_batches = max_batches
         self._next = 0.0
         self.deleted = 0
+        self.offload: Offload | None = None  # the app's blob store (set by App(blobs=...))
 
     async def next_due(self, store: Store, now: float) -> float | None:
         """When to prune next (kept in memory)."""
@@ -178,7 +191,8 @@ class RetentionKeeper:
     async def run(self, store: Store, now: float) -> bool:
         """Prune one round; deleting jobs never makes any runnable, so this returns False."""
         self._next = now + self.interval
-        deleted, more = await prune(store, self.specs, now, batch=self.batch, max_batches=self.max_batches)
+        deleted, more = await prune(store, self.specs, now, batch=self.batch, max_batches=self.max_batches,
+                                    offload=self.offload)
         self.deleted += deleted
         if more:
             self._next = store.now()

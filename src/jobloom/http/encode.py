@@ -1,7 +1,8 @@
 """Jobs, attempts, runs and schedules as JSON bytes, written directly (the hot path of the API).
 
 A job's payload and result are stored as JSON text already; they are spliced into the response as
-they are, never decoded and encoded again. The shapes are those of :mod:`jobloom.http.schemas`.
+they are, never decoded and encoded again (one offloaded to the blob store is the string of its
+reference, ``"jobloom-blob:1:<id>:<size>"``). The shapes are those of :mod:`jobloom.http.schemas`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from jobloom.core.blobref import PREFIX
 from jobloom.core.types import Attempt, Job, NodeState, Run
 from jobloom.housekeeping.stats import Stats
 
@@ -40,7 +42,7 @@ def job_json(job: Job) -> str:
     return (
         f'{{"id":{job.id},"binding":{_str(job.binding)},"state":"{job.state}","attempt":{job.attempt},'
         f'"attempts_spent":{job.attempts_spent},"max_attempts":{job.max_attempts},"priority":{job.priority},"delivery":"{job.delivery}",'
-        f'"payload":{job.payload_json or "null"},"result":{job.result_json or "null"},"error":{_str(job.error)},'
+        f'"payload":{_stored(job.payload_json)},"result":{_stored(job.result_json)},"error":{_str(job.error)},'
         f'"unique_key":{_str(job.unique_key)},"concurrency_key":{_str(job.concurrency_key)},'
         f'"run_at":{_ts(job.run_ts)},"created_at":{_ts(job.created_ts)},"started_at":{_ts(job.started_ts)},'
         f'"finished_at":{_ts(job.finished_ts)},"cancel_requested":{"true" if job.cancel_requested else "false"},'
@@ -48,6 +50,14 @@ def job_json(job: Job) -> str:
         f'"meta":{job.meta_json or "{}"},"progress":{_progress(job)},'
         f'"parent_id":{"null" if job.parent_id is None else job.parent_id}}}'
     )
+
+
+def _stored(text: str | None) -> str:
+    """A stored payload or result as JSON: itself, or the string of its blob reference when it is
+    offloaded (``GET /v1/jobs/{id}`` reads the blob; lists never do)."""
+    if not text:
+        return "null"
+    return _dumps(text) if text.startswith(PREFIX) else text
 
 
 def _progress(job: Job) -> str:

@@ -140,3 +140,15 @@ def test_a_limit_form_sets_a_rate_per_key_and_names_it_when_bad() -> None:
     assert limits_of(Form(shown | {"key_rate_limit": [""]}), policy) == {"key_rate_limit": None}
     with pytest.raises(InvalidOption, match="key_rate_limit"):
         limits_of(Form({"key_rate_limit": ["fast"]}), policy)
+
+
+def test_an_offloaded_payload_and_result_are_shown_by_size_never_loaded() -> None:
+    from jobloom.core.types import job_of
+    from jobloom.dashboard.job import payload_text, result_value
+
+    ref = f"jobloom-blob:1:{'a' * 32}:20000011"
+    job = job_of((7, "Big", "succeeded", 1, 3, 0, None, None, "at_least_once", None, ref, ref, None, 0.0, None,
+                  None, False, None, None, None, None, None, 0, None))
+    assert payload_text(job) == (f"Offloaded to the blob store: 20000011 bytes (blob {'a' * 32}). "
+                                 "Read it with app.get_job(7).")
+    assert result_value(job) == payload_text(job)

@@ -149,7 +149,7 @@ class Executor:
             outcomes = await batches.run_batch(
                 spec, [r.claimed for r in recs], worker=self._name, env=self._app.env, context=context,
                 node_payload=self._app.hooks.node_payload, stopped=lambda c: by_id[c.id].stop_reason,
-                now=self._clock.now, codec=self._app.codec)
+                now=self._clock.now, codec=self._app.codec, offload=self._app.offload)
         except BaseException as exc:  # jobloom's own failure around the call: every job fails this attempt
             kind, error, tb, *_ = reporting.ending_of(exc, None, None)
             finished = self._clock.now()
@@ -235,6 +235,37 @@ class Executor:
             else:
                 self.cancel(rec)
 
+    async def _attempt(self, rec: Running, deadline: float | None) -> tuple[str | None, str | None]:
+        """Run the attempt's performer: (the payload built for a flow node, the result as stored)."""
+        c = rec.claimed
+        spec = self._app.specs.get(c.binding)
+        if spec is None:
+            raise Permanent(f"this worker has no performer for binding {c.binding!r}")
+        payload_json = None
+        if c.node is not None and c.payload == "":
+            payload_json = await self._app.hooks.node_payload(c)
+        offload = self._app.offload
+        raw = payload_json or self._decoded(c)
+        if offload is not None:  # an offloaded payload is read from the blob store now (and decoded)
+            raw = await offload.load(raw)
+        payload = spec.load_payload(raw)
+        performer = spec.cls()
+        performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self._name, c.max_attempts,
+                                   c.run_id, c.node, self._app.spawn_child if c.run_id is None
+                                   else self._app.hooks.spawner(c),
+                                   Control(rec, self._progress, self._clock.now, sync=not spec.is_async),
+                                   self._links)
+        performer.env = self._app.env
+        store = self._clock.store if self._clock.store is not None else await self._app.store()
+        await durable(store, performer, self._app.spec, spec.version, offload)
+        if spec.push:
+            if self._push is None:
+                self._push = PushClient(self._app.signing_secret or b"", self._app.specs)
+            performer._push = self._push  # type: ignore[attr-defined]
+        value = await self._perform(rec, spec, performer, payload, raw)
+        result = spec.dump_result(value)  # a flow's results stay in their rows: its nodes read them there
+        return payload_json, result if offload is None or c.run_id is not None else await offload.put_opt(result)
+
     async def _perform(self, rec: Running, spec: PerformerSpec, performer: Performer[Any, Any], payload: Any,
                        payload_json: str) -> Any:
         """Call the performer, through the app's perform middleware: in this task for an async performer,
@@ -270,27 +301,7 @@ class Executor:
                 value = await self._app.hooks.run_node(c)
                 result = None if value is None else json.dumps(value)
             else:
-                spec = self._app.specs.get(c.binding)
-                if spec is None:
-                    raise Permanent(f"this worker has no performer for binding {c.binding!r}")
-                if c.node is not None and c.payload == "":
-                    payload_json = await self._app.hooks.node_payload(c)
-                payload = spec.load_payload(raw := payload_json or self._decoded(c))
-                performer = spec.cls()
-                performer.ctx = JobContext(c.id, c.binding, c.attempt, deadline, self._name, c.max_attempts,
-                                           c.run_id, c.node, self._app.spawn_child if c.run_id is None
-                                           else self._app.hooks.spawner(c),
-                                           Control(rec, self._progress, self._clock.now, sync=not spec.is_async),
-                                           self._links)
-                performer.env = self._app.env
-                store = self._clock.store if self._clock.store is not None else await self._app.store()
-                await durable(store, performer, self._app.spec, spec.version)
-                if spec.push:
-                    if self._push is None:
-                        self._push = PushClient(self._app.signing_secret or b"", self._app.specs)
-                    performer._push = self._push  # type: ignore[attr-defined]
-                value = await self._perform(rec, spec, performer, payload, raw)
-                result = spec.dump_result(value)
+                payload_json, result = await self._attempt(rec, deadline)
         except BaseException as exc:  # how it ended; a SystemExit from a job fails the job, not the worker
             kind, error, tb, retry_after, wait = reporting.ending_of(exc, rec.stop_reason, c.timeout)
         if rec.timer is not None:
