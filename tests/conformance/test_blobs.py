@@ -312,3 +312,25 @@ async def test_a_success_hook_gets_the_offloaded_payload_and_result(store_url: s
         assert SEEN == [(OVER * 2, OVER * 2)] and len(files(folder)) == 2
     finally:
         await app.close()
+
+
+class Length(jobloom.Performer[dict[str, Any], int]):
+    async def perform(self, payload: dict[str, Any]) -> int:
+        return len(payload["data"]["data"])
+
+
+async def test_a_flows_large_results_stay_in_their_rows_for_the_next_node(store_url: str, folder: Path) -> None:
+    flow = jobloom.Flow("grow")
+    grow = flow.node("grow", Big, input=lambda inp, up: inp)
+    flow.node("length", Length, after=[grow], input=lambda inp, up: {"data": up["grow"]})
+    app = jobloom.App(store_url, performers=[Big, Length], flows=[flow], auto_migrate=True, blobs=Directory(folder),
+                      offload_over=OVER)
+    try:
+        run = await app.start(flow, {"data": "g" * (OVER * 2)})
+        while await app.drain():
+            pass
+        done = await app.get_run(run.id)
+        assert done.state == "succeeded" and done.nodes["length"].result == OVER * 2 + 1
+        assert files(folder) == []
+    finally:
+        await app.close()

@@ -132,7 +132,7 @@ async def run_batch(
             if ending.kind == lifecycle.SUCCEEDED:
                 try:
                     result = spec.dump_result(item._result)
-                    if offload is not None:
+                    if offload is not None and c.run_id is None:  # a flow's results stay in their rows
                         result = await offload.put_opt(result)
                 except Exception as exc:
                     ending = reporting.Ending(lifecycle.FAILED, f"{type(exc).__name__}: {exc}")

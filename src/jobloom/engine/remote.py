@@ -260,7 +260,8 @@ async def complete(
         except pydantic.ValidationError as exc:
             raise InvalidPayload(spec.binding, f"result: {describe_validation(exc)}") from None
         stored = spec.dump_result(value)
-        if offload is not None:  # within the HTTP body limit: a short write (a retried transaction's is swept)
+        if offload is not None and row.run_id is None:  # a short write (a retried transaction's is swept); a
+            # flow's results stay in their rows, where its nodes read them
             stored = await offload.put_opt(stored)
     started = row.started_at if row.started_at is not None else now
     o = Outcome(job_id, attempt, kind, worker, started_at=started, finished_at=now, result=stored, error=error,
