@@ -19,6 +19,7 @@ import jobloom
 from jobloom.blobs import Directory
 from jobloom.core.blobref import PREFIX, parse_ref
 from jobloom.engine.performer import MAX_PAYLOAD_BYTES
+from jobloom.housekeeping.blobs import sweep
 from jobloom.housekeeping.retention import prune
 from jobloom.store.base import Tx
 from jobloom.testing import TestClock
@@ -332,5 +333,37 @@ async def test_a_flows_large_results_stay_in_their_rows_for_the_next_node(store_
         done = await app.get_run(run.id)
         assert done.state == "succeeded" and done.nodes["length"].result == OVER * 2 + 1
         assert files(folder) == []
+    finally:
+        await app.close()
+
+
+async def test_with_a_codec_the_blob_holds_ciphertext_and_the_row_a_plain_reference(
+    store_url: str, folder: Path
+) -> None:
+    from jobloom.codecs import Encrypted, new_key
+
+    app = jobloom.App(store_url, performers=[Big, Stepper], auto_migrate=True, blobs=Directory(folder),
+                      offload_over=OVER, codec=Encrypted(keys=[new_key()]), clock=TestClock())
+    try:
+        secret = "secret-" * (OVER // 4)
+        job = await app.enqueue(Big, {"data": secret})
+        stepped = await app.enqueue(Stepper, {})
+        await advance(app)
+        payload, result = await raw_job(app, job.id)
+        assert parse_ref(payload) is not None and parse_ref(result) is not None  # plain: SQL finds them
+        blobs = [p for p in folder.glob("*/*")]
+        assert len(blobs) == 3  # payload, result, step result
+        for path in blobs:
+            data = path.read_bytes()
+            assert data.startswith(b'"jlenc1:') and b"secret-" not in data and b"sssss" not in data
+        done = await app.get_job(job.id)
+        assert done.payload == {"data": secret} and done.result == {"data": secret + "!", "seen": len(secret)}
+        assert (await app.get_job(stepped.id)).result == 100_000
+        assert app.offload is not None
+        clock = app.clock
+        assert isinstance(clock, TestClock)
+        clock.jump(app.offload.grace + 1)
+        deleted, _ = await sweep(await app.store(), app.offload, clock.now() + app.offload.grace + 1)
+        assert deleted == 0 and len(files(folder)) == 3  # every blob is referenced
     finally:
         await app.close()
