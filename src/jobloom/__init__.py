@@ -172,6 +172,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """Import a public name on first use (PEP 562), then keep it as a plain attribute."""
+    if name == "codecs":  # ``jobloom.codecs.Encrypted(...)`` after a bare ``import jobloom``
+        return importlib.import_module("jobloom.codecs")
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module 'jobloom' has no attribute {name!r}")

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import jobloom
+from jobloom.codecs import Encrypted
 
 STATE = os.environ.get("JOBLOOM_IT_DIR", ".")
 
@@ -297,4 +298,5 @@ app = jobloom.App(
     if os.environ.get("JOBLOOM_IT_TICK") else [],
     lease=float(os.environ.get("JOBLOOM_IT_LEASE", "1.0")),
     auto_migrate=True,
+    codec=Encrypted(keys=os.environ["JOBLOOM_IT_KEYS"].split(",")) if os.environ.get("JOBLOOM_IT_KEYS") else None,
 )
