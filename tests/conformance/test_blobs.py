@@ -367,3 +367,25 @@ async def test_with_a_codec_the_blob_holds_ciphertext_and_the_row_a_plain_refere
         assert deleted == 0 and len(files(folder)) == 3  # every blob is referenced
     finally:
         await app.close()
+
+
+async def test_a_debounced_payload_keeps_its_blob_and_a_held_unique_key_drops_the_new_one(
+    app: jobloom.App, folder: Path
+) -> None:
+    first, second = {"data": "1" * (OVER + 1)}, {"data": "2" * (OVER + 1)}
+    a = await app.enqueue(Small, first, debounce=10, debounce_key="k")
+    b = await app.enqueue(Small, second, debounce=10, debounce_key="k")  # collapses into a: its payload now
+    assert a.id == b.id and b.payload == second
+    assert len(files(folder)) == 2  # the first payload's blob is unreferenced now: the sweeper's
+    held = await app.enqueue(Small, first, unique_key="u")
+    again = await app.enqueue(Small, second, unique_key="u")  # the key's holder keeps its payload
+    assert again.id == held.id
+    assert len(files(folder)) == 3
+    assert app.offload is not None and isinstance(app.clock, TestClock)
+    deleted, _ = await sweep(await app.store(), app.offload, app.now() + app.offload.grace + 1)
+    assert deleted == 1 and len(files(folder)) == 2
+    assert app.clock is not None
+    await app.clock.advance(60)
+    assert (await app.get_job(a.id)).result == OVER + 1
+    assert (await app.get_job(a.id)).payload == second
+    assert (await app.get_job(held.id)).payload == first

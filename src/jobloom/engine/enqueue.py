@@ -238,8 +238,11 @@ class Enqueuer:
         made = await self._committed(work, single_statement=single_statement)
         if originals:
             assert offload is not None
-            await offload.forget_jobs(jobs, [i for i in originals if not made[i][1]])  # a unique key's holder
-            made = [(with_payload(job, originals[i]) if created and i in originals else job, created)
+            # a row holds the reference written for it when it was made now, or when a debounced enqueue
+            # collapsed into its key's job (which took the payload); a unique key's holder keeps its own
+            ours = {i for i in originals if made[i][1] or made[i][0].payload_json == jobs[i].payload}
+            await offload.forget_jobs(jobs, [i for i in originals if i not in ours])
+            made = [(with_payload(job, originals[i]) if i in ours else job, created)
                     for i, (job, created) in enumerate(made)]
         return made
 
