@@ -243,3 +243,18 @@ def test_a_missing_cryptography_names_the_extra(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.ciphers.aead", None)
     with pytest.raises(MissingExtra, match=r"pip install 'jobloom\[encryption\]'"):
         Encrypted(keys=[NEW])
+
+
+async def test_a_batch_callback_gets_its_counts_merged_into_its_encrypted_payload(store_url: str) -> None:
+    app = make_app(store_url, NEW)
+    try:
+        batch = await app.batch([(Echo, {"n": i}) for i in range(3)], on_complete=(Echo, {"secret": MARK}))
+        await drain_all(app)
+        done = await app.get_batch(batch.id)
+        callback = await app.get_job(done.on_complete) if done.on_complete else None
+        assert callback is not None and callback.state == "succeeded", callback
+        assert callback.payload == {"secret": MARK, "batch": batch.id, "total": 3, "succeeded": 3, "failed": 0,
+                                    "cancelled": 0}
+        assert not any(MARK.encode() in blob for blob in _raw_texts(store_url))
+    finally:
+        await app.close()
