@@ -258,3 +258,9 @@ async def test_a_batch_callback_gets_its_counts_merged_into_its_encrypted_payloa
         assert not any(MARK.encode() in blob for blob in _raw_texts(store_url))
     finally:
         await app.close()
+
+
+def test_app_refuses_a_codec_that_is_not_one(sqlite_url: str) -> None:
+    with pytest.raises(jobloom.InvalidOption, match=r"invalid codec: \['.*'\]; expected a jobloom.codecs.Codec"):
+        jobloom.App(sqlite_url, performers=PERFORMERS, codec=[NEW])  # type: ignore[arg-type]
+    assert jobloom.App(sqlite_url, performers=PERFORMERS).codec is jobloom.codecs.IDENTITY

@@ -19,7 +19,7 @@ from jobloom.app.offloading import DEFAULT_GRACE, DEFAULT_OFFLOAD_OVER
 from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
 from jobloom.app.stores import Stores
-from jobloom.core.codecs import IDENTITY, Codec
+from jobloom.core.codecs import Codec, checked_codec
 from jobloom.core.errors import UnknownBinding
 from jobloom.core.extras import needs_extra
 from jobloom.core.signing import secret_bytes
@@ -84,7 +84,7 @@ class App:
         **store_options: Any,
     ) -> None:
         self.url = url
-        self.codec: Codec = IDENTITY if codec is None else codec
+        self.codec: Codec = checked_codec(codec)
         self.clock = clock
         self.env = env
         from jobloom.core.options import finite

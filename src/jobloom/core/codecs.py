@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from jobloom.core.blobref import PREFIX as BLOB_PREFIX
-from jobloom.core.errors import JobloomError
+from jobloom.core.errors import InvalidOption, JobloomError
 from jobloom.core.extras import needs_extra
 
 PREFIX = '"jlenc1:'
@@ -173,6 +173,17 @@ class Encrypted:
     def current(self, text: str) -> bool:
         """Whether ``text`` is ciphertext of the first key."""
         return text.startswith(self._tag)
+
+
+def checked_codec(codec: object) -> Codec:
+    """``App(codec=...)``: None (the identity), or an object with the :class:`Codec` methods."""
+    if codec is None:
+        return IDENTITY
+    if not all(callable(getattr(codec, m, None)) for m in ("encode", "decode", "current")) or not hasattr(
+            codec, "encrypts"):
+        raise InvalidOption("codec", codec, "a jobloom.codecs.Codec (encode, decode, current, encrypts), such "
+                                            "as jobloom.codecs.Encrypted(keys=[...])")
+    return codec  # type: ignore[return-value]
 
 
 def readable(codec: Codec, text: str | None, what: str) -> str | None:
