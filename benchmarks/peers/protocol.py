@@ -1,15 +1,19 @@
 """One system through the peers protocol; prints its figures as one JSON object.
 
-    python benchmarks/peers/protocol.py huey|rq|procrastinate|jobloom-sqlite|jobloom-postgres [--jobs N] ...
+    python benchmarks/peers/protocol.py huey|rq|procrastinate|bullmq|graphile-worker|jobloom-sqlite|...
 
 Runs with the interpreter that has the system installed (the peers' virtualenv for Huey, RQ and
-Procrastinate; jobloom's own for jobloom). The protocol, the same for every system:
+Procrastinate, and for the Node peers, whose producer and worker are Node scripts in ``node/``:
+``node/producer.mjs`` enqueues, this script times nothing of theirs but reads their stamps; jobloom's
+own for jobloom). The protocol, the same for every system:
 
 1. enqueue: ``--jobs`` (20,000) no-op jobs, one call at a time, each awaited (or returned) before the
    next, timed: *enqueue one/s*;
 2. drain: then one worker is started as a user would start it, with its defaults (``huey_consumer``,
-   ``rq worker``, ``procrastinate worker``, ``jobloom worker``); each job writes the moment its body
-   began to a file of its process (``apps/stamps.py``, the same for all); *drain jobs/s* is
+   ``rq worker``, ``procrastinate worker``, ``jobloom worker``; BullMQ's ``new Worker(queue, processor)``,
+   ``graphile-worker``, both under Node); each job writes the moment its body began to a file of its
+   process (``apps/stamps.py``; ``node/stamps.mjs``, the same write and the same wall clock at
+   microsecond resolution); *drain jobs/s* is
    ``(N - 1) / (last start - first start)``: the steady rate, without the worker's start-up;
 3. latency: the worker, now idle for a second, gets ``--latency-jobs`` (300) jobs enqueued at a steady
    ``--rate`` (50/s) by this process; each carries the moment it was enqueued and records the moment
@@ -17,9 +21,10 @@ Procrastinate; jobloom's own for jobloom). The protocol, the same for every syst
 4. memory: the RSS of all the worker's processes together (the process started and every descendant),
    sampled every 50 ms from start to stop: the peak.
 
-Each system gets a store of its own, emptied first: Redis db ``--redis-db`` (flushed, that db only),
-the PostgreSQL database ``peers_procrastinate`` (dropped and made again), a fresh schema for jobloom
-on PostgreSQL, a fresh SQLite file.
+Each system gets a store of its own, emptied first: Redis db ``--redis-db`` (flushed, that db only;
+BullMQ the keys of its own prefix in that db, deleted before and after), the PostgreSQL databases
+``peers_procrastinate`` and ``peers_graphile_worker`` (dropped and made again, dropped after), a fresh
+schema for jobloom on PostgreSQL, a fresh SQLite file.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ import psutil
 
 HERE = Path(__file__).resolve().parent
 APPS = HERE / "apps"
+NODE = HERE / "node"
+NODE_BIN = shutil.which("node") or "node"
 BIN = Path(sys.executable).parent
 
 
@@ -73,12 +80,30 @@ class Adapter:
         """Enqueue one latency job carrying its enqueue moment."""
         raise NotImplementedError
 
+    async def enqueue_all(self, n: int) -> float:
+        """One warm-up job (the connection is made and warm), then ``n`` no-op jobs one at a time: per second."""
+        await self.enqueue(-1)
+        return await _timed(n, self.enqueue)
+
+    async def enqueue_paced(self, count: int, rate: float) -> None:
+        """``count`` latency jobs at a steady ``rate`` per second, each stamped just before its enqueue call."""
+        t0 = time.monotonic()
+        for k in range(count):
+            pause = t0 + k / rate - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            await self.enqueue_stamped(time.time())
+
     async def close(self) -> None:
         """Close what :meth:`open` opened."""
 
     def worker(self) -> list[str]:
         """The worker command, as its documentation gives it, with no tuning flags."""
         raise NotImplementedError
+
+    def cwd(self) -> Path:
+        """The folder the worker starts in."""
+        return APPS
 
     def teardown(self) -> None:
         """Remove the store."""
@@ -151,19 +176,20 @@ def _with_db(url: str, db: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + db))
 
 
+def _admin(url: str, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(statement)
+
+
 class Procrastinate(Adapter):
     name = "procrastinate"
     DB = "peers_procrastinate"
 
-    def _admin(self, statement: str) -> None:
-        import psycopg
-
-        with psycopg.connect(self.args.postgres_url, autocommit=True) as conn:
-            conn.execute(statement)
-
     def setup(self) -> None:
-        self._admin(f"DROP DATABASE IF EXISTS {self.DB} WITH (FORCE)")
-        self._admin(f"CREATE DATABASE {self.DB}")
+        _admin(self.args.postgres_url, f"DROP DATABASE IF EXISTS {self.DB} WITH (FORCE)")
+        _admin(self.args.postgres_url, f"CREATE DATABASE {self.DB}")
         self.env["PEERS_PG_URL"] = _with_db(self.args.postgres_url, self.DB)
         subprocess.run([str(BIN / "procrastinate"), "--app", "peer_procrastinate.app", "schema", "--apply"],
                        env=self.env, check=True, capture_output=True)
@@ -189,7 +215,7 @@ class Procrastinate(Adapter):
         return [str(BIN / "procrastinate"), "--app", "peer_procrastinate.app", "worker"]
 
     def teardown(self) -> None:
-        self._admin(f"DROP DATABASE IF EXISTS {self.DB} WITH (FORCE)")
+        _admin(self.args.postgres_url, f"DROP DATABASE IF EXISTS {self.DB} WITH (FORCE)")
 
 
 class Jobloom(Adapter):
@@ -237,6 +263,78 @@ class Jobloom(Adapter):
             with psycopg.connect(self.args.postgres_url, autocommit=True) as conn:
                 conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class NodePeer(Adapter):
+    """A peer from npm, run under Node: ``node/producer.mjs`` enqueues (and times itself), a Node worker works."""
+
+    package = ""
+
+    def version(self) -> str:
+        return str(json.loads((NODE / "node_modules" / self.package / "package.json").read_text())["version"])
+
+    async def _producer(self, *argv: str) -> dict[str, Any]:
+        proc = await asyncio.create_subprocess_exec(
+            NODE_BIN, str(NODE / "producer.mjs"), self.name, *argv, env=self.env, cwd=NODE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"{err.decode()[-3000:]}\nnode/producer.mjs {self.name} {' '.join(argv)} failed")
+        return dict(json.loads(out.decode().strip().splitlines()[-1]))
+
+    async def enqueue_all(self, n: int) -> float:
+        return float((await self._producer("enqueue", str(n)))["enqueue_per_s"])
+
+    async def enqueue_paced(self, count: int, rate: float) -> None:
+        await self._producer("latency", str(count), f"{rate:g}")
+
+
+class BullMQ(NodePeer):
+    name = package = "bullmq"
+    PREFIX = "jobloom-peers-bullmq"
+
+    def setup(self) -> None:
+        import redis
+
+        self.env["PEERS_BULLMQ_PREFIX"] = self.PREFIX
+        client = redis.Redis(host="127.0.0.1", port=6379, db=self.args.redis_db)
+        keys = list(client.scan_iter(match=f"{self.PREFIX}:*", count=1000))  # its own keys only
+        for k in range(0, len(keys), 1000):
+            client.delete(*keys[k:k + 1000])
+
+    def worker(self) -> list[str]:
+        return [NODE_BIN, str(NODE / "bullmq_worker.mjs")]
+
+    def cwd(self) -> Path:
+        return NODE
+
+    def teardown(self) -> None:
+        self.setup()
+
+
+class GraphileWorker(NodePeer):
+    name = package = "graphile-worker"
+    DB = "peers_graphile_worker"
+
+    def setup(self) -> None:
+        _admin(self.args.postgres_url, f"DROP DATABASE IF EXISTS {self.DB} WITH (FORCE)")
+        _admin(self.args.postgres_url, f"CREATE DATABASE {self.DB}")
+        self.env["PEERS_GRAPHILE_URL"] = _with_db(self.args.postgres_url, self.DB)
+        subprocess.run([*self._cli(), "--schema-only"], env=self.env, cwd=self.cwd(), check=True, capture_output=True)
+
+    def _cli(self) -> list[str]:
+        return [NODE_BIN, str(NODE / "node_modules" / "graphile-worker" / "dist" / "cli.js"), "-c",
+                self.env["PEERS_GRAPHILE_URL"]]
+
+    def worker(self) -> list[str]:
+        jobs = ["--jobs", str(self.args.graphile_jobs)] if self.args.graphile_jobs else []
+        return [*self._cli(), *jobs]
+
+    def cwd(self) -> Path:
+        return NODE / "graphile"  # its tasks: ./tasks/noop.js, ./tasks/stamped.js
+
+    def teardown(self) -> None:
+        _admin(self.args.postgres_url, f"DROP DATABASE IF EXISTS {self.DB} WITH (FORCE)")
 
 
 class Sampler:
@@ -312,10 +410,9 @@ async def run(adapter: Adapter, args: argparse.Namespace, stamps: str) -> dict[s
     proc: subprocess.Popen[bytes] | None = None
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
     try:
-        await adapter.enqueue(-1)  # the connection is made and warm before the timing starts
-        enqueue_rate = await _timed(args.jobs, adapter.enqueue)
-        proc = subprocess.Popen(adapter.worker(), env=adapter.env, cwd=APPS, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        enqueue_rate = await adapter.enqueue_all(args.jobs)
+        proc = subprocess.Popen(adapter.worker(), env=adapter.env, cwd=adapter.cwd(), stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         sampler = Sampler(proc.pid)
 
         def alive() -> None:
@@ -327,12 +424,7 @@ async def run(adapter: Adapter, args: argparse.Namespace, stamps: str) -> dict[s
         starts = sorted(float(x) for x in _lines(stamps, "drain"))  # N jobs and the warm-up one
         drain = (len(starts) - 1) / (starts[-1] - starts[0])
         await asyncio.sleep(1.0)  # idle: what is measured next is waking it
-        t0 = time.monotonic()
-        for k in range(args.latency_jobs):
-            pause = t0 + k / args.rate - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-            await adapter.enqueue_stamped(time.time())
+        await adapter.enqueue_paced(args.latency_jobs, args.rate)
         await _wait_lines(stamps, "latency", args.latency_jobs, 120, alive)
         delays = [(float(b) - float(a)) * 1000 for a, b in (x.split() for x in _lines(stamps, "latency"))]
         rss = sampler.stop()
@@ -359,13 +451,16 @@ async def run(adapter: Adapter, args: argparse.Namespace, stamps: str) -> dict[s
 def main() -> int:
     """Entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("system", choices=["huey", "rq", "procrastinate", "jobloom-sqlite", "jobloom-postgres"])
+    parser.add_argument("system", choices=["huey", "rq", "procrastinate", "bullmq", "graphile-worker", "jobloom-sqlite",
+                                           "jobloom-postgres"])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--latency-jobs", type=int, default=300)
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--redis-db", type=int, default=13)
     parser.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--timeout", type=float, default=900.0, help="Seconds the drain may take.")
+    parser.add_argument("--graphile-jobs", type=int, default=0,
+                        help="graphile-worker's --jobs (its concurrency); 0, the protocol: its default (1).")
     args = parser.parse_args()
     stamps = tempfile.mkdtemp(prefix="jlpeers-stamps-")
     env = {**os.environ, "PEERS_STAMPS": stamps, "PEERS_REDIS_DB": str(args.redis_db),
@@ -375,6 +470,7 @@ def main() -> int:
     adapters: dict[str, Callable[[], Adapter]] = {
         "huey": lambda: Huey(args, env), "rq": lambda: RQ(args, env),
         "procrastinate": lambda: Procrastinate(args, env),
+        "bullmq": lambda: BullMQ(args, env), "graphile-worker": lambda: GraphileWorker(args, env),
         "jobloom-sqlite": lambda: Jobloom(args, env, "sqlite"),
         "jobloom-postgres": lambda: Jobloom(args, env, "postgres"),
     }

@@ -1,14 +1,24 @@
-"""jobloom beside Huey, RQ and Procrastinate, by one protocol, in one run: a side-by-side table.
+"""jobloom beside Huey, RQ, Procrastinate, BullMQ and graphile-worker, by one protocol, in one run: a table.
 
     ./dev bench peers                        # every system; writes results.json and the tables
     ./dev bench peers --systems huey,jobloom-postgres --no-write
+    ./dev bench peers --systems bullmq,graphile-worker,huey --no-write
 
 Huey, RQ and Procrastinate are installed into a virtualenv of their own, ``benchmarks/peers/.venv``
 (made here on first use from ``requirements.txt``, pinned versions from PyPI; never into jobloom's
-dependencies); jobloom runs from the interpreter running this script. Huey and RQ use the local
-Redis (127.0.0.1:6379, db ``--redis-db``, flushed before and after: that db only); Procrastinate
-and jobloom use the PostgreSQL at ``--postgres-url`` (Procrastinate a database of its own, jobloom
-a fresh schema). What each measurement is: ``protocol.py``.
+dependencies); jobloom runs from the interpreter running this script. BullMQ and graphile-worker are
+npm packages run under Node (``node`` on the PATH, 20 or later): ``benchmarks/peers/node/`` pins them
+in ``package.json`` and ``package-lock.json`` and this script installs them there with ``npm ci`` on
+first use (``node_modules`` is not committed); their producer (``node/producer.mjs``) and workers are
+Node scripts, driven by ``protocol.py`` through the same steps and stamps as the Python peers.
+
+Huey and RQ use the local Redis (127.0.0.1:6379, db ``--redis-db``, flushed before and after: that db
+only), BullMQ the same db under a key prefix of its own (``jobloom-peers-bullmq``, only those keys
+deleted before and after); Procrastinate, graphile-worker and jobloom use the PostgreSQL at
+``--postgres-url`` (Procrastinate and graphile-worker a database of their own, dropped after; jobloom a
+fresh schema). Every worker runs with its defaults: graphile-worker's concurrency is 1 (``protocol.py
+graphile-worker --graphile-jobs 24`` measures it at 24, outside the table). What each measurement is:
+``protocol.py``.
 
 The table is written to ``benchmarks/peers/results.md`` and between the ``peers`` markers of
 ``benchmarks/RESULTS.md`` (the one place for figures); raw figures to ``benchmarks/peers/results.json``.
@@ -30,12 +40,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 VENV = HERE / ".venv"
 REQUIREMENTS = HERE / "requirements.txt"
+NODE = HERE / "node"
+NODE_SYSTEMS = {"bullmq", "graphile-worker"}
 BEGIN, END = "<!-- peers:begin -->", "<!-- peers:end -->"
-SYSTEMS = ["huey", "rq", "procrastinate", "jobloom-sqlite", "jobloom-postgres"]
+SYSTEMS = ["huey", "rq", "procrastinate", "bullmq", "graphile-worker", "jobloom-sqlite", "jobloom-postgres"]
 LABELS = {
     "huey": "Huey {v} on Redis (`huey_consumer app.huey`)",
     "rq": "RQ {v} on Redis (`rq worker`)",
     "procrastinate": "Procrastinate {v} on PostgreSQL (`procrastinate worker`)",
+    "bullmq": "BullMQ {v} on Redis, Node (`new Worker(queue, processor)`)",
+    "graphile-worker": "graphile-worker {v} on PostgreSQL, Node (`graphile-worker`)",
     "jobloom-sqlite": "jobloom SQLite (`jobloom worker app`)",
     "jobloom-postgres": "jobloom PostgreSQL (`jobloom worker app`)",
 }
@@ -52,6 +66,16 @@ def peers_python() -> Path:
         subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True)
         stamp.touch()
     return python
+
+
+def node_peers() -> None:
+    """The Node peers in ``node/node_modules``: ``npm ci`` first (again when ``package-lock.json`` changed)."""
+    stamp = NODE / "node_modules" / ".installed"
+    lock = NODE / "package-lock.json"
+    if not stamp.exists() or stamp.stat().st_mtime < lock.stat().st_mtime:
+        print("installing the Node peers into benchmarks/peers/node/node_modules ...", file=sys.stderr, flush=True)
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE, check=True)
+        stamp.touch()
 
 
 def cpu_loop_ms() -> float:
@@ -134,7 +158,12 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="Print the table only.")
     args = parser.parse_args()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in LABELS]
+    if unknown:
+        parser.error(f"--systems: unknown {', '.join(unknown)} (known: {', '.join(SYSTEMS)})")
     peers = peers_python() if any(not s.startswith("jobloom") for s in systems) else None
+    if NODE_SYSTEMS & set(systems):
+        node_peers()
     reports: list[dict[str, Any]] = []
     loops: list[float] = []
     loads: list[float] = []
