@@ -30,6 +30,8 @@ EXPECTED = {
                      "deps.batch.small.enqueue", "deps.batch.large", "deps.batch.large.enqueue", "deps.batch.ratio"],
     "codec": ["codec.cpu.identity", "codec.cpu.encrypted", "codec.job.identity", "codec.job.encrypted",
               "codec.job.ratio"],
+    "middleware": ["middleware.chain", "middleware.enqueue.none", "middleware.enqueue.empty", "middleware.drain.none",
+                   "middleware.drain.empty"],
     "defaults": ["defaults.drain", "defaults.p50", "defaults.p99", "defaults.cpu", "defaults.rss", "defaults.enqueue",
                  "defaults.floor", "defaults.enqueue_ratio"],
 }

@@ -188,6 +188,6 @@ async def test_hooks_read_encrypted_payloads_and_results(store_url: str) -> None
     try:
         job = await app.enqueue(Hooked, {"n": 11})
         await app.drain()
-        assert CALLS == [("success", 11, {"done": 11}, job.id)]
+        assert [("success", 11, {"done": 11}, job.id)] == CALLS
     finally:
         await app.close()

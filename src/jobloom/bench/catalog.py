@@ -5,6 +5,7 @@ from __future__ import annotations
 from jobloom.bench.codec_workloads import codec
 from jobloom.bench.flow_workloads import flows
 from jobloom.bench.link_workloads import dependencies
+from jobloom.bench.middleware_workloads import middleware
 from jobloom.bench.workloads import Workload, drain, enqueue, history, latency, limits
 
 WORKLOADS: dict[str, Workload] = {
@@ -16,4 +17,5 @@ WORKLOADS: dict[str, Workload] = {
     "flows": flows,
     "dependencies": dependencies,
     "codec": codec,
+    "middleware": middleware,
 }

@@ -32,6 +32,7 @@ class WorkloadName(enum.StrEnum):
     flows = "flows"
     dependencies = "dependencies"
     codec = "codec"
+    middleware = "middleware"
     defaults = "defaults"
     all = ALL
 
