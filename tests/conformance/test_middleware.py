@@ -3,6 +3,7 @@ perform middleware around each attempt, its exceptions handled like the job's.""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from typing import Any
 
@@ -187,3 +188,62 @@ async def test_an_enqueue_middleware_that_returns_nothing_is_named(store_url: st
         assert await app.list_jobs() == []
     finally:
         await app.close()
+
+
+class Spawns(jobloom.Performer[dict[str, Any], int]):
+    async def perform(self, payload: dict[str, Any]) -> int:
+        child = await self.ctx.spawn("child", Seen, {"x": "child"})
+        return child.id
+
+
+async def test_sync_and_process_performers_are_wrapped_on_the_loop(store_url: str) -> None:
+    from .sync_performers import InChild, Point
+
+    log: list[str] = []
+    app = jobloom.App(store_url, performers=[SyncSeen, InChild], auto_migrate=True,
+                      middleware=[Recorder("a", log)])
+    try:
+        in_thread = await app.enqueue(SyncSeen, {})
+        in_child = await app.enqueue(InChild, Point(1, 0))
+        log.clear()
+        await app.drain()
+        assert log.count("a:perform:in") == 2 and log.count("a:perform:out") == 2
+        assert (await app.get_job(in_thread.id)).result == "sync"
+        assert (await app.get_job(in_child.id)).state == "succeeded"
+    finally:
+        await app.close()
+
+
+async def test_enqueues_in_the_callers_transaction_and_children_pass_the_chain(store_url: str) -> None:
+    from .test_transactional import async_connection, sync_connection
+
+    log: list[str] = []
+    app = jobloom.App(store_url, performers=[Seen, Spawns], auto_migrate=True, middleware=[Recorder("a", log)])
+    try:
+        await app.store()
+        conn = await async_connection(app.url)
+        is_sqlite = not hasattr(conn, "pgconn")
+        try:
+            in_async = await app.enqueue(Seen, {"x": 1}, connection=conn)
+            conn.commit() if is_sqlite else await conn.commit()
+        finally:
+            conn.close() if is_sqlite else await conn.close()
+
+        def in_a_thread() -> jobloom.Job:  # as sync code does: its own connection, the app's loop thread
+            sync_conn = sync_connection(app.url)
+            try:
+                job = app.enqueue_sync(Seen, {"x": 2}, connection=sync_conn)
+                sync_conn.commit()
+                return job
+            finally:
+                sync_conn.close()
+
+        in_sync = await asyncio.to_thread(in_a_thread)
+        parent = await app.enqueue(Spawns, {})
+        await app.drain()
+        child_id = (await app.get_job(parent.id)).result
+        for job_id in (in_async.id, in_sync.id, child_id):
+            assert (await app.get_job(job_id)).tags == ["a"], job_id
+    finally:
+        await app.close()
+        app.close_sync()
