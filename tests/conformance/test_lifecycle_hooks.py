@@ -191,3 +191,13 @@ async def test_hooks_read_encrypted_payloads_and_results(store_url: str) -> None
         assert [("success", 11, {"done": 11}, job.id)] == CALLS
     finally:
         await app.close()
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), "60"])
+def test_a_bad_hook_lease_is_refused_naming_it(bad: object) -> None:
+    class Leased(Plain):
+        hook_lease = bad  # type: ignore[assignment]
+
+    with pytest.raises(InvalidOption, match="hook_lease") as err:
+        jobloom.App("sqlite:///unused.db", performers=[Leased])
+    assert "Leased" in str(err.value)
