@@ -4,13 +4,16 @@ batch's last job ended, with the batch's counts; jobs added from inside a job ar
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import jobloom
+from jobloom.blobs import Directory
 from jobloom.engine import coordinator
 from jobloom.engine.jobs import Outcome
+from jobloom.engine.middleware import EnqueueCall
 
 CALLED: list[tuple[str, dict[str, Any]]] = []
 
@@ -130,3 +133,43 @@ async def test_the_last_two_jobs_ending_at_once_release_the_callback_once(app: j
     assert b.on_complete is not None and (await app.get_job(b.on_complete)).state == "queued"
     await app.drain()
     assert [k for k, _ in CALLED] == ["complete"]
+
+
+class Marks:
+    """Enqueue middleware: tags each job, and refuses a payload marked ``refuse``."""
+
+    async def enqueue(self, request: EnqueueCall, call_next: Any) -> EnqueueCall:
+        if request.payload.get("refuse"):
+            raise PermissionError("refused by middleware")
+        request.tags = [*request.tags, "marked"]
+        return await call_next(request)  # type: ignore[no-any-return]
+
+
+async def test_a_batchs_jobs_pass_the_enqueue_middleware(store_url: str) -> None:
+    app = jobloom.App(store_url, performers=[Item, Done], auto_migrate=True, middleware=[Marks()])
+    try:
+        made = await app.batch([(Item, {"n": 1}), (Item, {"n": 2})], on_complete=(Done, {"kind": "complete"}))
+        assert [(await app.get_job(i)).tags for i in made.job_ids] == [["marked"], ["marked"]]
+        with pytest.raises(PermissionError) as refused:
+            await app.batch([(Item, {"n": 3}), (Item, {"n": 4, "refuse": True})])
+        assert "in item 1 of batch" in "".join(refused.value.__notes__)
+        assert len(await app.list_jobs()) == 3  # the first batch and its callback; the refused one left nothing
+    finally:
+        await app.close()
+
+
+async def test_a_batchs_large_payloads_go_to_the_blob_store(store_url: str, tmp_path: Path) -> None:
+    CALLED.clear()
+    folder = tmp_path / "blobs"
+    app = jobloom.App(store_url, performers=[Item, Done], auto_migrate=True, blobs=Directory(folder),
+                      offload_over=1024)
+    try:
+        big = {"n": 1, "pad": "b" * 4096}
+        made = await app.batch([(Item, big), (Item, {"n": 2})], on_complete=(Done, {"kind": "complete"}))
+        assert len(list(folder.glob("*/*"))) == 1
+        assert (await app.get_job(made.job_ids[0])).payload == big
+        await app.drain()
+        assert (await app.get_batch(made.id)).succeeded == 2
+        assert [kind for kind, _ in CALLED] == ["complete"]
+    finally:
+        await app.close()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
+from typing import Any
 
 import pydantic
 import pytest
 
 import jobloom
+from jobloom.blobs import Directory
 from jobloom.core.errors import InvalidOption, InvalidPayload
+from jobloom.engine.middleware import EnqueueCall
 from jobloom.engine.performer import inspect_performer
 
 from .test_transactional import async_connection
@@ -108,3 +112,48 @@ async def test_bad_triggers_name_the_binding_and_value(bad: object) -> None:
 async def test_bad_topic_is_refused(app: jobloom.App) -> None:
     with pytest.raises(InvalidOption, match="invalid topic"):
         await app.publish("no spaces", {})
+
+
+class TagsAndRefuses:
+    """Enqueue middleware: tags each job with its binding, and refuses a payload marked ``refuse``."""
+
+    async def enqueue(self, request: EnqueueCall, call_next: Any) -> EnqueueCall:
+        if isinstance(request.payload, dict) and request.payload.get("refuse"):
+            raise PermissionError(f"{request.binding} refuses it")
+        request.tags = [*request.tags, f"via:{request.binding}"]
+        return await call_next(request)  # type: ignore[no-any-return]
+
+
+async def test_published_jobs_pass_the_enqueue_middleware(store_url: str) -> None:
+    app = jobloom.App(store_url, performers=[Mail, Ledger], auto_migrate=True, middleware=[TagsAndRefuses()])
+    try:
+        jobs = await app.publish("order.created", {"id": 3})
+        assert sorted(j.tags for j in jobs) == [["via:Ledger"], ["via:Mail"]]
+        with pytest.raises(PermissionError) as refused:
+            await app.publish_many([("order.paid", {"id": 4}), ("order.created", {"id": 5, "refuse": True})])
+        assert "subscriber" in "".join(refused.value.__notes__)
+        assert len(await app.list_jobs()) == 2  # the refused publish_many left nothing
+    finally:
+        await app.close()
+
+
+async def test_a_large_publish_in_the_callers_transaction_is_offloaded(store_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "blobs"
+    app = jobloom.App(store_url, performers=[Ledger], auto_migrate=True, blobs=Directory(folder), offload_over=1024)
+    conn = await async_connection(app.url)
+    big = {"data": "p" * 4096}
+    try:
+        [job] = await app.publish("order.paid", big, connection=conn)
+        assert job.payload == big  # the caller sees its data, not the reference the row keeps
+        if isinstance(conn, sqlite3.Connection):
+            conn.commit()
+        else:
+            await conn.commit()
+        assert len(list(folder.glob("*/*"))) == 1
+        assert (await app.get_job(job.id)).payload == big
+    finally:
+        if isinstance(conn, sqlite3.Connection):
+            conn.close()
+        else:
+            await conn.close()
+        await app.close()

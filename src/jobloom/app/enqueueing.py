@@ -88,10 +88,16 @@ def options_of(
 Item = tuple[PerformerSpec, Any, EnqueueOptions]
 
 
-async def admit(app: App, items: Sequence[Item]) -> Sequence[Item]:
+class Admits(Protocol):
+    """What :func:`admit` needs of the app: its middleware."""
+
+    middleware: Middlewares
+
+
+async def admit(app: Admits, items: Sequence[Item], what: str = "enqueue_many") -> Sequence[Item]:
     """The one place every enqueue of the app's API (``App.enqueue``, ``enqueue_many``, ``enqueue_sync``,
-    a child, the HTTP API's) passes its app's enqueue middleware: each item as the chain returns it. An
-    exception of the chain refuses the whole enqueue (nothing is stored)."""
+    a child, the HTTP API's, a publish's jobs, a batch's) passes its app's enqueue middleware: each item as the
+    chain returns it. An exception of the chain refuses the whole enqueue (nothing is stored)."""
     chain = app.middleware
     if not chain.enqueues:
         return items
@@ -101,7 +107,7 @@ async def admit(app: App, items: Sequence[Item]) -> Sequence[Item]:
             call = await chain.enqueue(EnqueueCall(spec.binding, payload, options))
         except Exception as exc:
             if len(items) > 1:
-                exc.add_note(f"in item {i} of enqueue_many (counting from 0); nothing was enqueued")
+                exc.add_note(f"in item {i} of {what} (counting from 0); nothing was enqueued")
             raise
         out.append((spec, call.payload, call.options))
     return out

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from jobloom.app.enqueueing import App
+from jobloom.app.enqueueing import App, admit
 from jobloom.core.errors import BatchNotFound, InvalidOption
 from jobloom.core.queries import Q
 from jobloom.core.types import Batch
 from jobloom.engine import job_batches
 from jobloom.engine.batch_counts import counts
-from jobloom.engine.enqueue import DEFAULT_OPTIONS, build_job
+from jobloom.engine.enqueue import DEFAULT_OPTIONS, EnqueueRequest, build_job
 from jobloom.engine.jobs import NewJob
 from jobloom.engine.links import build_items
 from jobloom.engine.telemetry import EnqueueTold
@@ -44,11 +44,13 @@ async def batch(app: App, items: Sequence[Any], on_complete: Any, on_success: An
     """Enqueue ``items`` as one batch with its callbacks, atomically (see :meth:`App.batch`)."""
     core = await app.stores.core()
     now = core.store.now()
-    members = build_items(app.spec, list(items), now, "batch")
+    members = build_items(app.spec, await _admitted(app, items), now, "batch")
     if not members:
         raise InvalidOption("items", [], "at least one job")
     complete = _callback(app, "on_complete", on_complete, now)
     success = _callback(app, "on_success", on_success, now)
+    if app.offload is not None:  # a blob whose row is not committed is left to the sweeper
+        await app.offload.put_jobs(members)  # (callbacks stay in their rows: the counts merge into them)
     made: list[tuple[int, list[int], int | None, int | None]] = []
     notified = False
 
@@ -64,6 +66,21 @@ async def batch(app: App, items: Sequence[Any], on_complete: Any, on_success: An
     if not notified:
         await core.store.notify()
     return Batch(batch_id, ids, len(ids), 0, 0, 0, len(ids), complete_id, success_id)
+
+
+async def _admitted(app: App, items: Sequence[Any]) -> list[Any]:
+    """``items`` as the app's enqueue middleware returns them (as they are, without middleware)."""
+    if not app.middleware.enqueues:
+        return list(items)
+    requests = []
+    for i, item in enumerate(items):
+        try:
+            requests.append(item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item))
+        except TypeError:
+            raise InvalidOption(f"items[{i}]", item,
+                                "a (performer, payload[, options]) tuple or an EnqueueRequest") from None
+    admitted = await admit(app, [(app.spec(r.performer), r.payload, r.options) for r in requests], "batch")
+    return [EnqueueRequest(spec.binding, payload, options) for spec, payload, options in admitted]
 
 
 async def get_batch(app: App, batch_id: int) -> Batch:

@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from jobloom.app.enqueueing import admit
 from jobloom.app.loops import _Core
 from jobloom.app.stores import Stores
-from jobloom.core.errors import JobloomError
 from jobloom.core.types import Job
-from jobloom.engine.enqueue import DEFAULT_OPTIONS, build_job, insert_in
+from jobloom.engine.enqueue import DEFAULT_OPTIONS, build_job, insert_in, restored
 from jobloom.engine.jobs import NewJob
+from jobloom.engine.middleware import Middlewares
+from jobloom.engine.offload import Offload
 from jobloom.engine.performer import PerformerSpec
 from jobloom.engine.telemetry import EnqueueTold, Telemetry
 from jobloom.engine.topics import check_topic, subscribers
@@ -24,9 +26,11 @@ from jobloom.store.base import Tx
 
 
 class App(Protocol):
-    """What publishing needs of the app: its performers, its store and telemetry."""
+    """What publishing needs of the app: its performers, middleware, blob store, store and telemetry."""
 
     specs: dict[str, PerformerSpec]
+    middleware: Middlewares
+    offload: Offload | None
 
     @property
     def stores(self) -> Stores:
@@ -42,8 +46,10 @@ def topics(app: App) -> dict[str, list[str]]:
     return subscribers((s.binding, s.triggers) for s in app.specs.values() if s.remote is None)
 
 
-def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float) -> tuple[list[NewJob], list[tuple[str, int]]]:
-    """The jobs to insert, and each item's topic with the number of jobs it makes (0: nobody subscribes)."""
+async def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float,
+                ) -> tuple[list[NewJob], list[tuple[str, int]]]:
+    """The jobs to insert, each through the app's enqueue middleware, and each item's topic with the
+    number of jobs it makes (0: nobody subscribes)."""
     subscribed = topics(app)
     jobs, counts = [], []
     for i, item in enumerate(items):
@@ -53,8 +59,9 @@ def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float) -> tuple[list[
         bindings = subscribed.get(check_topic(topic), [])
         for binding in bindings:
             try:
-                jobs.append(build_job(app.specs[binding], data, DEFAULT_OPTIONS, now))
-            except JobloomError as exc:
+                [(spec, payload, options)] = await admit(app, [(app.specs[binding], data, DEFAULT_OPTIONS)])
+                jobs.append(build_job(spec, payload, options, now))
+            except Exception as exc:
                 exc.add_note(f"publishing to topic {topic!r} (subscriber {binding}); nothing was enqueued")
                 raise
         counts.append((topic, len(bindings)))
@@ -64,7 +71,7 @@ def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float) -> tuple[list[
 async def publish_many(app: App, items: Sequence[tuple[str, Any]], connection: Any = None) -> list[Job]:
     """Publish each ``(topic, data)``: one job per subscribed binding, all in one transaction."""
     core = await app.stores.core()
-    jobs, counts = _jobs(app, items, core.store.now())
+    jobs, counts = await _jobs(app, items, core.store.now())
     created = await _insert(app, core, jobs, connection) if jobs else []
     for topic, n in counts:
         app.telemetry.published(topic, n)
@@ -74,12 +81,13 @@ async def publish_many(app: App, items: Sequence[tuple[str, Any]], connection: A
 async def _insert(app: App, core: _Core, jobs: list[NewJob], connection: Any) -> list[Job]:
     if connection is None:
         return await core.enqueuer.insert(jobs)
+    originals = {} if app.offload is None else await app.offload.put_jobs(jobs)
 
     async def work(tx: Tx) -> list[Job]:
         return await insert_in(tx, jobs)
 
     with EnqueueTold(app.telemetry, jobs) as told:
-        created = await core.store.transact_on(connection, work)
+        created = restored(await core.store.transact_on(connection, work), jobs, originals)
         told.done([j.id for j in created])  # in the caller's transaction, not committed yet
     return created
 
