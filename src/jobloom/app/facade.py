@@ -22,6 +22,7 @@ from jobloom.app.stores import Stores
 from jobloom.core.codecs import Codec, checked_codec
 from jobloom.core.errors import UnknownBinding
 from jobloom.core.extras import needs_extra
+from jobloom.core.options import finite
 from jobloom.core.signing import secret_bytes
 from jobloom.core.text import checked_id
 from jobloom.core.types import Attempt, Batch, Clock, Job, Run, to_datetime
@@ -50,18 +51,12 @@ Hook = Callable[[], Awaitable[None] | None]
 class App:
     """A jobloom application: ``App("sqlite:///jobloom.db", performers=[...], env=...)``.
 
-    ``lease`` is the lease length in seconds: a worker heartbeats to keep its jobs' leases alive,
-    and a lease that expires is reaped. ``performers`` may include ``jobloom.RemoteBinding``s (run by
-    remote workers); ``signing_secret`` signs the requests of ``HttpPerformer``s.
-    On SQLite, missing migrations are applied at first use
-    (``auto_migrate=True``); on PostgreSQL, ``jobloom migrate`` applies them and the app refuses a
-    store that lacks any. ``clock``: a clock that decides what time it is for every decision of this
-    app (``jobloom.testing.TestClock`` in tests); by default the store's own. ``middleware``: objects
-    run around each enqueue and each attempt, the first outermost (:mod:`jobloom.engine.middleware`).
-    ``codec``: how jobs' content is stored (``jobloom.codecs.Encrypted(keys=[...])`` encrypts it);
-    by default as JSON.
-    ``blobs``: a ``jobloom.blobs.BlobStore`` that takes payloads and results over ``offload_over`` bytes
-    (unreferenced blobs older than ``blob_grace`` seconds are swept; see docs/how-to/large-payloads.md).
+    Every option is described in docs/reference/configuration.md: ``lease`` (seconds a worker's lease on a
+    job lasts between heartbeats), ``performers`` (``RemoteBinding``s too), ``flows``, ``schedules``,
+    ``auto_migrate`` (on by default on SQLite only), ``signing_secret`` (``HttpPerformer`` requests),
+    ``clock`` (``jobloom.testing.TestClock`` in tests), ``middleware`` (the first outermost), ``codec``
+    (``jobloom.codecs.Encrypted``), ``blobs`` with ``offload_over`` and ``blob_grace``, and the store's
+    own options; a keyword that neither the app nor its store takes is refused, naming it.
     """
 
     def __init__(
@@ -87,8 +82,6 @@ class App:
         self.codec: Codec = checked_codec(codec)
         self.clock = clock
         self.env = env
-        from jobloom.core.options import finite
-
         self.lease = finite("lease", lease, minimum=0.0, above=True)
         self.store_options = store_options
         self.signing_secret = None if signing_secret is None else secret_bytes(signing_secret)
