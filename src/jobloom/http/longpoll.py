@@ -135,7 +135,8 @@ class JobWaits:
             else:
                 latest = self._latest.get(job.id, job)
         if done.done():
-            return done.result()
+            ended = done.result()  # read as a row: an offloaded payload or result is read now (get_job's way)
+            return ended if self.app.offload is None else await self.app.offload.resolved(ended)
         done.cancel()
         why = "the server is stopping" if gone.is_set() else f"after {timeout} s"
         raise WaitTimeout(f"job {job.id} is still {latest.state} {why}")
