@@ -300,33 +300,39 @@ async def test_strict_priority_without_aging(store_url: str) -> None:
     assert await _start_order(store_url, priority_aging=None, older_by=3600.0) == ["new", "old"]
 
 
-async def _due(app: jobloom.App, job: jobloom.Job) -> bool:
-    assert job.run_at is not None
-    return (await app.store()).now() >= job.run_at.timestamp()
+async def _delayed_order(store_url: str, *, aging: float | None, wait: float) -> list[str]:
+    """An old job delayed by a second and a new one, run one at a time after ``wait`` seconds of the test
+    clock: the order they started in. Without aging both have one priority and the new one is enqueued at
+    once; with it, the old one has priority 0 and the new one, of priority 2, is enqueued after the wait."""
+    clock = TestClock()  # the delay passes exactly when the test says, however slow the machine
+    app = jobloom.App(store_url, performers=[Ordered], auto_migrate=True, clock=clock)
+    Ordered.started = []
+    try:
+        await app.set_limits("Ordered", priority_aging=aging)
+        await app.enqueue(Ordered, {"n": "old"}, priority=0 if aging else 1, delay=1.0)
+        if aging is None:
+            await app.enqueue(Ordered, {"n": "new"}, priority=1)
+            clock.jump(wait)
+        else:
+            clock.jump(wait)
+            await app.enqueue(Ordered, {"n": "new"}, priority=2)
+        assert await app.drain(concurrency=1) == 2
+        return Ordered.started
+    finally:
+        await app.close()
 
 
-async def test_a_delayed_job_is_ordered_by_when_it_became_runnable(app: jobloom.App) -> None:
+async def test_a_delayed_job_is_ordered_by_when_it_became_runnable(store_url: str) -> None:
     # equal priority: the newer job was runnable first, so it goes first (not the one created first)
-    old = await app.enqueue(Nap, {"n": "old"}, delay=0.3)
-    new = await app.enqueue(Nap, {"n": "new"})
-    await eventually(lambda: _due(app, old), what="the delayed job due")
-    await app.drain(concurrency=1)
-    a, b = await app.get_job(old.id), await app.get_job(new.id)
-    assert a.started_at is not None and b.started_at is not None
-    assert b.started_at < a.started_at
+    assert await _delayed_order(store_url, aging=None, wait=1.0) == ["new", "old"]
 
 
-async def test_a_delayed_job_ages_only_from_when_it_became_runnable(app: jobloom.App) -> None:
-    await app.set_limits("Nap", priority_aging=0.25)
+async def test_a_delayed_job_ages_only_from_when_it_became_runnable(store_url: str) -> None:
     # created 1 s before the other: aged from its creation it would count 0 + 4 > 2, but it was not
-    # runnable then, so it counts 0 + (time since run_at) and the priority-2 job goes first
-    old = await app.enqueue(Nap, {"n": "old"}, priority=0, delay=1.0)
-    await eventually(lambda: _due(app, old), what="the delayed job due")
-    new = await app.enqueue(Nap, {"n": "new"}, priority=2)
-    await app.drain(concurrency=1)
-    a, b = await app.get_job(old.id), await app.get_job(new.id)
-    assert a.started_at is not None and b.started_at is not None
-    assert b.started_at < a.started_at
+    # runnable then, so it counts 0 + (time since run_at) = 0 and the priority-2 job goes first
+    assert await _delayed_order(store_url, aging=0.25, wait=1.0) == ["new", "old"]
+    # and aging does run from run_at: 3 s after it was due, 0 + 12 > 2 lifts the old job above the new one
+    assert await _delayed_order(store_url, aging=0.25, wait=4.0) == ["old", "new"]
 
 
 async def test_a_lost_attempt_is_retried_after_its_backoff_not_at_once(store_url: str) -> None:
