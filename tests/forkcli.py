@@ -143,8 +143,13 @@ class ForkServer:
 _servers: dict[tuple[tuple[str, str], ...], ForkServer] = {}
 
 
+PER_COMMAND = ("PYTHONPATH", "PYTEST_CURRENT_TEST")
+"""Variables a command may have of its own on a shared server: ``PYTHONPATH`` only makes ``sys.path``, and
+pytest names the running test in ``PYTEST_CURRENT_TEST`` (with it, each test would start a server)."""
+
+
 def _key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in env.items() if k != "PYTHONPATH"))
+    return tuple(sorted((k, v) for k, v in env.items() if k not in PER_COMMAND))
 
 
 def run(args: Sequence[str], *, cwd: str | os.PathLike[str], env: Mapping[str, str], timeout: float,
@@ -170,3 +175,135 @@ def close_all() -> None:
 
 
 atexit.register(close_all)
+
+
+# -- the same for a shell: ``jobloom`` as a bash function ------------------------------------------------
+# A shell block of the docs runs ``jobloom`` a few dozen times. ``ShellServer`` listens on a loopback
+# port; ``BASH_FUNCTION`` defines ``jobloom`` to send it its arguments, folder and environment and to
+# print what the forked command wrote, returning its status. A command whose environment differs from
+# the server's (the block exported something) is run by the real ``jobloom`` instead.
+
+_SHELL_SERVER = r'''
+import os, socket, sys
+
+SHELL_OWN = ("PWD", "OLDPWD", "SHLVL", "_", "PYTHONPATH", "PYTEST_CURRENT_TEST", "FORKCLI_PORT")
+
+def _fields(conn):
+    """NUL-ended fields: a count N, the folder, the stdout and stderr files, N arguments, then NAME=VALUE
+    fields of the environment up to an empty one."""
+    buf, fields, n = b"", [], None
+    while True:
+        while b"\0" in buf:
+            field, buf = buf.split(b"\0", 1)
+            fields.append(os.fsdecode(field))
+            n = int(fields[0]) if n is None else n
+            if len(fields) > 4 + n and fields[-1] == "":
+                return fields[1], fields[2], fields[3], fields[4:4 + n], fields[4 + n:-1]
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise EOFError
+        buf += chunk
+
+def _serve(preload):
+    for name in preload:
+        __import__(name)
+    own = {k: v for k, v in os.environ.items() if k not in SHELL_OWN}
+    base = sys.path[1 + len([p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]):]
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    print(srv.getsockname()[1], flush=True)
+    while True:
+        conn, _ = srv.accept()
+        try:
+            cwd, out, err, argv, env = _fields(conn)
+        except (EOFError, ValueError):
+            conn.close()
+            continue
+        env = dict(e.split("=", 1) for e in env)
+        if {k: v for k, v in env.items() if k not in SHELL_OWN} != own:
+            conn.sendall(b"fallback\n")
+            conn.close()
+            continue
+        if os.fork() == 0:  # one child per command, so a command left running does not hold the others
+            srv.close()
+            pid = os.fork()
+            if pid == 0:
+                conn.close()
+                return cwd, out, err, argv, env, base
+            _, status = os.waitpid(pid, 0)
+            rc = os.waitstatus_to_exitcode(status)
+            conn.sendall(f"{rc if rc >= 0 else 128 - rc}\n".encode())
+            os._exit(0)
+        conn.close()
+        while True:  # reap the children that are done
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+
+def _become(cwd, out, err, env, base):
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [os.getcwd(), *paths, *base]
+    for fd, path in ((1, out), (2, err)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+
+_cwd, _out, _err, _argv, _env, _base = _serve(sys.argv[1:])
+_become(_cwd, _out, _err, _env, _base)
+del _serve, _become, _fields, _cwd, _out, _err, _env, _base
+import runpy
+sys.argv[:] = ["-m", *_argv]
+del _argv
+runpy.run_module("jobloom.cli", run_name="__main__", alter_sys=True)
+'''
+
+BASH_FUNCTION = r"""
+jobloom() {  # the command forked from a Python that has already imported it (tests/forkcli.py)
+  local out err rc fd
+  out=$(mktemp) err=$(mktemp)
+  exec {fd}<>"/dev/tcp/127.0.0.1/$FORKCLI_PORT"
+  { printf '%s\0' "$#" "$PWD" "$out" "$err" "$@"; env -0; printf '\0'; } >&"$fd"
+  read -r rc <&"$fd" || rc="lost"
+  exec {fd}>&-
+  if [ "$rc" = fallback ]; then
+    rm -f "$out" "$err"
+    command jobloom "$@"
+    return
+  fi
+  cat "$out"
+  cat "$err" >&2
+  rm -f "$out" "$err"
+  [ "$rc" != lost ] || { echo "jobloom $*: the fork server did not answer" >&2; return 1; }
+  return "$rc"
+}
+"""
+"""Defines ``jobloom`` in bash as a client of the ``ShellServer`` at ``$FORKCLI_PORT``."""
+
+
+class ShellServer:
+    """A server that forks ``jobloom`` commands for ``BASH_FUNCTION``, for a shell whose environment is
+    ``env``; ``port`` is where it listens (pass it as ``FORKCLI_PORT``)."""
+
+    def __init__(self, env: Mapping[str, str], preload: Sequence[str] = PRELOAD) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _SHELL_SERVER, *preload], env=dict(env),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     cwd=tempfile.gettempdir())
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.strip().isdigit():
+            self.close()
+            raise RuntimeError(f"the shell fork server did not start (it said {line!r})")
+        self.port = int(line)
+
+    def close(self) -> None:
+        """Stop the server (commands it started and that still run are left to end by themselves)."""
+        self.proc.kill()
+        self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()

@@ -70,3 +70,43 @@ def test_each_environment_has_its_own_server(tmp_path: Path, env: dict[str, str]
     assert (a[0], b[0], a2[0]) == ("a", "b", "a")
     assert a[2] == a2[2] != b[2], "PYTHONPATH aside, one environment, one server"
     assert len({a[1], b[1], a2[1]}) == 3, "each command a process of its own"
+
+
+def test_the_running_tests_name_does_not_make_a_server_per_test(tmp_path: Path, env: dict[str, str]) -> None:
+    code = "import os; print(os.environ['PYTEST_CURRENT_TEST'], os.getppid())"
+    one = forkcli.run([], code=code, cwd=tmp_path, env={**env, "PYTEST_CURRENT_TEST": "t1"}, timeout=60)
+    two = forkcli.run([], code=code, cwd=tmp_path, env={**env, "PYTEST_CURRENT_TEST": "t2"}, timeout=60)
+    assert one.stdout.split()[0] == "t1" and two.stdout.split()[0] == "t2"  # each command sees its own
+    assert one.stdout.split()[1] == two.stdout.split()[1], "one server for both"
+
+
+SHELL = """
+jobloom --version
+jobloom jobs list --url sqlite:///x.db --limit many || echo "status $?"
+out=$(jobloom jobs list --url sqlite:///x.db --state done 2>&1) || echo "status $?: $out"
+jobloom jobs list --text "" --url sqlite:///x.db || echo "status $?"
+"""
+
+
+def _bash(program: str, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", program], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_jobloom_in_bash_forked_is_jobloom(tmp_path: Path, env: dict[str, str]) -> None:
+    env = {**env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])}
+    real = _bash(SHELL, tmp_path, env)
+    server = forkcli.ShellServer(env)
+    try:
+        forked = _bash(forkcli.BASH_FUNCTION + SHELL, tmp_path, {**env, "FORKCLI_PORT": str(server.port)})
+        assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
+        assert "status 1" in real.stdout and "status 2" in real.stdout
+        failing = _bash(forkcli.BASH_FUNCTION + "jobloom jobs list --limit many --url sqlite:///x.db\necho on\n",
+                        tmp_path, {**env, "FORKCLI_PORT": str(server.port)})
+        assert failing.returncode != 0 and "on" not in failing.stdout  # set -e stops at the failed command
+        # an environment the block changed: the real jobloom runs, and sees it
+        exported = _bash(forkcli.BASH_FUNCTION + "export NO_COLOR=; jobloom --version\n", tmp_path,
+                         {**env, "FORKCLI_PORT": str(server.port)})
+        assert exported.returncode == 0 and exported.stdout == real.stdout.splitlines(keepends=True)[0]
+    finally:
+        server.close()
