@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,11 +114,17 @@ class Env:
         assert done.returncode == 0, done.stderr
 
 
+    def migrated(self, template: str) -> Env:
+        """This env with its SQLite file a copy of one the migrations built (``_sqlite_template`` in
+        ``tests/conftest.py``): what ``jobloom migrate`` makes, without a process that makes it again for
+        every test (``test_migrate_applies_then_reports_up_to_date`` runs the command itself)."""
+        shutil.copyfile(template, self.db)
+        return self
+
+
 @pytest.fixture
-def cli(tmp_path: Path) -> Env:
-    env = Env(tmp_path)
-    env.run("migrate", "--url", env.url)
-    return env
+def cli(tmp_path: Path, _sqlite_template: str) -> Env:
+    return Env(tmp_path).migrated(_sqlite_template)
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = DEADLINE) -> None:

@@ -106,9 +106,9 @@ class FrictionEnv(Env):
 
 
 @pytest.fixture
-def fx(tmp_path: Path) -> FrictionEnv:
+def fx(tmp_path: Path, _sqlite_template: str) -> FrictionEnv:
     env = FrictionEnv(tmp_path)
-    env.run("migrate", *APP)
+    env.migrated(_sqlite_template)
     return env
 
 

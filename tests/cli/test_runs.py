@@ -88,9 +88,7 @@ class FlowEnv(Env):
 
 @pytest.fixture
 def fx(tmp_path: Path, store_url: str) -> FlowEnv:
-    env = FlowEnv(tmp_path, store_url)
-    env.run("migrate", "--url", store_url)
-    return env
+    return FlowEnv(tmp_path, store_url)  # store_url is migrated already
 
 
 def _failed_run(fx: FlowEnv, run_id: str = "r-1") -> None:

@@ -18,10 +18,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Env:
-    env = Env(tmp_path)
-    env.run("migrate", "--url", env.url)
-    return env
+def env(tmp_path: Path, _sqlite_template: str) -> Env:
+    return Env(tmp_path).migrated(_sqlite_template)
 
 
 def _start(env: Env, *args: str) -> subprocess.Popen[bytes]:
