@@ -2,8 +2,9 @@
 
 By language:
 
-- ```python: run as a script of its own, in a fresh folder (its SQLite files land there), with
-  ``examples/`` importable (snippets may import the example modules the docs name).
+- ```python: run as a script of its own (a process forked from a Python that has already started,
+  ``tests/forkcli.py``), in a fresh folder (its SQLite files land there), with ``examples/`` importable
+  (snippets may import the example modules the docs name).
 - ```bash (and sh, shell): the blocks of one page run in order, each with ``bash -euo pipefail`` in one
   fresh folder of the page, with the venv's ``jobloom`` on PATH and ``myapp.jobs:app``
   (tests/snippets/myapp) importable, its store ``sqlite:///jobloom.db`` in that folder. If a block
@@ -44,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests import forkcli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -149,8 +152,11 @@ def _env() -> dict[str, str]:
 def _run(snippet: Snippet, program: str, folder: Path) -> None:
     script = folder / "snippet.py"
     script.write_text(program)
-    done = subprocess.run([sys.executable, str(script)], cwd=folder, env=_env(), capture_output=True, text=True,
-                          timeout=300)
+    # ``python snippet.py``, forked from a Python that has already started (``tests/forkcli.py``): the
+    # script runs in a namespace of its own, its folder first on ``sys.path``, as ``__main__``
+    code = (f"import runpy, sys; sys.argv[:] = [{str(script)!r}]; sys.path[0] = {str(folder)!r}; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')")
+    done = forkcli.run([], code=code, cwd=folder, env=_env(), timeout=300)
     assert done.returncode == 0, f"{snippet.where}: the snippet failed:\n{program}\n{done.stdout}\n{done.stderr}"
 
 
@@ -174,7 +180,8 @@ def test_postgres_snippet_runs_against_the_test_server(snippet: Snippet, tmp_pat
     assert POSTGRES_URL in program, f"{snippet.where}: a postgres snippet names no postgresql:// URL"
     migrate = [sys.executable, "-m", "jobloom.cli", "migrate", "--url", POSTGRES_URL, "--schema", schema]
     try:
-        subprocess.run(migrate, check=True, capture_output=True, timeout=60, env=_env())
+        done = forkcli.run(migrate[3:], cwd=tmp_path, env=_env(), timeout=60)
+        assert done.returncode == 0, done.stderr
         _run(snippet, program, tmp_path)
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
@@ -221,8 +228,7 @@ curl() {  # the answer as curl prints it; an answer no example expects fails the
 
 
 def _cli(folder: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "jobloom.cli", *args], cwd=folder, env=_env(), capture_output=True,
-                          text=True, timeout=60)
+    done = forkcli.run(args, cwd=folder, env=_env(), timeout=60)
     assert done.returncode == 0, f"jobloom {' '.join(args)}: {done.stderr}"
     return done.stdout.strip()
 
@@ -275,13 +281,18 @@ def test_shell_blocks_of_the_page_run_as_written(page: str, tmp_path: Path) -> N
     env = _env()
     with _served(tmp_path) if any(SERVER in s.code for s in blocks) else _nothing() as (address, tokens):
         env.update(tokens)
-        for block in blocks:
-            program = block.code.replace(SERVER, address) if address else block.code
-            # a generous bound: a block of 20 commands, each starting Python, takes a minute on a loaded machine
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", CURL + program], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=600)
-            assert done.returncode == 0, (
-                f"{block.where}: the block failed (status {done.returncode}):\n{program}\n{done.stdout}\n{done.stderr}")
+        forks = forkcli.ShellServer(env)  # `jobloom` forked from a Python that has imported it, not started anew
+        try:
+            for block in blocks:
+                program = block.code.replace(SERVER, address) if address else block.code
+                # a generous bound: a block of 20 commands takes a minute when each starts Python on a loaded machine
+                done = subprocess.run(["bash", "-euo", "pipefail", "-c", CURL + forkcli.BASH_FUNCTION + program],
+                                      cwd=tmp_path, env={**env, "FORKCLI_PORT": str(forks.port)},
+                                      capture_output=True, text=True, timeout=600)
+                assert done.returncode == 0, (f"{block.where}: the block failed (status {done.returncode}):\n"
+                                              f"{program}\n{done.stdout}\n{done.stderr}")
+        finally:
+            forks.close()
 
 
 @contextmanager
