@@ -23,7 +23,7 @@ import jobloom
 from tests.helpers import eventually
 from tests.pg_private import PrivateServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # 32 processes on 2 cores: alone
+pytestmark = pytest.mark.slow
 
 PROCESSES = 32
 POOL_MAX = 2
@@ -107,6 +107,7 @@ async def _app(folder: Path, url: str) -> jobloom.App:
     return app
 
 
+@pytest.mark.serial  # 32 processes on 2 cores: alone
 async def test_32_worker_processes_with_capped_pools_drain_4000_jobs_with_exact_limits(
         server: PrivateServer, tmp_path: Path) -> None:
     app = await _app(tmp_path, server.url)
@@ -172,6 +173,7 @@ async def _final_counts(url: str) -> dict[str, int]:
 
 
 async def test_a_worker_whose_connections_do_not_fit_fails_at_start_naming_the_budget(tmp_path: Path) -> None:
+    # two processes and no time bound (its waits only guard against a hang): it runs beside the others
     server = PrivateServer(settings=("max_connections=20",))
     try:
         app = await _app(tmp_path, server.url)
