@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped,unused-ignore]
 
-from jobloom.bench.performers import APP_REF, Noop
+from jobloom.bench.performers import APP_REF, PERFORMERS, Noop
 from jobloom.bench.sandbox import Sandbox, Target
 from jobloom.bench.workloads import fill
 
@@ -207,11 +207,12 @@ def profile_drain(box: Sandbox, args: argparse.Namespace, raw: Path) -> str:
     """Queue N jobs, then profile one worker process draining them."""
     asyncio.run(box.prepare())
     after = box.last_id()
-    asyncio.run(fill(box, args.jobs))
+    performer = next(p for p in PERFORMERS if p.__name__ == args.performer)
+    asyncio.run(fill(box, args.jobs, performer, extra={"no_key": True} if args.no_key else None))
     if args.analyze and box.dialect == "postgres":
         box.execute("ANALYZE jobloom_jobs")  # fresh planner statistics: what the claim plan looks like with them
     runner = [str(HERE / "querytimer.py")] if args.queries else ["-m", "jobloom.process"]
-    only = [] if args.all_bindings else ["--bindings", "Noop"]
+    only = [] if args.all_bindings else ["--bindings", args.performer]
     cmd = [sys.executable, *runner, APP_REF, "--concurrency", str(args.concurrency), *only, "--log-level",
            args.log_level]
     times = args.out / f"queries-{box.dialect}.json"
@@ -298,6 +299,8 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--log-level", default="warning",
                         help="The worker's (info: a line per job, as `jobloom worker` logs by default).")
+    parser.add_argument("--performer", default="Noop", help="drain: the bench performer whose jobs are queued")
+    parser.add_argument("--no-key", action="store_true", help="drain: payloads without a key (Turns)")
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--rate", type=int, default=1000,
