@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from jobloom.core.options import RateLimit
@@ -99,6 +99,7 @@ def decide(
     capacity: int | None = None,
     turn: Turn | None = None,
     key_buckets: Mapping[str, Bucket] | None = None,
+    unread: Collection[str] = (),
 ) -> Decision:
     """Choose which candidates to start now.
 
@@ -109,7 +110,9 @@ def decide(
     binding that is :func:`held` starts nothing (``blocked_by`` says why).
 
     Under round-robin fairness the keys take turns instead (:func:`jobloom.core.turns.by_turns`, from
-    ``turn``, the turn as saved); the same limits apply to each start.
+    ``turn``, the turn as saved); the same limits apply to each start. ``unread``: keys that may have
+    more jobs than the candidates hold; when the turn comes to one whose candidates are all started,
+    the hand-out stops there (``Decision.unread``: read on from the turn).
     """
     hold = held(policy)
     if hold is not None:
@@ -118,13 +121,14 @@ def decide(
                 math.inf if policy.concurrency is None else policy.concurrency - running,
                 math.inf if capacity is None else capacity)
     after: Turn | None = None
+    short = False
     if policy.fairness is not None:
-        after = by_turns(candidates, room, turn or Turn())
+        after, short = by_turns(candidates, room, turn or Turn(), unread)
     else:
         for cand in order(candidates, now, policy.priority_aging):
             if room.step(cand) == "stop":
                 break
-    return room.decision(after)
+    return room.decision(after, short)
 
 
 @dataclass(slots=True)
@@ -202,10 +206,10 @@ class Room:
         self.slots -= 1
         self.room -= 1
 
-    def decision(self, turn: Turn | None) -> Decision:
-        """The decision once the hand-out is over."""
+    def decision(self, turn: Turn | None, unread: bool = False) -> Decision:
+        """The decision once the hand-out is over (``unread``: it stopped at a key whose jobs were not all read)."""
         blocked, due = self.blocked, None
-        if blocked is None and self.skipped and not self.selected:
+        if blocked is None and self.skipped and not self.selected and not unread:
             blocked = "keys" if "keys" in self.skipped.values() else "key_tokens"
         if blocked == "tokens" and self.state is not None and self.policy.rate is not None:
             due = self.now + (1 - self.state.tokens) / self.policy.rate.rate
@@ -214,7 +218,7 @@ class Room:
             if short:
                 due = self.now + (1 - max(short)) / self.policy.key_rate.rate
         spent = {k: b for k, b in self.spent.items() if k in self.started_keys}
-        return Decision(tuple(self.selected), self.state, blocked, due, frozenset(self.skipped), turn, spent)
+        return Decision(tuple(self.selected), self.state, blocked, due, frozenset(self.skipped), turn, spent, unread)
 
 
 @dataclass(frozen=True, slots=True)

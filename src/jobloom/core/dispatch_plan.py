@@ -62,7 +62,8 @@ class ReadClock:
 class ReadCandidates:
     """Read up to ``limit`` candidates without the jobs of ``full_keys`` (by age too with ``aging``), with
     ``with_keys`` the running count per key, with ``with_policy`` the binding's row after them. Answer:
-    ``(candidates, key count rows or None, get_binding rows or None)``."""
+    ``(candidates, key count rows or None, get_binding rows or None, unread keys)``: under turns, the keys
+    that may have more queued jobs than were read (:func:`~jobloom.core.turns.unread_keys`)."""
 
     full_keys: list[str]
     limit: int
@@ -74,14 +75,20 @@ class ReadCandidates:
 
 @dataclass(frozen=True, slots=True)
 class TurnRead:
-    """Under round-robin fairness, candidates are read key by key in turn instead: the first ``per_key``
-    jobs of each of ``keys`` keys from ``after`` on (by name, ``after`` included), of as many from the
-    first name on (the turn goes round), and ``keyless`` jobs without a key."""
+    """Under round-robin fairness, candidates are read key by key in turn instead: the first jobs of each
+    of ``keys`` keys from ``after`` on (by name, ``after`` included), of as many from the first name on
+    (the turn goes round), and ``keyless`` jobs without a key; none of ``picked`` (chosen by an earlier
+    round). Each key's first jobs: its share of ``want`` starts among the keys found, times ``weight``
+    (the largest weight of a key), at most ``per_key`` (all ``per_key`` with ``want`` 0). A key read to its
+    share may have more: the decision stops when its turn needs them, and the next round reads on."""
 
     after: str | None
     keys: int
     per_key: int
     keyless: int
+    want: int = 0
+    weight: int = 1
+    picked: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +216,7 @@ class Rounds:
     key_buckets: dict[str, Bucket] = field(default_factory=dict)  # as read (a missing key: a full bucket)
     spent: dict[str, Bucket] = field(default_factory=dict)  # the keys' buckets to save
     bucket_keys: set[str] = field(default_factory=set)  # the keys whose buckets were read
+    unread: frozenset[str] = frozenset()  # under turns: keys of the last read that may have more jobs
 
     def want(self) -> int:
         """How many more jobs it may start."""
@@ -240,7 +248,7 @@ class Rounds:
             self.decided_at = self.now
         decision = decide(self.now, candidates, self.rules, self.bucket, running=self.running,
                           running_by_key=self.by_key, capacity=self.room, turn=self.turn,
-                          key_buckets=self.key_buckets)
+                          key_buckets=self.key_buckets, unread=self.unread)
         self.bucket = decision.bucket
         if decision.turn is not None:
             self.turn = decision.turn
@@ -260,7 +268,7 @@ class Rounds:
                     self.full.add(c.key)
         self.running += len(decision.selected)
         self.room -= len(decision.selected)
-        return "more" if decision.skipped_keys and decision.blocked_by is None else "stop"
+        return "more" if (decision.skipped_keys or decision.unread) and decision.blocked_by is None else "stop"
 
     def done(self) -> Plan:
         """The plan once no round is left."""
@@ -275,7 +283,9 @@ class Rounds:
         if self.policy.fairness is None:
             return None
         per_key = max(1, min(want, self.policy.key_concurrency))  # a key starts no more in one dispatch
-        return TurnRead(self.turn.key if self.turn else None, want + READ_EXTRA + len(self.full), per_key, want)
+        weight = max((w for _, w in self.policy.key_weights), default=1)
+        return TurnRead(self.turn.key if self.turn else None, want + READ_EXTRA + len(self.full), per_key, want,
+                        want, max(1, weight), tuple(self.selected))
 
     def unknown_buckets(self, candidates: Sequence[Candidate]) -> list[str]:
         """The keys of ``candidates`` whose buckets are still to read (with a key rate)."""
@@ -398,9 +408,10 @@ def _read(
     transaction reads one snapshot (the policy read before them is as current as they are). The jobs
     picked in earlier rounds are not candidates again."""
     ahead = st.read_ahead(limit)
+    st.unread = frozenset()
     if ahead is not None:
         return ahead, None, None
-    cands, key_rows, fresh = yield ReadCandidates(
+    cands, key_rows, fresh, st.unread = yield ReadCandidates(
         sorted(st.full), limit, bool(st.policy.priority_aging),
         with_keys=st.locked and st.by_key is None, with_policy=not st.locked and not st.ask.one_snapshot,
         turns=st.turn_read(limit - READ_EXTRA))

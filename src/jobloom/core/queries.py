@@ -83,6 +83,7 @@ from jobloom.core.rows import (
     StepRow,
     StoredScheduleRow,
     TokenRow,
+    TurnCandidateRow,
     UniqueRow,
     VersionRow,
     WorkerRow,
@@ -111,7 +112,7 @@ class Q:
     cancel_unstarted = Query("cancel_unstarted", MovedRow)
     candidates_by_age = Query("candidates_by_age", CandidateRow)
     candidates_by_priority = Query("candidates_by_priority", CandidateRow)
-    candidates_by_turn = Query("candidates_by_turn", CandidateRow)
+    candidates_by_turn = Query("candidates_by_turn", TurnCandidateRow)
     candidates_keyless = Query("candidates_keyless", CandidateRow)
     child_active = Query("child_active", NodeRow)
     children_of = Query("children_of", ChildRow)
@@ -219,7 +220,7 @@ class Q:
     pause_dispatch = Statement("pause_dispatch")
     peek_by_age = Query("peek_by_age", CandidateRow)
     peek_by_priority = Query("peek_by_priority", CandidateRow)
-    peek_by_turn = Query("peek_by_turn", CandidateRow)
+    peek_by_turn = Query("peek_by_turn", TurnCandidateRow)
     peek_keyless = Query("peek_keyless", CandidateRow)
     pick_deletable = Query("pick_deletable", PruneRow)
     project_events = Query("project_events", ProjectedEventRow)

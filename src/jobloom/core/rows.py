@@ -686,6 +686,17 @@ class TokenRow(NamedTuple):
     bindings: str | None
 
 
+class TurnCandidateRow(NamedTuple):
+    """A runnable job read key by key in turn (round-robin fairness), with its key's share of the read: a
+    key with as many jobs read as its share may have more queued."""
+
+    id: int
+    priority: int
+    run_at: float
+    concurrency_key: str | None
+    share: int
+
+
 class UniqueRow(NamedTuple):
     """The newest job with a unique key."""
 

@@ -11,9 +11,11 @@ does not apply: turns already bound every key's wait).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import bisect
+from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
+from jobloom.core.rows import TurnCandidateRow
 from jobloom.core.types import Candidate, Policy, Turn
 
 
@@ -51,6 +53,25 @@ def turn_order(keys: Iterable[str | None], turn: Turn, policy: Policy) -> list[s
     return ring
 
 
+def unread_keys(rows: Iterable[TurnCandidateRow], per_key: int) -> frozenset[str]:
+    """The keys that may have more queued jobs than ``rows`` (the reads of candidates by turn, each row
+    once or more) hold: as many read as the key's share, when the share was below ``per_key`` (a key
+    starts no more than that in one dispatch)."""
+    seen: set[int] = set()
+    counts: dict[str, int] = {}
+    shares: dict[str, int] = {}
+    for r in rows:
+        key = r.concurrency_key
+        if key is None:
+            continue
+        if r.share > shares.get(key, 0):
+            shares[key] = r.share
+        if r.id not in seen:
+            seen.add(r.id)
+            counts[key] = counts.get(key, 0) + 1
+    return frozenset(k for k, n in counts.items() if shares[k] < per_key and n >= shares[k])
+
+
 def next_turn(turn: Turn, key: str | None) -> Turn:
     """The turn after a start of ``key``."""
     if key == turn.key and turn.used > 0:
@@ -58,25 +79,58 @@ def next_turn(turn: Turn, key: str | None) -> Turn:
     return Turn(key, 1)
 
 
-def by_turns(candidates: Iterable[Candidate], starter: Starter, turn: Turn) -> Turn:
+def by_turns(
+    candidates: Iterable[Candidate], starter: Starter, turn: Turn, unread: Collection[str] = ()
+) -> tuple[Turn, bool]:
     """Start candidates key by key in turn (see the module's docstring) until a limit stops the hand-out
-    or every key's jobs are started or held back; the turn after the last start."""
+    or every key's jobs are started or held back; the turn after the last start, and whether the
+    hand-out stopped at a key of ``unread`` whose jobs read ran out (it may have more queued: read them
+    from the turn on, and go on).
+
+    The keys sit on a ring sorted once (the jobs without a key last); each turn walks it from the key that
+    started last: what :func:`turn_order` would put first, without sorting the keys at every start."""
     queues: dict[str | None, list[Candidate]] = {}
     for cand in candidates:
         queues.setdefault(cand.key, []).append(cand)
-    for key, queue in queues.items():
-        queues[key] = within_key(queue)
+    for queue in queues.values():
+        queue[:] = within_key(queue)
+        queue.reverse()  # the next job of a key is at the end: taken by pop()
+    named = sorted(k for k in queues if k is not None)
+    ring: list[str | None] = [*named, *([None] if None in queues else [])]
+    policy = starter.policy
     while queues:
-        key = turn_order(queues, turn, starter.policy)[0]
+        key = _next_seat(ring, named, queues, turn, policy)
         queue = queues[key]
-        outcome = starter.step(queue[0])
+        if not queue:  # a key of ``unread`` whose jobs read are all started: its next ones are not read
+            return turn, True
+        outcome = starter.step(queue[-1])
         if outcome == "stop":
             break
         if outcome == "skipped":  # the key passes its turn: none of its jobs can start in this decision
             del queues[key]
             continue
-        queue.pop(0)
-        if not queue:
+        queue.pop()
+        if not queue and key not in unread:
             del queues[key]
         turn = next_turn(turn, key)
-    return turn
+    return turn, False
+
+
+def _next_seat(
+    ring: list[str | None], named: list[str], live: Mapping[str | None, object], turn: Turn, policy: Policy
+) -> str | None:
+    """The first key of :func:`turn_order` among the keys still in ``live`` (not empty): ``ring`` is every
+    key sorted (the jobs without a key last), ``named`` the same without them."""
+    last = turn.key
+    if last is None:
+        start = 0
+    else:
+        if last in live and turn.used < policy.weight(last):
+            return last
+        start = bisect.bisect_right(named, last)
+    size = len(ring)
+    for step in range(size):
+        key = ring[(start + step) % size]
+        if key in live:
+            return key
+    raise AssertionError("a turn among no keys")

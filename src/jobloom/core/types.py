@@ -452,3 +452,4 @@ class Decision:
     skipped_keys: frozenset[str] = field(default_factory=frozenset)
     turn: Turn | None = None  # under round-robin fairness: the turn after these starts
     key_buckets: dict[str, Bucket] = field(default_factory=dict)  # with a key rate: the buckets spent from
+    unread: bool = False  # under turns: stopped at a key whose next jobs were not read (read on, go on)

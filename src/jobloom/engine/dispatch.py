@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -37,7 +37,8 @@ from jobloom.core.dispatch_plan import (
 )
 from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
-from jobloom.core.rows import CandidateRow, KeyCountRow, PolicyRow
+from jobloom.core.rows import CandidateRow, KeyCountRow, PolicyRow, TurnCandidateRow
+from jobloom.core.turns import unread_keys
 from jobloom.core.types import Candidate
 from jobloom.engine.jobs import DeferredClaim, Dispatched, Prefetched, claims, emit, event
 from jobloom.store.base import Tx
@@ -244,18 +245,20 @@ def turn_reads(
     from the first key on (the turn goes round; ``wrap``: only that read, False: not it, None: both),
     and the jobs without a key (``peek``: without claiming them, as a diagnosis reads them)."""
     by_turn, keyless = (Q.peek_by_turn, Q.peek_keyless) if peek else (Q.candidates_by_turn, Q.candidates_keyless)
-    params = {"binding": binding, "full_keys": full_keys, "keys": turns.keys, "per_key": turns.per_key}
+    params = {"binding": binding, "full_keys": full_keys, "keys": turns.keys, "per_key": turns.per_key,
+              "want": turns.want, "weight": turns.weight, "picked": list(turns.picked)}
     first: tuple[Query[Any], dict[str, Any] | None] = (by_turn, params | {"low": "", "strict": 0})
     if wrap:
         return [first]
     reads: list[tuple[Query[Any], dict[str, Any] | None]] = [] if turns.after is not None and wrap is False else [first]
     if turns.after is not None:
         reads.insert(0, (by_turn, params | {"low": turns.after, "strict": 0}))
-    reads.append((keyless, {"binding": binding, "limit": turns.keyless}))
+    # the jobs picked by earlier rounds are among the first read again (not yet claimed): read past them
+    reads.append((keyless, {"binding": binding, "limit": turns.keyless + len(turns.picked)}))
     return reads
 
 
-def _goes_round(need: ReadCandidates, rows: Iterable[CandidateRow]) -> bool:
+def _goes_round(need: ReadCandidates, rows: Iterable[CandidateRow | TurnCandidateRow]) -> bool:
     """Whether a read of candidates by turn from the turn's key found fewer keys than it looked for:
     the keys from the first name on are read then (the turn goes round)."""
     turns = need.turns
@@ -273,11 +276,12 @@ def merge_by_age(by_priority: list[CandidateRow], by_age: list[CandidateRow]) ->
 
 async def _candidates(
     tx: Tx, binding: str, need: ReadCandidates
-) -> tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None]:
+) -> tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None, frozenset[str]]:
     """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
     aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
     with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
-    was committed when it began: limits set before any candidate was enqueued are seen)."""
+    was committed when it began: limits set before any candidate was enqueued are seen). Under turns,
+    the keys that may have more jobs than were read come last (:func:`~jobloom.core.turns.unread_keys`)."""
     if need.turns is not None:
         queries = turn_reads(binding, need.full_keys, need.turns, wrap=False)
     else:
@@ -287,21 +291,24 @@ async def _candidates(
     if need.with_policy:
         queries.append((Q.get_binding, {"binding": binding}))
     results = await tx.fetch_batch(queries)
-    rows: list[CandidateRow] = results[0]
+    rows: list[CandidateRow] | list[TurnCandidateRow] = results[0]
     reads = len(queries) - need.with_keys - need.with_policy
+    unread: frozenset[str] = frozenset()
     if need.turns is not None:
-        seen: dict[int, CandidateRow] = {}
-        for part in results[:reads]:
-            seen.update((r.id, r) for r in part)
+        by_turn: list[TurnCandidateRow] = [r for part in results[:reads - 1] for r in part]
+        seen: dict[int, CandidateRow | TurnCandidateRow] = {r.id: r for r in by_turn}
+        seen.update((r.id, r) for r in results[reads - 1])  # the jobs without a key
         if _goes_round(need, seen.values()):  # fewer keys after the turn's than it may start: from the first
-            seen.update((r.id, r) for r in await tx.fetch(*turn_reads(binding, need.full_keys, need.turns,
-                                                                       wrap=True)[0]))
-        rows = list(seen.values())
+            wrapped = await tx.fetch(*turn_reads(binding, need.full_keys, need.turns, wrap=True)[0])
+            by_turn += wrapped
+            seen.update((r.id, r) for r in wrapped)
+        unread = unread_keys(by_turn, need.turns.per_key)
+        rows = list(seen.values())  # type: ignore[assignment]
     elif need.aging:
-        rows = merge_by_age(rows, results[1])
+        rows = merge_by_age(rows, results[1])  # type: ignore[arg-type]
     key_rows = results[reads] if need.with_keys else None
     fresh = results[-1] if need.with_policy else None
-    return _as_candidates(rows), key_rows, fresh
+    return _as_candidates(rows), key_rows, fresh, unread
 
 
 async def save_keys(tx: Tx, binding: str, chosen: Plan) -> None:
@@ -324,6 +331,6 @@ async def save_keys(tx: Tx, binding: str, chosen: Plan) -> None:
             for k, b in sorted(chosen.key_buckets.items())])
 
 
-def _as_candidates(rows: list[CandidateRow]) -> list[Candidate]:
+def _as_candidates(rows: Sequence[CandidateRow | TurnCandidateRow]) -> list[Candidate]:
     """Candidate rows as the decision weighs them."""
     return [Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows]

@@ -79,3 +79,11 @@ SET state = 'queued', retries_from = j.attempt, run_at = u.now, error = NULL, re
 FROM json_to_recordset(:rows::json) AS u(id bigint, now float8)
 WHERE j.id = u.id AND j.state IN ('failed', 'stalled', 'cancelled')
 
+
+-- name: save_key_bucket__bulk
+-- The keys' buckets a dispatch spent from (one row per key started), in one statement.
+INSERT INTO jobloom_key_buckets (binding, concurrency_key, tokens, tokens_at, full_at)
+SELECT binding, key, tokens, tokens_at, full_at
+FROM json_to_recordset(:rows::json) AS r(binding text, key text, tokens float8, tokens_at float8, full_at float8)
+ON CONFLICT (binding, concurrency_key) DO UPDATE SET
+    tokens = excluded.tokens, tokens_at = excluded.tokens_at, full_at = excluded.full_at

@@ -2,11 +2,14 @@
 -- are in store/shared/sql/queries_keys.sql.
 
 -- name: candidates_by_turn
--- returns: CandidateRow
+-- returns: TurnCandidateRow
 -- Under round-robin fairness: the keys of the binding's queued jobs by name (code points: COLLATE "C",
 -- as the index) from :low (after it with :strict), up to :keys of them, each found by one step along the
--- queued-by-key index; and each key's first :per_key jobs by priority, but none of the keys in
--- :full_keys (their jobs cannot start now). SKIP LOCKED as the other candidate reads.
+-- queued-by-key index, but none of the keys in :full_keys (their jobs cannot start now); and each key's
+-- first jobs by priority, none of :picked (chosen by an earlier round of this dispatch): its share of
+-- :want starts among the keys found, times :weight (the largest weight), at most :per_key (all :per_key
+-- with :want = 0). The share comes with each row: a key with that many rows may have more.
+-- SKIP LOCKED as the other candidate reads.
 WITH RECURSIVE turn(k, n) AS (
     SELECT (SELECT concurrency_key COLLATE "C" FROM jobloom_jobs
             WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" >= :low::text
@@ -17,20 +20,28 @@ WITH RECURSIVE turn(k, n) AS (
             WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" > turn.k
             ORDER BY concurrency_key COLLATE "C" LIMIT 1), n + 1
     FROM turn WHERE turn.k IS NOT NULL AND n < :keys
+),
+walked AS (SELECT turn.k FROM turn WHERE turn.k IS NOT NULL AND turn.k <> ALL(:full_keys::text[])),
+share AS (
+    SELECT CASE WHEN :want::int = 0 THEN :per_key::int
+                ELSE LEAST(:per_key::int, (:want::int + count(*) - 1) / GREATEST(count(*), 1) * :weight::int) END AS p
+    FROM walked
 )
-SELECT j.id, j.priority, j.run_at, j.concurrency_key
-FROM turn
+SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share
+FROM walked
+CROSS JOIN share
 CROSS JOIN LATERAL (
     SELECT q.id FROM jobloom_jobs q
-    WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = turn.k
-    ORDER BY q.priority DESC, q.run_at, q.id LIMIT :per_key
+    WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
+      AND q.id <> ALL(:picked::bigint[])
+    ORDER BY q.priority DESC, q.run_at, q.id LIMIT share.p
 ) first
 JOIN jobloom_jobs j ON j.id = first.id
-WHERE turn.k IS NOT NULL AND turn.k <> ALL(:full_keys::text[]) AND j.state = 'queued'
+WHERE j.state = 'queued'
 FOR UPDATE OF j SKIP LOCKED
 
 -- name: peek_by_turn
--- returns: CandidateRow
+-- returns: TurnCandidateRow
 -- The candidates of candidates_by_turn (the same parameters), read without claiming them: why a job waits.
 WITH RECURSIVE turn(k, n) AS (
     SELECT (SELECT concurrency_key COLLATE "C" FROM jobloom_jobs
@@ -42,13 +53,21 @@ WITH RECURSIVE turn(k, n) AS (
             WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" > turn.k
             ORDER BY concurrency_key COLLATE "C" LIMIT 1), n + 1
     FROM turn WHERE turn.k IS NOT NULL AND n < :keys
+),
+walked AS (SELECT turn.k FROM turn WHERE turn.k IS NOT NULL AND turn.k <> ALL(:full_keys::text[])),
+share AS (
+    SELECT CASE WHEN :want::int = 0 THEN :per_key::int
+                ELSE LEAST(:per_key::int, (:want::int + count(*) - 1) / GREATEST(count(*), 1) * :weight::int) END AS p
+    FROM walked
 )
-SELECT j.id, j.priority, j.run_at, j.concurrency_key
-FROM turn
+SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share
+FROM walked
+CROSS JOIN share
 CROSS JOIN LATERAL (
     SELECT q.id FROM jobloom_jobs q
-    WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = turn.k
-    ORDER BY q.priority DESC, q.run_at, q.id LIMIT :per_key
+    WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
+      AND q.id <> ALL(:picked::bigint[])
+    ORDER BY q.priority DESC, q.run_at, q.id LIMIT share.p
 ) first
 JOIN jobloom_jobs j ON j.id = first.id
-WHERE turn.k IS NOT NULL AND turn.k <> ALL(:full_keys::text[]) AND j.state = 'queued'
+WHERE j.state = 'queued'

@@ -1,6 +1,11 @@
 -- Limits between the concurrency keys of a binding: turns (round-robin fairness) and a token bucket per
 -- key. The walk over keys in turn differs by dialect (store/<dialect>/sql/queries_keys.sql).
 
+-- row: TurnCandidateRow
+-- A runnable job read key by key in turn (round-robin fairness), with its key's share of the read: a
+-- key with as many jobs read as its share may have more queued.
+--   id: int, priority: int, run_at: float, concurrency_key: str | None, share: int
+
 -- name: candidates_keyless
 -- returns: CandidateRow
 -- Under round-robin fairness: the binding's first queued jobs without a key, by priority.

@@ -2,10 +2,13 @@
 -- are in store/shared/sql/queries_keys.sql.
 
 -- name: candidates_by_turn
--- returns: CandidateRow
+-- returns: TurnCandidateRow
 -- Under round-robin fairness: the keys of the binding's queued jobs by name from :low (after it with
--- :strict), up to :keys of them, each found by one step along the queued-by-key index; and each key's
--- first :per_key jobs by priority, but none of the keys in :full_keys (their jobs cannot start now).
+-- :strict), up to :keys of them, each found by one step along the queued-by-key index, but none of the
+-- keys in :full_keys (their jobs cannot start now); and each key's first jobs by priority, none of
+-- :picked (chosen by an earlier round of this dispatch): its share of :want starts among the keys found,
+-- times :weight (the largest weight), at most :per_key (all :per_key with :want = 0). The share comes
+-- with each row: a key with that many rows may have more.
 WITH RECURSIVE turn(k, n) AS (
     SELECT (SELECT concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
             WHERE binding = :binding AND state = 'queued' AND concurrency_key >= :low
@@ -16,16 +19,22 @@ WITH RECURSIVE turn(k, n) AS (
             WHERE binding = :binding AND state = 'queued' AND concurrency_key > turn.k
             ORDER BY concurrency_key LIMIT 1), n + 1
     FROM turn WHERE turn.k IS NOT NULL AND n < :keys
+),
+walked(k) AS (SELECT k FROM turn WHERE k IS NOT NULL AND k NOT IN (SELECT value FROM json_each(:full_keys))),
+share(p) AS (
+    SELECT CASE WHEN :want = 0 THEN :per_key
+                ELSE min(:per_key, (:want + count(*) - 1) / max(count(*), 1) * :weight) END
+    FROM walked
 )
-SELECT j.id, j.priority, j.run_at, j.concurrency_key
-FROM turn, jobloom_jobs j
-WHERE turn.k IS NOT NULL AND turn.k NOT IN (SELECT value FROM json_each(:full_keys))
-  AND j.id IN (SELECT id FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
-               WHERE binding = :binding AND state = 'queued' AND concurrency_key = turn.k
-               ORDER BY priority DESC, run_at, id LIMIT :per_key)
+SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share
+FROM walked, share, jobloom_jobs j
+WHERE j.id IN (SELECT id FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
+               WHERE binding = :binding AND state = 'queued' AND concurrency_key = walked.k
+                 AND id NOT IN (SELECT value FROM json_each(:picked))
+               ORDER BY priority DESC, run_at, id LIMIT (SELECT p FROM share))
 
 -- name: peek_by_turn
--- returns: CandidateRow
+-- returns: TurnCandidateRow
 -- The candidates of candidates_by_turn (the same parameters), read without claiming them: why a job waits.
 WITH RECURSIVE turn(k, n) AS (
     SELECT (SELECT concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
@@ -37,10 +46,16 @@ WITH RECURSIVE turn(k, n) AS (
             WHERE binding = :binding AND state = 'queued' AND concurrency_key > turn.k
             ORDER BY concurrency_key LIMIT 1), n + 1
     FROM turn WHERE turn.k IS NOT NULL AND n < :keys
+),
+walked(k) AS (SELECT k FROM turn WHERE k IS NOT NULL AND k NOT IN (SELECT value FROM json_each(:full_keys))),
+share(p) AS (
+    SELECT CASE WHEN :want = 0 THEN :per_key
+                ELSE min(:per_key, (:want + count(*) - 1) / max(count(*), 1) * :weight) END
+    FROM walked
 )
-SELECT j.id, j.priority, j.run_at, j.concurrency_key
-FROM turn, jobloom_jobs j
-WHERE turn.k IS NOT NULL AND turn.k NOT IN (SELECT value FROM json_each(:full_keys))
-  AND j.id IN (SELECT id FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
-               WHERE binding = :binding AND state = 'queued' AND concurrency_key = turn.k
-               ORDER BY priority DESC, run_at, id LIMIT :per_key)
+SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share
+FROM walked, share, jobloom_jobs j
+WHERE j.id IN (SELECT id FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
+               WHERE binding = :binding AND state = 'queued' AND concurrency_key = walked.k
+                 AND id NOT IN (SELECT value FROM json_each(:picked))
+               ORDER BY priority DESC, run_at, id LIMIT (SELECT p FROM share))
