@@ -62,8 +62,9 @@ class ReadClock:
 class ReadCandidates:
     """Read up to ``limit`` candidates without the jobs of ``full_keys`` (by age too with ``aging``), with
     ``with_keys`` the running count per key, with ``with_policy`` the binding's row after them. Answer:
-    ``(candidates, key count rows or None, get_binding rows or None, unread keys)``: under turns, the keys
-    that may have more queued jobs than were read (:func:`~jobloom.core.turns.unread_keys`)."""
+    ``(candidates, key count rows or None, get_binding rows or None, found)``: under turns, what the
+    reads by turn found besides (:class:`~jobloom.core.turns.Found`: the keys that may have more queued
+    jobs, the keys' rate buckets), else None."""
 
     full_keys: list[str]
     limit: int
@@ -411,10 +412,15 @@ def _read(
     st.unread = frozenset()
     if ahead is not None:
         return ahead, None, None
-    cands, key_rows, fresh, st.unread = yield ReadCandidates(
+    cands, key_rows, fresh, found = yield ReadCandidates(
         sorted(st.full), limit, bool(st.policy.priority_aging),
         with_keys=st.locked and st.by_key is None, with_policy=not st.locked and not st.ask.one_snapshot,
         turns=st.turn_read(limit - READ_EXTRA))
+    if found is not None:
+        st.unread = found.unread
+        if st.policy.key_rate is not None:  # the buckets of the keys read came with them
+            st.learn_buckets([r for r in found.buckets if r.concurrency_key not in st.bucket_keys])
+            st.bucket_keys |= found.keys
     if st.selected:  # the jobs picked in an earlier round are still queued until the claim: not twice
         picked = set(st.selected)
         cands = [c for c in cands if c.id not in picked]

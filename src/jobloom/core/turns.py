@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
-from jobloom.core.rows import TurnCandidateRow
+from jobloom.core.rows import KeyBucketRow, TurnCandidateRow
 from jobloom.core.types import Candidate, Policy, Turn
 
 
@@ -53,13 +54,25 @@ def turn_order(keys: Iterable[str | None], turn: Turn, policy: Policy) -> list[s
     return ring
 
 
-def unread_keys(rows: Iterable[TurnCandidateRow], per_key: int) -> frozenset[str]:
-    """The keys that may have more queued jobs than ``rows`` (the reads of candidates by turn, each row
-    once or more) hold: as many read as the key's share, when the share was below ``per_key`` (a key
-    starts no more than that in one dispatch)."""
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What the reads of candidates by turn found besides the candidates: ``unread``, the keys that may
+    have more queued jobs than were read (as many read as the key's share, when the share was below
+    the most a key starts in one dispatch); ``keys``, every key read; ``buckets``, the rate buckets of
+    those keys that have one (no row: a full bucket)."""
+
+    unread: frozenset[str] = frozenset()
+    keys: frozenset[str] = frozenset()
+    buckets: tuple[KeyBucketRow, ...] = ()
+
+
+def found_by_turn(rows: Iterable[TurnCandidateRow], per_key: int) -> Found:
+    """:class:`Found` of ``rows`` (the reads of candidates by turn, a job once or more); ``per_key``: the
+    most jobs of one key a dispatch starts."""
     seen: set[int] = set()
     counts: dict[str, int] = {}
     shares: dict[str, int] = {}
+    buckets: dict[str, KeyBucketRow] = {}
     for r in rows:
         key = r.concurrency_key
         if key is None:
@@ -69,7 +82,10 @@ def unread_keys(rows: Iterable[TurnCandidateRow], per_key: int) -> frozenset[str
         if r.id not in seen:
             seen.add(r.id)
             counts[key] = counts.get(key, 0) + 1
-    return frozenset(k for k, n in counts.items() if shares[k] < per_key and n >= shares[k])
+        if r.tokens is not None and r.tokens_at is not None and key not in buckets:
+            buckets[key] = KeyBucketRow(key, r.tokens, r.tokens_at)
+    unread = frozenset(k for k, n in counts.items() if shares[k] < per_key and n >= shares[k])
+    return Found(unread, frozenset(counts), tuple(buckets.values()))
 
 
 def next_turn(turn: Turn, key: str | None) -> Turn:

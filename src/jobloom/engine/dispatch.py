@@ -38,7 +38,7 @@ from jobloom.core.dispatch_plan import (
 from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import CandidateRow, KeyCountRow, PolicyRow, TurnCandidateRow
-from jobloom.core.turns import unread_keys
+from jobloom.core.turns import Found, found_by_turn
 from jobloom.core.types import Candidate
 from jobloom.engine.jobs import DeferredClaim, Dispatched, Prefetched, claims, emit, event
 from jobloom.store.base import Tx
@@ -276,12 +276,12 @@ def merge_by_age(by_priority: list[CandidateRow], by_age: list[CandidateRow]) ->
 
 async def _candidates(
     tx: Tx, binding: str, need: ReadCandidates
-) -> tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None, frozenset[str]]:
+) -> tuple[list[Candidate], list[KeyCountRow] | None, list[PolicyRow] | None, Found | None]:
     """Candidates in priority order (and in age order with priority aging: the oldest jobs may have
     aged past higher priorities), all read in one batch; with ``with_keys``, ``running_by_key`` too;
     with ``with_policy``, the binding's row read after them (on PostgreSQL each statement sees what
     was committed when it began: limits set before any candidate was enqueued are seen). Under turns,
-    the keys that may have more jobs than were read come last (:func:`~jobloom.core.turns.unread_keys`)."""
+    what the reads by turn found besides comes last (:func:`~jobloom.core.turns.found_by_turn`)."""
     if need.turns is not None:
         queries = turn_reads(binding, need.full_keys, need.turns, wrap=False)
     else:
@@ -293,7 +293,7 @@ async def _candidates(
     results = await tx.fetch_batch(queries)
     rows: list[CandidateRow] | list[TurnCandidateRow] = results[0]
     reads = len(queries) - need.with_keys - need.with_policy
-    unread: frozenset[str] = frozenset()
+    found: Found | None = None
     if need.turns is not None:
         by_turn: list[TurnCandidateRow] = [r for part in results[:reads - 1] for r in part]
         seen: dict[int, CandidateRow | TurnCandidateRow] = {r.id: r for r in by_turn}
@@ -302,13 +302,13 @@ async def _candidates(
             wrapped = await tx.fetch(*turn_reads(binding, need.full_keys, need.turns, wrap=True)[0])
             by_turn += wrapped
             seen.update((r.id, r) for r in wrapped)
-        unread = unread_keys(by_turn, need.turns.per_key)
+        found = found_by_turn(by_turn, need.turns.per_key)
         rows = list(seen.values())  # type: ignore[assignment]
     elif need.aging:
         rows = merge_by_age(rows, results[1])  # type: ignore[arg-type]
     key_rows = results[reads] if need.with_keys else None
     fresh = results[-1] if need.with_policy else None
-    return _as_candidates(rows), key_rows, fresh, unread
+    return _as_candidates(rows), key_rows, fresh, found
 
 
 async def save_keys(tx: Tx, binding: str, chosen: Plan) -> None:

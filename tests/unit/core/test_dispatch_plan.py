@@ -75,7 +75,7 @@ class Binding:
                 return self.clock
             case ReadCandidates():
                 fresh = [self.row] if need.with_policy else None
-                return self.candidates(need), (keys if need.with_keys else None), fresh, frozenset()
+                return self.candidates(need), (keys if need.with_keys else None), fresh, None
             case TakeLock(skip=skip):
                 return self.lock_free or not skip
             case ReadKeys():
@@ -232,7 +232,7 @@ def test_a_changed_policy_restarts_the_plan() -> None:
     need = steps.send(None)
     assert isinstance(need, ReadCandidates) and need.with_policy and not need.with_keys
     try:
-        steps.send((binding.candidates(need), None, [changed], frozenset()))
+        steps.send((binding.candidates(need), None, [changed], None))
     except StopIteration as made:
         assert made.value == Plan(restart=[changed], capacity=3, at=NOW)
     else:

@@ -1,8 +1,8 @@
 """The dispatch plan under round-robin fairness, run against an in-memory binding that answers its reads
-by turn as the stores' SQL does (each key's share of the starts, the jobs of earlier rounds left out),
-checked against the reference model of a decision over every queued job of the binding: reading a
-bounded share of each key, and reading on when a key's turn needs more, starts exactly what the model
-starts, in its order."""
+by turn as the stores' SQL does (each key's share of the starts, the jobs of earlier rounds left out, the
+keys' rate buckets along), checked against the reference model of a decision over every queued job of
+the binding: reading a bounded share of each key, and reading on when a key's turn needs more, starts
+exactly what the model starts, in its order."""
 
 from __future__ import annotations
 
@@ -23,15 +23,14 @@ from jobloom.core.dispatch_plan import (
     ReadBinding,
     ReadCandidates,
     ReadClock,
-    ReadKeyBuckets,
     ReadKeys,
     TurnRead,
     plan,
 )
 from jobloom.core.options import RateLimit
 from jobloom.core.records import key_rules_json, policy_from_row
-from jobloom.core.rows import KeyBucketRow, KeyCountRow, PolicyRow, TurnCandidateRow
-from jobloom.core.turns import unread_keys
+from jobloom.core.rows import KeyCountRow, PolicyRow, TurnCandidateRow
+from jobloom.core.turns import Found, found_by_turn
 from jobloom.core.types import Bucket, Candidate, Policy, Turn
 
 from .reference_model import model_decide_turns
@@ -64,10 +63,12 @@ class Turns:
         out: list[TurnCandidateRow] = []
         for key in walked:
             mine = sorted((j for j in self.jobs if j.key == key and j.id not in turns.picked), key=_order)
-            out += [TurnCandidateRow(j.id, j.priority, j.ready_at, key, share) for j in mine[:share]]
+            b = self.buckets.get(key)
+            out += [TurnCandidateRow(j.id, j.priority, j.ready_at, key, share, b and b.tokens, b and b.updated_at)
+                    for j in mine[:share]]
         return out
 
-    def candidates(self, need: ReadCandidates) -> tuple[list[Candidate], frozenset[str]]:
+    def candidates(self, need: ReadCandidates) -> tuple[list[Candidate], Found]:
         """What dispatch's reads by turn return (engine.dispatch._candidates), the wrap included."""
         turns = need.turns
         assert turns is not None
@@ -79,7 +80,7 @@ class Turns:
         self.rows_read += len(rows) + len(keyless)
         seen = {r.id: Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows}
         seen.update((j.id, j) for j in keyless)
-        return list(seen.values()), unread_keys(rows, turns.per_key)
+        return list(seen.values()), found_by_turn(rows, turns.per_key)
 
     def answer(self, need: Need) -> Any:
         self.reads.append(need)
@@ -92,13 +93,11 @@ class Turns:
             case ReadClock():
                 return NOW
             case ReadCandidates():
-                cands, unread = self.candidates(need)
-                return cands, (keys if need.with_keys else None), None, unread
+                cands, found = self.candidates(need)
+                return cands, (keys if need.with_keys else None), None, found
             case ReadKeys():
                 return keys
-            case ReadKeyBuckets(keys=asked):
-                return [KeyBucketRow(k, b.tokens, b.updated_at) for k, b in self.buckets.items() if k in asked]
-        raise AssertionError(need)
+        raise AssertionError(need)  # ReadKeyBuckets among them: the keys' buckets come with the candidates
 
     def run(self, ask: Ask) -> Plan:
         steps = plan(ask)

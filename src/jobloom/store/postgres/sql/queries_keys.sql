@@ -8,7 +8,8 @@
 -- queued-by-key index, but none of the keys in :full_keys (their jobs cannot start now); and each key's
 -- first jobs by priority, none of :picked (chosen by an earlier round of this dispatch): its share of
 -- :want starts among the keys found, times :weight (the largest weight), at most :per_key (all :per_key
--- with :want = 0). The share comes with each row: a key with that many rows may have more.
+-- with :want = 0). The share comes with each row (a key with that many rows may have more), and the
+-- key's rate bucket (none: a full one).
 -- SKIP LOCKED as the other candidate reads.
 WITH RECURSIVE turn(k, n) AS (
     SELECT (SELECT concurrency_key COLLATE "C" FROM jobloom_jobs
@@ -27,9 +28,10 @@ share AS (
                 ELSE LEAST(:per_key::int, (:want::int + count(*) - 1) / GREATEST(count(*), 1) * :weight::int) END AS p
     FROM walked
 )
-SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share
+SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share, b.tokens, b.tokens_at
 FROM walked
 CROSS JOIN share
+LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k
 CROSS JOIN LATERAL (
     SELECT q.id FROM jobloom_jobs q
     WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
@@ -60,9 +62,10 @@ share AS (
                 ELSE LEAST(:per_key::int, (:want::int + count(*) - 1) / GREATEST(count(*), 1) * :weight::int) END AS p
     FROM walked
 )
-SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share
+SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share, b.tokens, b.tokens_at
 FROM walked
 CROSS JOIN share
+LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k
 CROSS JOIN LATERAL (
     SELECT q.id FROM jobloom_jobs q
     WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k

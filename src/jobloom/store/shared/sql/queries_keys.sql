@@ -2,9 +2,11 @@
 -- key. The walk over keys in turn differs by dialect (store/<dialect>/sql/queries_keys.sql).
 
 -- row: TurnCandidateRow
--- A runnable job read key by key in turn (round-robin fairness), with its key's share of the read: a
--- key with as many jobs read as its share may have more queued.
+-- A runnable job read key by key in turn (round-robin fairness), with its key's share of the read (a
+-- key with as many jobs read as its share may have more queued) and its key's rate bucket (tokens and
+-- tokens_at None: no row, a full bucket).
 --   id: int, priority: int, run_at: float, concurrency_key: str | None, share: int
+--   tokens: float | None = None, tokens_at: float | None = None
 
 -- name: candidates_keyless
 -- returns: CandidateRow

@@ -8,7 +8,7 @@
 -- keys in :full_keys (their jobs cannot start now); and each key's first jobs by priority, none of
 -- :picked (chosen by an earlier round of this dispatch): its share of :want starts among the keys found,
 -- times :weight (the largest weight), at most :per_key (all :per_key with :want = 0). The share comes
--- with each row: a key with that many rows may have more.
+-- with each row: a key with that many rows may have more; and the key's rate bucket (none: a full one).
 WITH RECURSIVE turn(k, n) AS (
     SELECT (SELECT concurrency_key FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
             WHERE binding = :binding AND state = 'queued' AND concurrency_key >= :low
@@ -26,8 +26,9 @@ share(p) AS (
                 ELSE min(:per_key, (:want + count(*) - 1) / max(count(*), 1) * :weight) END
     FROM walked
 )
-SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share
-FROM walked, share, jobloom_jobs j
+SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share, b.tokens, b.tokens_at
+FROM walked CROSS JOIN share CROSS JOIN jobloom_jobs j
+LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k
 WHERE j.id IN (SELECT id FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
                WHERE binding = :binding AND state = 'queued' AND concurrency_key = walked.k
                  AND id NOT IN (SELECT value FROM json_each(:picked))
@@ -53,8 +54,9 @@ share(p) AS (
                 ELSE min(:per_key, (:want + count(*) - 1) / max(count(*), 1) * :weight) END
     FROM walked
 )
-SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share
-FROM walked, share, jobloom_jobs j
+SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share, b.tokens, b.tokens_at
+FROM walked CROSS JOIN share CROSS JOIN jobloom_jobs j
+LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k
 WHERE j.id IN (SELECT id FROM jobloom_jobs INDEXED BY jobloom_jobs_queued_key
                WHERE binding = :binding AND state = 'queued' AND concurrency_key = walked.k
                  AND id NOT IN (SELECT value FROM json_each(:picked))
