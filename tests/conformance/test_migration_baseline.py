@@ -1,7 +1,8 @@
 """The baseline migration on each store, and the three kinds of store it meets: a new one gets the
 baseline; one that jobloom 0.2 migrated (all of 0001 to 0027) is at the baseline and works unchanged;
 one that 0.2 migrated part of the way is refused, naming its last migration and the way up, and is
-left as it was. A migration after the baseline (0028 on) applies to the first two alike.
+left as it was. The migrations after the baseline (0028 on: those written since, and one more that a
+test adds) apply to the first two alike.
 
 A store that 0.2 migrated is built from ``schema/0.2/``: on SQLite the file as 0.2's migrations left
 it (``sqlite.sql``, its objects' text as SQLite kept it, and the 27 migrations it records); on
@@ -12,18 +13,21 @@ way records the first of those migrations only (what is refused is read from the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 import jobloom
 from jobloom import MigrationsMissing, MigrationsTooOld
-from jobloom.store import open_store
+from jobloom.store import migrations, open_store
 from jobloom.store.migrations import BASELINE
-from jobloom.store.sql import Migration
+from jobloom.store.sql import Migration, load_migrations
 from tests import forkcli
 
 from .performers import Echo
@@ -31,14 +35,18 @@ from .test_schema import OF_0_2, catalog, sqlite_file_of_0_2
 
 NAMES_OF_0_2 = [name for _, name in re.findall(r"\((\d+), '(\d{4}_\w+)', 0\)", (OF_0_2 / "sqlite.sql").read_text())]
 """The 27 migrations a store that jobloom 0.2 migrated records, in order."""
-LATER = Migration(BASELINE + 1, f"{BASELINE + 1:04d}_later", "CREATE TABLE jobloom_later (x integer);")
-"""A migration after the baseline, as the next one to be written will be."""
+AFTER = [m.name for m in load_migrations("sqlite") if m.version > BASELINE]
+"""The migrations written after the baseline (the same names on both dialects: checked below)."""
+NEXT = max(m.version for m in load_migrations("sqlite")) + 1
+LATER = Migration(NEXT, f"{NEXT:04d}_later", "CREATE TABLE jobloom_later (x integer);")
+"""A migration after the last one, as the next one to be written will be."""
 
 
 def test_the_migrations_of_0_2_are_the_27_the_baseline_stands_for() -> None:
     assert len(NAMES_OF_0_2) == BASELINE == 27
     assert [int(name[:4]) for name in NAMES_OF_0_2] == list(range(1, 28))
     assert NAMES_OF_0_2[-1] == "0027_key_turns"
+    assert [m.name for m in load_migrations("postgres") if m.version > BASELINE] == AFTER
 
 
 async def migrate(url: str) -> list[str]:
@@ -79,13 +87,28 @@ async def store_of_0_2(url: str, last: int = 27) -> None:
     else:
         import psycopg
 
-        assert await migrate(url) == [f"{BASELINE:04d}_baseline"]
+        with _baseline_only():
+            assert await migrate(url) == [f"{BASELINE:04d}_baseline"]
         with psycopg.connect(url, autocommit=True) as pg:
             pg.execute("DELETE FROM jobloom_migrations")
             for version, name in enumerate(NAMES_OF_0_2[:last], start=1):
                 pg.execute("INSERT INTO jobloom_migrations (version, name, applied_at) VALUES (%s, %s, 0)",
                            [version, name])
     assert await recorded(url) == NAMES_OF_0_2[:last]
+
+
+@contextlib.contextmanager
+def _baseline_only() -> Iterator[None]:
+    """The migrations end at the baseline meanwhile (0.2's schema has none of the later ones)."""
+    from jobloom.store.postgres import store as postgres_store
+
+    with mock.patch.object(migrations, "load_migrations", _up_to_baseline), \
+            mock.patch.object(postgres_store, "load_migrations", _up_to_baseline):
+        yield
+
+
+def _up_to_baseline(dialect: str) -> list[Migration]:
+    return [m for m in load_migrations(dialect) if m.version <= BASELINE]
 
 
 def schema_of(lines: list[str]) -> list[str]:
@@ -95,7 +118,6 @@ def schema_of(lines: list[str]) -> list[str]:
 
 def add_later_migration(monkeypatch: pytest.MonkeyPatch) -> Migration:
     """Give each dialect :data:`LATER` after the baseline, and return it."""
-    from jobloom.store import migrations
     from jobloom.store.postgres import store as postgres_store
     from jobloom.store.sqlite import store as sqlite_store
 
@@ -117,27 +139,32 @@ def cli(*args: str, cwd: Path) -> tuple[int, str, str]:
 
 
 async def test_a_new_store_gets_the_baseline_once(empty_store_url: str) -> None:
-    assert await migrate(empty_store_url) == ["0027_baseline"]
+    assert await migrate(empty_store_url) == ["0027_baseline", *AFTER]
     assert await migrate(empty_store_url) == []
-    assert await recorded(empty_store_url) == ["0027_baseline"]
+    assert await recorded(empty_store_url) == ["0027_baseline", *AFTER]
 
 
 # -- a store that jobloom 0.2 migrated ------------------------------------------------------------------
 
 
-async def test_a_store_that_0_2_migrated_works_unchanged_at_the_baseline(empty_store_url: str) -> None:
+async def test_a_store_that_0_2_migrated_is_at_the_baseline_and_takes_the_later_ones(empty_store_url: str) -> None:
     await store_of_0_2(empty_store_url)
     before = catalog(empty_store_url)
     app = jobloom.App(empty_store_url, performers=[Echo], auto_migrate=False)  # refuses a store it lacks any of
     try:
+        if AFTER:
+            with pytest.raises(MigrationsMissing) as missing:
+                await app.enqueue(Echo, {})
+            assert missing.value.missing == AFTER  # the baseline is not among them
+        assert await app.migrate() == AFTER
         job = await app.enqueue(Echo, {"n": 1})
         await app.drain()
         assert (await app.get_job(job.id)).result == {"echo": {"n": 1}}
         assert await app.migrate() == []
     finally:
         await app.close()
-    assert await recorded(empty_store_url) == NAMES_OF_0_2  # nothing written over
-    assert schema_of(catalog(empty_store_url)) == schema_of(before)
+    assert await recorded(empty_store_url) == [*NAMES_OF_0_2, *AFTER]  # nothing of 0.2's written over
+    assert set(schema_of(before)) <= set(schema_of(catalog(empty_store_url)))
 
 
 async def test_jobloom_migrate_says_a_store_that_0_2_migrated_is_up_to_date(
@@ -146,8 +173,10 @@ async def test_jobloom_migrate_says_a_store_that_0_2_migrated_is_up_to_date(
     await store_of_0_2(empty_store_url)
     status, out, err = cli("migrate", "--url", empty_store_url, cwd=tmp_path)
     assert status == 0, err
-    assert out.strip().endswith(": up to date") and "applied" not in out, out
-    assert await recorded(empty_store_url) == NAMES_OF_0_2
+    assert all(name in out for name in AFTER) and "0027_baseline" not in out, out
+    status, out, err = cli("migrate", "--url", empty_store_url, cwd=tmp_path)
+    assert status == 0 and out.strip().endswith(": up to date") and "applied" not in out, (out, err)
+    assert await recorded(empty_store_url) == [*NAMES_OF_0_2, *AFTER]
 
 
 # -- a store that jobloom 0.2 migrated part of the way ----------------------------------------------------
@@ -207,12 +236,12 @@ async def test_a_later_migration_applies_to_a_store_that_0_2_migrated(
     try:
         with pytest.raises(MigrationsMissing) as missing:
             await app.enqueue(Echo, {})
-        assert missing.value.missing == [later_migration.name]
-        assert await app.migrate() == [later_migration.name]
+        assert missing.value.missing == [*AFTER, later_migration.name]
+        assert await app.migrate() == [*AFTER, later_migration.name]
         await app.enqueue(Echo, {})
     finally:
         await app.close()
-    assert await recorded(empty_store_url) == [*NAMES_OF_0_2, later_migration.name]
+    assert await recorded(empty_store_url) == [*NAMES_OF_0_2, *AFTER, later_migration.name]
     assert any(line.startswith("rows jobloom_later ") for line in catalog(empty_store_url))
 
 
@@ -220,8 +249,8 @@ async def test_a_later_migration_applies_after_the_baseline_on_a_new_store(
     empty_store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     later_migration = add_later_migration(monkeypatch)
-    assert await migrate(empty_store_url) == ["0027_baseline", later_migration.name]
-    assert await recorded(empty_store_url) == ["0027_baseline", later_migration.name]
+    assert await migrate(empty_store_url) == ["0027_baseline", *AFTER, later_migration.name]
+    assert await recorded(empty_store_url) == ["0027_baseline", *AFTER, later_migration.name]
 
 
 async def test_a_store_part_of_the_way_is_refused_with_a_later_migration_too(

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import jobloom
+from jobloom.core.codecs import IDENTITY
 from jobloom.core.errors import StoreError
 from jobloom.store.base import Tx
 from tests.helpers import eventually
@@ -48,10 +49,10 @@ async def test_hot_statements_find_their_rows_by_their_index(store: PostgresStor
     from jobloom.store.postgres.tx import _QUERIES
 
     if history:
-        done = [{**new_job().params(), "state": "succeeded", "event": "succeeded"} for _ in range(history)]
+        done = [{**new_job().params(IDENTITY), "state": "succeeded", "event": "succeeded"} for _ in range(history)]
         await store.autocommit(lambda tx: tx.insert_jobs(done, time.time()))
         await store.autocommit(lambda tx: tx.conn.execute("ANALYZE jobloom_jobs"))  # type: ignore[attr-defined]
-    rows = [{**new_job().params(), "event": "enqueued"} for _ in range(3000)]
+    rows = [{**new_job().params(IDENTITY), "event": "enqueued"} for _ in range(3000)]
     ids = await store.autocommit(lambda tx: tx.insert_jobs(rows, time.time()))
     await store.transact(lambda tx: tx.fetch("claim", {"ids": ids[:1500], "worker": "w", "lease_expires": 1e10,
                                                        "now": time.time()}))
@@ -85,7 +86,7 @@ async def test_hot_statements_find_their_rows_by_their_index(store: PostgresStor
 
 async def test_a_deferred_write_that_fails_rolls_the_whole_transaction_back(store: PostgresStore) -> None:
     async def work(tx: Tx) -> None:
-        await tx.insert_jobs([{**new_job().params(), "event": "enqueued"}], time.time())
+        await tx.insert_jobs([{**new_job().params(IDENTITY), "event": "enqueued"}], time.time())
         # a write nobody reads the result of goes out with COMMIT; its failure must still undo everything
         await tx.executemany("insert_event", [{"at": None, "job_id": 1, "binding": "b", "kind": "x",
                                                "attempt": 0, "duration": None}])
@@ -100,7 +101,7 @@ async def test_a_deferred_write_that_fails_rolls_the_whole_transaction_back(stor
 
 
 async def test_insert_jobs_returns_ids_in_row_order_with_their_events_counted(store: PostgresStore) -> None:
-    rows = [{**new_job(payload=f'{{"to": "{i}"}}').params(), "event": "enqueued"} for i in range(300)]
+    rows = [{**new_job(payload=f'{{"to": "{i}"}}').params(IDENTITY), "event": "enqueued"} for i in range(300)]
     ids = await store.autocommit(lambda tx: tx.insert_jobs(rows, 123.0))
 
     async def read(tx: Tx) -> Any:
@@ -171,7 +172,7 @@ async def test_autocommit_replaces_a_pooled_connection_the_server_closed(postgre
     store = PostgresStore(postgres_url, pool_min=1, pool_max=1)
     try:
         await store.migrate()
-        row = {**new_job().params(), "event": "enqueued"}
+        row = {**new_job().params(IDENTITY), "event": "enqueued"}
         await store.autocommit(lambda tx: tx.insert_jobs([row], time.time()))
         _terminate(await store.autocommit(_pid))
         # the idle connection is dead: it is noticed before the statement goes out, not reported as unknown
@@ -186,7 +187,7 @@ async def _pid(tx: Tx) -> int:
 
 
 async def test_insert_many_returns_ids_in_row_order(store: PostgresStore) -> None:
-    rows = [new_job(payload=f'{{"to": "{i}"}}').params() for i in range(50)]
+    rows = [new_job(payload=f'{{"to": "{i}"}}').params(IDENTITY) for i in range(50)]
     ids = await store.transact(lambda tx: tx.insert_many("insert_job", rows))
     assert len(set(ids)) == 50
     for i, job_id in enumerate(ids):
@@ -254,7 +255,7 @@ async def test_an_idle_worker_claims_a_job_in_two_round_trips(postgres_url: str,
 async def test_a_deferred_claim_goes_out_with_the_next_round_trip(store: PostgresStore) -> None:
     """``Tx.claim`` sends nothing by itself: its rows are there once the next round trip is over (a
     flush here; in a worker's cycle, the ``COMMIT``), and its started event with them."""
-    ids = await store.autocommit(lambda tx: tx.insert_jobs([{**new_job().params(), "event": "enqueued"}] * 3,
+    ids = await store.autocommit(lambda tx: tx.insert_jobs([{**new_job().params(IDENTITY), "event": "enqueued"}] * 3,
                                                            time.time()))
 
     async def work(tx: Tx) -> list[tuple[int, int]]:

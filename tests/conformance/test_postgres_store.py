@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from jobloom import App, MigrationsMissing, Performer, StoreError
+from jobloom.core.codecs import IDENTITY
 from jobloom.engine.coordinator import dispatch, enqueue
 from jobloom.store.base import Tx
 from jobloom.store.sql import load_migrations, load_queries
@@ -306,7 +307,7 @@ async def test_transact_survives_a_terminated_connection(store: PostgresStore) -
     async def work(tx: Tx) -> int:
         nonlocal tries
         tries += 1
-        (ids,) = [await tx.insert_many("insert_job", [new_job().params()])]
+        (ids,) = [await tx.insert_many("insert_job", [new_job().params(IDENTITY)])]
         if tries == 1:
             pid = tx.conn.info.backend_pid  # type: ignore[attr-defined]
             with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
@@ -326,7 +327,7 @@ async def test_transact_survives_a_terminated_connection(store: PostgresStore) -
 
 async def test_single_statements_keep_one_connection_and_replace_it_once_terminated(store: PostgresStore) -> None:
     async def insert(tx: Tx) -> tuple[int, int]:
-        (job_id,) = await tx.insert_many("insert_job", [new_job().params()])
+        (job_id,) = await tx.insert_many("insert_job", [new_job().params(IDENTITY)])
         return job_id, tx.conn.info.backend_pid  # type: ignore[attr-defined]
 
     _, first = await store.autocommit(insert)
@@ -351,7 +352,8 @@ async def test_single_statements_keep_one_connection_and_replace_it_once_termina
 
 
 async def test_transact_retries_the_loser_of_a_deadlock(store: PostgresStore) -> None:
-    ids = await store.transact(lambda tx: tx.insert_many("insert_job", [new_job().params(), new_job().params()]))
+    ids = await store.transact(lambda tx: tx.insert_many("insert_job", [new_job().params(IDENTITY),
+                                                                        new_job().params(IDENTITY)]))
     locked = [asyncio.Event(), asyncio.Event()]
     tries = [0, 0]
 
@@ -446,13 +448,13 @@ async def test_binding_locks_taken_in_opposite_orders_do_not_deadlock(store: Pos
 
 async def test_a_non_transient_error_propagates_and_rolls_back(store: PostgresStore) -> None:
     async def work(tx: Tx) -> None:
-        await tx.insert_many("insert_job", [new_job().params()])
+        await tx.insert_many("insert_job", [new_job().params(IDENTITY)])
         raise ValueError("boom")
 
     with pytest.raises(ValueError, match="boom"):
         await store.transact(work)
     with pytest.raises(psycopg.errors.NotNullViolation):
-        await store.transact(lambda tx: tx.insert_many("insert_job", [new_job().params() | {"payload": None}]))
+        await store.transact(lambda tx: tx.insert_many("insert_job", [new_job().params(IDENTITY) | {"payload": None}]))
     assert await store.transact(lambda tx: tx.fetch("count_by_state")) == []
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from jobloom.core.codecs import IDENTITY
 from jobloom.core.errors import StoreError
 from jobloom.core.queries import Q
 from jobloom.engine.jobs import NewJob
@@ -81,7 +82,7 @@ def job(binding: str = "Contract", payload: str = '{"n": 0}') -> dict[str, Any]:
     new = NewJob(binding=binding, payload=payload, priority=0, run_at=now, state="queued", max_attempts=3,
                  delivery="at_least_once", timeout=60.0, unique_key=None, unique_until=None,
                  concurrency_key=None, created_at=now)
-    return {**new.params(), "event": "enqueued"}
+    return {**new.params(IDENTITY), "event": "enqueued"}
 
 
 async def insert(store: Store, count: int = 1) -> list[int]:
