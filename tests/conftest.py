@@ -233,9 +233,27 @@ def pooled_store_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the tests marked ``slow`` to the front (a stable sort)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the tests marked ``slow`` to the front (a stable sort); name the groups of an xdist worker's
+    items in their ids where pytest-xdist could not."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    if getattr(config.option, "loadgroup", False):  # an xdist worker, under --dist loadgroup
+        _name_groups(items)
+
+
+def _name_groups(items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` keeps together the items whose ids end in ``@group``. pytest-xdist 3.8 appends
+    it by assigning ``item._nodeid``, which pytest 9 no longer reads (the id is kept in ``_id``), so every
+    group was ignored and both processes started each store's dashboard server and browser. Appended here
+    the way pytest 9 keeps ids; an id that already ends in its group (an xdist that does it) is left."""
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)  # type: ignore[attr-defined]
 
 
 # -- with CI=true nothing skips ------------------------------------------------------------------------

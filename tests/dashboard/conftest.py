@@ -204,9 +204,12 @@ def screenshot(page: Any, site: Site, name: str) -> None:
         page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep each store's browser tests on one xdist worker (``./dev test`` distributes with ``--dist
-    loadgroup``), so that each store's server and browser start once, not once per worker."""
+    loadgroup``), so that each store's server and browser start once, not once per worker. First among
+    the hooks: pytest-xdist's, which turns the marks into groups, is registered after this file when
+    this file is loaded among the first conftests (``pytest tests/dashboard``)."""
     for item in items:
         if item.path.parent == HERE:
             callspec = getattr(item, "callspec", None)
