@@ -9,7 +9,9 @@
 -- first jobs by priority, none of :picked (chosen by an earlier round of this dispatch): its share of
 -- :want starts among the keys found, times :weight (the largest weight), at most :per_key (all :per_key
 -- with :want = 0). The share comes with each row (a key with that many rows may have more), and the
--- key's rate bucket (none: a full one).
+-- key's rate bucket (none: a full one), found by its primary key: the key is compared in the table's
+-- collation (COLLATE "default"), as the key buckets' primary key holds it; compared as "C" (the walk's),
+-- no index of the buckets serves the join and each key read scans every bucket of the binding.
 -- SKIP LOCKED as the other candidate reads.
 WITH RECURSIVE turn(k, n) AS (
     SELECT (SELECT concurrency_key COLLATE "C" FROM jobloom_jobs
@@ -31,7 +33,7 @@ share AS (
 SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share, b.tokens, b.tokens_at
 FROM walked
 CROSS JOIN share
-LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k
+LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k COLLATE "default"
 CROSS JOIN LATERAL (
     SELECT q.id FROM jobloom_jobs q
     WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
@@ -65,7 +67,7 @@ share AS (
 SELECT j.id, j.priority, j.run_at, j.concurrency_key, share.p AS share, b.tokens, b.tokens_at
 FROM walked
 CROSS JOIN share
-LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k
+LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k COLLATE "default"
 CROSS JOIN LATERAL (
     SELECT q.id FROM jobloom_jobs q
     WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
