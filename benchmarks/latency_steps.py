@@ -74,6 +74,8 @@ def load(folder: str) -> tuple[list[Record], list[Record]]:
     producer: list[Record] = []
     for path in Path(folder).glob("*.tsv"):
         lines = path.read_text().splitlines()
+        if not lines:  # a process killed before it wrote its stamps
+            continue
         records = [(p[0], float(p[1]), float(p[2]), p[3], int(p[4]))
                    for p in (line.split("\t") for line in lines[1:])]
         if "producer" in lines[0]:

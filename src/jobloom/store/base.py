@@ -288,6 +288,12 @@ class Store(abc.ABC):
         or busy for now, rather than that the work itself cannot be done: the caller may try again later."""
         return isinstance(exc, StoreError)
 
+    def idle(self) -> None:
+        """A worker of this store has nothing to do for now: a moment for upkeep that must not run in
+        the commits on a waiting job's way (SQLite: the write-ahead log's checkpoint). Never blocks;
+        nothing by default."""
+        return None
+
     @abc.abstractmethod
     async def notify(self) -> None:
         """Wake idle workers in other processes (after a commit that made work runnable)."""

@@ -284,6 +284,9 @@ class Worker:
         kick = self._wakes.loop
         if timeout > 0:
             logs.flush()  # nothing to do for now: the buffered log lines go out
+            store = self.app.store_if_open()
+            if store is not None:
+                store.idle()  # and the store's upkeep runs, off the path of the next job
             try:
                 async with asyncio.timeout(timeout):
                     await kick.wait()

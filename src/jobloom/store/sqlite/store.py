@@ -23,6 +23,7 @@ from jobloom.core.retrying import Delays
 from jobloom.store.base import Params, Store, Tx, Wakeups, _retry_observers, retried, run_without_loop
 from jobloom.store.migrations import pending
 from jobloom.store.sql import load_migrations, load_queries
+from jobloom.store.sqlite.checkpoint import Checkpointer
 from jobloom.store.sqlite.wake import SocketWakeups, WakeFolder
 
 T = TypeVar("T")
@@ -235,6 +236,8 @@ class SQLiteStore(Store):
         self._lock: asyncio.Lock | None = None
         self.wake_folder = wake_folder(self.path)
         self._waker = WakeFolder(self.wake_folder)
+        self.checkpointer = Checkpointer(self.path)
+        """Checkpoints the write-ahead log when a worker is idle (:meth:`idle`)."""
 
     async def open(self) -> None:
         """Open the file in WAL mode (creating it and its folder if needed)."""
@@ -265,6 +268,7 @@ class SQLiteStore(Store):
             self._conn.close()
             self._conn = None
         self._waker.close()
+        self.checkpointer.close()
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -357,6 +361,12 @@ class SQLiteStore(Store):
             text = str(exc).lower()
             return any(s in text for s in ("locked", "busy", "disk i/o", "unable to open", "database or disk is full"))
         return isinstance(exc, OSError)
+
+    def idle(self) -> None:
+        """A worker has nothing to do: checkpoint the write-ahead log now, on a thread of its own, so that
+        no commit on a waiting job's way runs the checkpoint (:mod:`~jobloom.store.sqlite.checkpoint`)."""
+        if self._conn is not None:
+            self.checkpointer.idle()
 
     async def notify(self) -> None:
         """Wake workers of this file in other processes."""
