@@ -90,7 +90,7 @@ def steps(jobs: list[tuple[int, float, float]], worker: list[Record], producer: 
     commits = [r for r in producer if r[0] in ("SQLiteStore.transact", "PostgresStore.autocommit")]
     commit_starts = [r[1] for r in commits]
     wakes = [r[1] for r in worker if r[0] in ("SocketWakeups._readable", "Listener._signal")]
-    cycles = [r for r in worker if r[0] == "Cycle.run"]
+    cycles = [r for r in worker if r[0] in ("Cycle.run", "Cycle.run_direct")]  # a direct claim is the job's cycle
     cycle_starts = [r[1] for r in cycles]
     inner_kinds = {"SQLiteStore._begin", "SQLiteTx._one", "SQLiteTx._many",
                    "PostgresTx.fetch_rows_batch", "PostgresTx._send", "PostgresTx.commit"}

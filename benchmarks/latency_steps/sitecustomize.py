@@ -33,7 +33,9 @@ def now() -> float:
 
 def wrap(owner: Any, name: str) -> None:
     """Record every call of ``owner.name`` (its start and end, and a statement's name if it has one)."""
-    fn = getattr(owner, name)
+    fn = getattr(owner, name, None)
+    if fn is None:  # an older tree, without it
+        return
     label = f"{owner.__name__}.{name}"
 
     def task() -> int:
@@ -76,6 +78,7 @@ def install() -> None:
     from jobloom.store.sqlite.wake import SocketWakeups
 
     wrap(Cycle, "run")
+    wrap(Cycle, "run_direct")
     wrap(SQLiteStore, "transact")
     wrap(SQLiteStore, "_begin")
     wrap(SQLiteTx, "_one")

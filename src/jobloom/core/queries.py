@@ -118,6 +118,7 @@ class Q:
     children_of = Query("children_of", ChildRow)
     claim = Query("claim", ClaimRow)
     claim_batch = Query("claim_batch", ClaimRow)
+    claim_direct = Query("claim_direct", ClaimRow)
     claim_hooks = Query("claim_hooks", HookRow)
     close_dependencies = Query("close_dependencies", EdgeRow)
     coded_payloads = Query("coded_payloads", CodedRow)

@@ -68,6 +68,10 @@ class Tx(abc.ABC):
     notified = False
     """Whether this transaction wakes idle workers itself when it commits (so no :meth:`Store.notify`)."""
 
+    hint: str | None = None
+    """What this transaction's wake-up says of the job it enqueued, if it wakes the workers itself
+    (:func:`job_hint`)."""
+
     one_snapshot = False
     """Whether every statement of this transaction sees the same snapshot of the store (SQLite's
     transactions do; under PostgreSQL's read committed each statement sees what was committed when it
@@ -156,6 +160,18 @@ class Tx(abc.ABC):
             await self.executemany(Q.insert_counted_event, counted)
         return Later(ClaimRow._make, rows)
 
+    async def claim_direct(self, params: Params) -> Later[ClaimRow]:
+        """Claim the one job a wake-up named, where dispatch would claim it first (the ``claim_direct``
+        statement's ``params``: ``id``, ``binding``, ``worker``, ``lease_expires``, ``now``), with its
+        ``started`` event, after ``hold_dispatch`` of its binding (as a cycle holds it before it reads a
+        policy: a pause then waits for it). A driver may send both with the transaction's next round trip."""
+        await self.fetch(Q.hold_dispatch, {"bindings": [params["binding"]]})  # as a cycle, before the binding is read
+        rows = await self.fetch(Q.claim_direct, params)
+        single, _ = count_starts(params["now"], rows)
+        if single:
+            await self.executemany(Q.insert_event, single)
+        return Later(ClaimRow._make, rows)
+
     async def flush(self) -> None:
         """Send the statements a driver holds back for its next round trip now (their :class:`Later`
         rows are then ready). A driver that holds none back has nothing to do."""
@@ -188,9 +204,35 @@ class Wakeups(abc.ABC):
         (a worker's loop is then woken without a task in between). False: not supported, use :meth:`wait`."""
         return False
 
+    def on_job(self, callback: Callable[[int, str], None]) -> bool:
+        """Call ``callback(job_id, binding)`` when a signal names the one job that its commit enqueued
+        (queued now, without a concurrency key), before the :meth:`on_signal` callbacks of that signal.
+        False: not supported (every signal then only wakes)."""
+        return False
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop listening."""
+
+
+def job_hint(ids: Sequence[int], rows: Sequence[Params]) -> str | None:
+    """What a wake-up says of the jobs one commit inserted (``rows``, as :meth:`Tx.insert_jobs` took
+    them): ``"ID:BINDING"`` for one job queued now without a concurrency key (an idle worker may claim
+    it directly: :meth:`Wakeups.on_job`), else None (the wake-up only wakes)."""
+    if len(ids) != 1 or len(rows) != 1:
+        return None
+    row = rows[0]
+    if row.get("state") != "queued" or row.get("concurrency_key") is not None:
+        return None
+    return f"{ids[0]}:{row['binding']}"
+
+
+def read_hint(text: str) -> tuple[int, str] | None:
+    """(job id, binding) from a wake-up's ``"ID:BINDING"`` (:func:`job_hint`), or None."""
+    number, _, binding = text.partition(":")
+    if not binding or not number.isdigit():
+        return None
+    return int(number), binding
 
 
 async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:

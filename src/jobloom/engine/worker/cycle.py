@@ -19,7 +19,7 @@ from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
 from jobloom.engine import coordinator, reporting
 from jobloom.engine.dispatch import Expected, paced
-from jobloom.engine.jobs import CycleReads
+from jobloom.engine.jobs import CycleReads, DeferredClaim
 from jobloom.engine.pacing import Pacing, Rotation
 from jobloom.engine.running import CycleAsk, CycleResult
 from jobloom.engine.telemetry import Telemetry
@@ -48,6 +48,7 @@ class Cycle:
         self._clock = clock
         self._stopping = stopping
         self._rotation = Rotation(bindings)
+        self._served = frozenset(bindings)
         self._pacing = Pacing()
         self._expected = Expected()
         self._unsure = False  # a claim may have committed without our knowing
@@ -140,6 +141,39 @@ class Cycle:
             executor.stop_job(key, "cancel")
         executor.start_claimed(result, self._lease)
         return result
+
+    async def run_direct(self, job_id: int, binding: str) -> CycleResult | None:
+        """Claim the one job a wake-up named and start it, in a transaction that does nothing else (on
+        PostgreSQL one round trip: ``BEGIN``, ``hold_dispatch``, the claim, ``COMMIT``). The claim holds
+        only where a cycle's dispatch would claim that job first (see ``claim_direct``); None when
+        nothing was claimed, and then a whole cycle looks. A failure is a cycle's: the next cycle first
+        gives back what a claim of unknown outcome may have taken."""
+        executor = self._executor
+        if (self._unsure or self._stopping.requested or self._completer.outcomes or binding not in self._served
+                or executor.free() <= 0 or (binding in executor.sync_bindings and executor.sync_free() <= 0)):
+            return None
+        store = await self._app.store()
+        try:
+            result = await store.transact(lambda tx: self._claim_direct(tx, job_id, binding))
+            for deferred in result.deferred:
+                result.claimed.extend(deferred.jobs())
+        except Exception as exc:
+            self._unsure = True
+            log.warning("jobloom direct claim failed (%s: %s); a whole cycle follows", type(exc).__name__, exc)
+            return None
+        if not result.claimed:
+            return None
+        self._telemetry.cycle(result.claimed, ())
+        executor.start_claimed(result, self._lease)
+        return result
+
+    async def _claim_direct(self, tx: Tx, job_id: int, binding: str) -> CycleResult:
+        res = CycleResult(began=time.monotonic())  # read in every try, as a cycle's
+        now = self._clock.now()
+        later = await tx.claim_direct(
+            {"id": job_id, "binding": binding, "worker": self._name, "lease_expires": now + self._lease, "now": now})
+        res.deferred.append(DeferredClaim(later, now, 1))
+        return res
 
     async def _work(self, tx: Tx, cycle: CycleAsk) -> CycleResult:
         """One cycle's transaction: its reads, the outcomes reported, leases reaped, jobs promoted, then

@@ -91,6 +91,9 @@ class Worker:
         self.next_due: float | None = None
         """After :meth:`drain`: when a job is next due (or None)."""
         self._wakes = Wakes()
+        self._idle = False  # asleep with nothing to do (a wake-up that names a job is then claimed directly)
+        self._named_job: tuple[int, str] | None = None
+        self._named_many = False
         self._stopping = Stopping()
         self.clock = Clock(app)
         self.completer = Completer(app, self.name, self.clock, self.progress)
@@ -173,6 +176,7 @@ class Worker:
         await self.app.register_bindings(self.bindings)
         await store.transact(self.leases.beat)
         wake = await store.wakeups()
+        wake.on_job(self._named)  # before on_signal's: a wake-up that names a job tells it first
         direct = wake.on_signal(self._woken)  # the listener wakes the loop itself: no task in between
         helpers = [*self._start_parts(), asyncio.create_task(self._housekeeping_loop())]
         if not direct:
@@ -201,6 +205,10 @@ class Worker:
         """Cycle until the worker is stopped, sleeping when there is nothing to do."""
         cycle, completer, executor = self.cycle, self.completer, self.executor
         while not self._stopping.requested:
+            named, self._named_job = self._named_job, None
+            if named is not None and await cycle.run_direct(*named) is not None:
+                await asyncio.sleep(0)  # the job runs first; then a whole cycle (reports it, looks for more)
+                continue
             result = await cycle.run_with_retry(claim=True)
             if result is None:
                 continue
@@ -268,6 +276,17 @@ class Worker:
                         await kick.wait()
             kick.clear()
 
+    def _named(self, job_id: int, binding: str) -> None:
+        """A wake-up named the one job its commit enqueued: a worker that sleeps with nothing to do claims
+        it directly (:meth:`Cycle.run_direct`) before it runs a whole cycle. A second job named in the
+        same sleep, or one named while the worker is busy, is left to a whole cycle (it sees them all)."""
+        if not self._idle:
+            return
+        if self._named_job is None and not self._named_many:
+            self._named_job = (job_id, binding)
+        else:
+            self._named_job, self._named_many = None, True
+
     def _woken(self) -> None:
         """Another process signalled (a job enqueued, a limit raised, a pause lifted): look now."""
         self._wakes.all()
@@ -287,10 +306,13 @@ class Worker:
             store = self.app.store_if_open()
             if store is not None:
                 store.idle()  # and the store's upkeep runs, off the path of the next job
+            self._named_job, self._named_many, self._idle = None, False, True
             try:
                 async with asyncio.timeout(timeout):
                     await kick.wait()
             except TimeoutError:
                 timed_out = due is not None and timeout < IDLE_CAP
+            finally:
+                self._idle = False
         kick.clear()
         return timed_out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from jobloom.core.retrying import Delays
-from jobloom.store.base import Wakeups, wait_event
+from jobloom.store.base import Wakeups, read_hint, wait_event
 
 if TYPE_CHECKING:
     from psycopg.pq.abc import PGconn
@@ -39,6 +39,7 @@ class Listener:
         self.channel = channel
         self.subscribers: set[asyncio.Event] = set()
         self.callbacks: dict[asyncio.Event, list[Callable[[], None]]] = {}  # a subscriber's, by its event
+        self.job_callbacks: dict[asyncio.Event, list[Callable[[int, str], None]]] = {}  # likewise: on_job
         self.conn: psycopg.AsyncConnection[TupleRow] | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -57,7 +58,10 @@ class Listener:
         self.subscribers.add(event)
         return Subscription(self, event)
 
-    def _signal(self) -> None:
+    def _signal(self, jobs: Iterable[tuple[int, str]] = ()) -> None:
+        for job_id, binding in jobs:  # first: a worker woken below then knows the job
+            for on_job in [c for cs in self.job_callbacks.values() for c in cs]:
+                on_job(job_id, binding)
         for event in self.subscribers:
             event.set()
         for callbacks in list(self.callbacks.values()):
@@ -112,7 +116,7 @@ class Listener:
         loop = asyncio.get_running_loop()
         activity = asyncio.Event()
         failed: list[Exception] = []
-        conn.add_notify_handler(lambda _n: self._signal())
+        conn.add_notify_handler(lambda n: self._signal(_named([n.payload])))
         pgconn = conn.pgconn
         sock = pgconn.socket
 
@@ -144,12 +148,12 @@ class Listener:
             loop.remove_reader(sock)
 
     def _take(self, pgconn: PGconn) -> None:
-        """Signal once if libpq holds notifications (each is taken off its queue)."""
-        got = False
-        while pgconn.notifies() is not None:
-            got = True
-        if got:
-            self._signal()
+        """Signal once if libpq holds notifications (each is taken off its queue), with the jobs they name."""
+        payloads: list[str] = []
+        while (notify := pgconn.notifies()) is not None:
+            payloads.append(notify.extra.decode(errors="replace"))
+        if payloads:
+            self._signal(_named(payloads))
 
     async def stop(self) -> None:
         """Stop listening and close the connection; subscribers are woken one last time."""
@@ -181,7 +185,18 @@ class Subscription(Wakeups):
         self.listener.callbacks.setdefault(self._event, []).append(callback)
         return True
 
+    def on_job(self, callback: Callable[[int, str], None]) -> bool:
+        """Call ``callback(job_id, binding)`` for a notification that names its job (an enqueue's)."""
+        self.listener.job_callbacks.setdefault(self._event, []).append(callback)
+        return True
+
     async def close(self) -> None:
         """Stop receiving wake-ups (the store's connection stays for its other subscribers)."""
         self.listener.subscribers.discard(self._event)
         self.listener.callbacks.pop(self._event, None)
+        self.listener.job_callbacks.pop(self._event, None)
+
+
+def _named(payloads: Iterable[str]) -> list[tuple[int, str]]:
+    """The jobs that notifications' payloads name (an enqueue of one job: ``"ID:BINDING"``)."""
+    return [job for p in payloads if p and (job := read_hint(p)) is not None]

@@ -258,6 +258,17 @@ class PostgresTx(Tx):
         self._pending.append((_query("claim__with_events"), params, later))
         return later
 
+    async def claim_direct(self, params: Params) -> Later[ClaimRow]:
+        """Claim the job a wake-up named, with its ``started`` event, in one statement sent with the
+        transaction's next round trip (with ``hold_dispatch`` before it and ``COMMIT`` after it)."""
+        if self._left is not None:
+            return await super().claim_direct(params)
+        later: Later[ClaimRow] = Later(ClaimRow._make)
+        # hold_dispatch first, as a statement of its own: the claim's snapshot then sees any pause committed
+        self._pending.append((_query("hold_dispatch"), {"bindings": [params["binding"]]}, "one"))
+        self._pending.append((_query("claim_direct__with_events"), params, later))
+        return later
+
 
 def _json_rows(rows: Sequence[Params]) -> str:
     """A batch of rows as the JSON array that a ``__bulk`` statement reads with ``json_to_recordset``

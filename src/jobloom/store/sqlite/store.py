@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
-from jobloom.store.base import Params, Store, Tx, Wakeups, _retry_observers, retried, run_without_loop
+from jobloom.store.base import Params, Store, Tx, Wakeups, _retry_observers, job_hint, retried, run_without_loop
 from jobloom.store.migrations import pending
 from jobloom.store.sql import load_migrations, load_queries
 from jobloom.store.sqlite.checkpoint import Checkpointer
@@ -184,6 +184,14 @@ class SQLiteTx(Tx):
         if rows:
             self._many(name, rows)
 
+    async def insert_jobs(self, rows: Sequence[Params], at: float) -> list[int]:
+        """Insert new jobs and their events; the store wakes the workers once this commits, naming the
+        job when it is one queued now (:func:`~jobloom.store.base.job_hint`)."""
+        ids = await super().insert_jobs(rows, at)
+        self.hint = job_hint(ids, rows) if not self.notified else None  # a second insert: jobs, not a job
+        self.notified = True
+        return ids
+
     async def insert_many(self, name: str, rows: Sequence[Params]) -> list[int]:
         """Insert rows; inside one write transaction SQLite assigns consecutive rowids."""
         if not rows:
@@ -312,8 +320,11 @@ class SQLiteStore(Store):
             while True:
                 await self._begin(exclusive)
                 try:
-                    result = await fn(SQLiteTx(self.conn))
+                    tx = SQLiteTx(self.conn)
+                    result = await fn(tx)
                     self.conn.execute("COMMIT")
+                    if tx.notified:
+                        self._waker.send(tx.hint)
                     return result
                 except sqlite3.OperationalError as exc:
                     self.conn.execute("ROLLBACK") if self.conn.in_transaction else None

@@ -24,10 +24,11 @@ import time
 import uuid
 from collections.abc import Callable
 
-from jobloom.store.base import Wakeups, wait_event
+from jobloom.store.base import Wakeups, read_hint, wait_event
 
 REFRESH = 0.1  # seconds a sender keeps its listing of the folder
 _MARGIN = 0.01  # a listener's own wake-up comes this long after the senders' listings expire
+_LONGEST = 4096  # bytes of a wake-up read: "j", a job id, ":" and its binding's name
 _generation = 0  # bumped by every listener opened or closed in this process
 
 
@@ -51,8 +52,9 @@ class WakeFolder:
             return
         self._targets = [os.path.join(self.folder, n) for n in names if n.endswith(".sock")]
 
-    def send(self) -> None:
-        """Signal every listener; never blocks, never raises."""
+    def send(self, hint: str | None = None) -> None:
+        """Signal every listener (naming the one job enqueued, with ``hint``: :func:`~jobloom.store.base.
+        job_hint`); never blocks, never raises."""
         if self._generation != _generation or time.monotonic() >= self._expires:
             self._refresh()
         if not self._targets:
@@ -60,9 +62,10 @@ class WakeFolder:
         if self._sock is None:
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self._sock.setblocking(False)
+        message = b"w" if hint is None else b"j" + hint.encode()
         for path in self._targets:
             try:
-                self._sock.sendto(b"w", path)
+                self._sock.sendto(message, path)
             except (BlockingIOError, InterruptedError):
                 pass  # the listener's buffer is full: it has a wake-up pending already
             except (ConnectionRefusedError, FileNotFoundError):
@@ -96,19 +99,26 @@ class SocketWakeups(Wakeups):
         self._sock.setblocking(False)
         self._event = asyncio.Event()
         self._callbacks: list[Callable[[], None]] = []
+        self._job_callbacks: list[Callable[[int, str], None]] = []
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._sock.fileno(), self._readable)
         self._catch_up = self._loop.call_later(REFRESH + _MARGIN, self._readable)
 
     def _readable(self) -> None:
+        jobs: list[tuple[int, str]] = []
         try:
             while True:
-                self._sock.recv(64)
+                message = self._sock.recv(_LONGEST)
+                if message[:1] == b"j" and (job := read_hint(message[1:].decode(errors="replace"))) is not None:
+                    jobs.append(job)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:
             return
         self._event.set()
+        for job_id, binding in jobs:
+            for on_job in self._job_callbacks:
+                on_job(job_id, binding)
         for callback in self._callbacks:
             callback()
 
@@ -119,6 +129,11 @@ class SocketWakeups(Wakeups):
     def on_signal(self, callback: Callable[[], None]) -> bool:
         """Call ``callback()`` from the socket's reader, the moment a wake-up arrives."""
         self._callbacks.append(callback)
+        return True
+
+    def on_job(self, callback: Callable[[int, str], None]) -> bool:
+        """Call ``callback(job_id, binding)`` from the socket's reader for a wake-up that names its job."""
+        self._job_callbacks.append(callback)
         return True
 
     async def close(self) -> None:

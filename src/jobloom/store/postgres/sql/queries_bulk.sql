@@ -6,7 +6,7 @@
 -- New jobs and their events (one outbox row per binding and kind) in one statement, and (with
 -- :channel) a wake-up for the workers at commit. Ids come back in the rows' order: the rows are
 -- inserted in "i" order and an INSERT returns its rows in the order it inserted them, which also
--- numbers them for their events.
+-- numbers them for their events. The wake-up names a lone job queued now (w).
 WITH r AS (
     SELECT * FROM json_to_recordset(:rows::json) AS r(
         i int, binding text, state text, payload text, priority int, run_at float8, max_attempts int,
@@ -28,8 +28,15 @@ WITH r AS (
     INSERT INTO jobloom_events (at, job_id, binding, kind, n)
     SELECT :at, CASE WHEN count(*) = 1 THEN min(n.id) END, r.binding, r.event, count(*)
     FROM n JOIN r USING (i) GROUP BY r.binding, r.event
+), w AS (
+    -- a lone job queued now without a concurrency key is named in the wake-up ("ID:BINDING"), so that
+    -- an idle worker may claim it directly (claim_direct); any other insert only wakes
+    SELECT count(*) = 1 AND bool_and(state = 'queued' AND concurrency_key IS NULL) AS one, min(binding) AS binding
+    FROM r
 )
-SELECT id, (SELECT pg_notify(:channel::text, '') WHERE :channel::text IS NOT NULL) FROM n ORDER BY i
+SELECT id, (SELECT pg_notify(:channel::text, CASE WHEN w.one THEN n.id || ':' || w.binding ELSE '' END)
+            WHERE :channel::text IS NOT NULL)
+FROM n, w ORDER BY i
 
 -- name: insert_event__bulk
 INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration)

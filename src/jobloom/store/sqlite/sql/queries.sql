@@ -36,6 +36,28 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'queued'
   AND (expires_at IS NULL OR expires_at > :now)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
+-- name: claim_direct
+-- returns: ClaimRow
+-- The one job a wake-up named (a single job enqueued), claimed by an idle worker without reading
+-- candidates first, and only where dispatch would claim it: it is queued, not past its expiry, has no
+-- concurrency key, is the only queued job of its binding (so first in any order, with or without
+-- priority aging), and its binding's policy is one that dispatch applies without a lock or a read (no
+-- concurrency, rate, key rules, batch, run-time overrides; not paused).
+-- Otherwise nothing is claimed and the worker runs a whole cycle. A new column of jobloom_bindings
+-- that limits dispatch must be added to the policy's test here (tests/conformance/test_claim_direct.py
+-- fails until it is).
+UPDATE jobloom_jobs AS j
+SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
+    started_at = :now, cancel_requested = 0
+WHERE j.id = :id AND j.binding = :binding AND j.state = 'queued' AND j.concurrency_key IS NULL
+  AND (j.expires_at IS NULL OR j.expires_at > :now)
+  AND EXISTS (SELECT 1 FROM jobloom_bindings AS b
+              WHERE b.binding = :binding AND b.concurrency IS NULL AND b.rate IS NULL AND b.paused = 0
+                AND b.batch_size IS NULL AND b.overrides IS NULL AND b.key_rules IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM jobloom_jobs AS o INDEXED BY jobloom_jobs_queued
+                  WHERE o.binding = :binding AND o.state = 'queued' AND o.id <> j.id)
+RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
+
 -- name: claim_batch
 -- returns: ClaimRow
 -- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
