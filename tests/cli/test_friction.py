@@ -247,9 +247,8 @@ def test_unknown_payload_keys_are_refused_by_name_unless_the_performer_drops_the
 
 def test_limits_list_shows_per_key_only_for_keyed_bindings_and_only_the_legend_needed(fx: FrictionEnv) -> None:
     registered = ("import asyncio, friction_app\n"
-                  "from jobloom.app.bindings import register_bindings\n"
                   "async def go():\n"
-                  "    await register_bindings(friction_app.app)\n"
+                  "    await friction_app.app.register_bindings()\n"
                   "    await friction_app.app.close()\n"
                   "asyncio.run(go())")
     done = forkcli.run([], code=registered, cwd=fx.path, env=fx.env, timeout=60)  # a process of its own

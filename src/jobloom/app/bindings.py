@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from jobloom.app.runtime import Runtime
 from jobloom.core.decide import held
 from jobloom.core.errors import InvalidOption, UnknownBinding
 from jobloom.core.queries import Q
@@ -19,21 +20,10 @@ from jobloom.core.rows import BindingRow, PolicyRow, StateCountRow
 from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.core.types import Policy, to_datetime
 from jobloom.engine import registry
-from jobloom.engine.performer import PerformerSpec
 from jobloom.engine.registry import WorkerInfo
 from jobloom.engine.rules import rules_json
 from jobloom.housekeeping.retention import retention_json
-from jobloom.store.base import Store, Tx
-
-
-class App(Protocol):
-    """What this module needs of the app: its performers and its store."""
-
-    specs: dict[str, PerformerSpec]
-    internal_bindings: list[str]
-
-    async def store(self) -> Store:
-        """The store of the running event loop."""
+from jobloom.store.base import Tx
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +81,13 @@ class BindingInfo:
         }
 
 
-async def register_bindings(app: App, bindings: list[str] | None = None) -> None:
+async def register_bindings(runtime: Runtime, bindings: list[str] | None = None) -> None:
     """Store the performers' limits, retention and enqueue rules with their bindings (workers do it at start)."""
-    store = await app.store()
+    store = await runtime.store()
     now = store.now()
     rows = []
-    for name in bindings or app.specs:
-        spec = app.specs.get(name)
+    for name in bindings or runtime.specs:
+        spec = runtime.specs.get(name)
         if spec is None:
             continue
         p = spec.policy
@@ -116,15 +106,15 @@ async def register_bindings(app: App, bindings: list[str] | None = None) -> None
     await store.transact(work)
 
 
-async def set_limits(app: App, binding: str, limits: dict[str, Any], *, known_only: bool = False) -> None:
+async def set_limits(runtime: Runtime, binding: str, limits: dict[str, Any], *, known_only: bool = False) -> None:
     """See :meth:`App.set_limits`. ``known_only``: refuse (``UnknownBinding``) a binding that the app does
     not perform and the store has no row of, rather than make its row (the HTTP API never invents one)."""
     check_limits(binding, limits)
-    store = await app.store()
+    store = await runtime.store()
 
     async def work(tx: Tx) -> bool:
         row = await tx.fetchone(Q.get_binding, {"binding": binding})
-        if known_only and row is None and binding not in app.specs and binding not in app.internal_bindings:
+        if known_only and row is None and binding not in runtime.specs and binding not in runtime.internal_bindings:
             return False
         if known_only and not limits:
             return True
@@ -140,13 +130,13 @@ async def set_limits(app: App, binding: str, limits: dict[str, Any], *, known_on
     await store.notify()
 
 
-async def reset_limits(app: App, binding: str, names: tuple[str, ...]) -> None:
+async def reset_limits(runtime: Runtime, binding: str, names: tuple[str, ...]) -> None:
     """See :meth:`App.reset_limits`."""
     check_name("binding", binding, MAX_NAME_BYTES)
     for name in names:
         if name not in LIMIT_FIELDS:
             raise InvalidOption("limit", name, f"one of {', '.join(LIMIT_FIELDS)}", binding)
-    store = await app.store()
+    store = await runtime.store()
 
     async def work(tx: Tx) -> None:
         row = await tx.fetchone(Q.get_binding, {"binding": binding})
@@ -161,16 +151,16 @@ async def reset_limits(app: App, binding: str, names: tuple[str, ...]) -> None:
     await store.notify()
 
 
-async def set_paused(app: App, binding: str, paused: bool) -> BindingInfo:
+async def set_paused(runtime: Runtime, binding: str, paused: bool) -> BindingInfo:
     """Pause or resume ``binding``; see :meth:`App.pause_binding`. Returns the binding as it is now.
 
     A binding is known if the app performs it or the store has its row (a worker registered it, or
     limits were set); any other name is refused with ``UnknownBinding``."""
     check_name("binding", binding, MAX_NAME_BYTES)
-    store = await app.store()
+    store = await runtime.store()
 
     async def work(tx: Tx) -> bool:
-        known = binding in app.specs or binding in app.internal_bindings
+        known = binding in runtime.specs or binding in runtime.internal_bindings
         if not known and await tx.fetchone(Q.binding_known, {"binding": binding}) is None:
             return False
         # the exclusive hold first: the dispatches under way commit before this does (PostgreSQL)
@@ -179,15 +169,15 @@ async def set_paused(app: App, binding: str, paused: bool) -> BindingInfo:
         return True
 
     if not await store.transact(work):
-        raise UnknownBinding(binding, list(app.specs))
+        raise UnknownBinding(binding, list(runtime.specs))
     if not paused:
         await store.notify()  # the workers take its queued jobs now, not at their next idle re-check
-    return next(b for b in await list_bindings(app) if b.binding == binding)
+    return next(b for b in await list_bindings(runtime) if b.binding == binding)
 
 
-async def list_bindings(app: App) -> list[BindingInfo]:
+async def list_bindings(runtime: Runtime) -> list[BindingInfo]:
     """Every binding the store knows, and the app's performers not registered yet, by name."""
-    store = await app.store()
+    store = await runtime.store()
 
     async def work(tx: Tx) -> tuple[list[BindingRow], list[StateCountRow], list[WorkerInfo]]:
         rows, counted = await tx.fetch_batch([(Q.list_bindings, None), (Q.count_by_state_indexed, None)])
@@ -208,15 +198,15 @@ async def list_bindings(app: App) -> list[BindingInfo]:
         name, overrides, paused_ts = row.binding, row.overrides, row.paused_at
         registered = row.backoff is not None  # workers store the backoff when they register; `limits set` does not
         values: BindingRow | PolicyRow = row
-        if not registered and name in app.specs:
-            values = _code_row(app.specs[name].policy, overrides, bool(row.paused))
+        if not registered and name in runtime.specs:
+            values = _code_row(runtime.specs[name].policy, overrides, bool(row.paused))
         policy = policy_from_row(values)[0]
         changed = tuple(sorted(json.loads(overrides))) if overrides else ()
-        keyed = (app.specs[name].concurrency_key is not None if name in app.specs
+        keyed = (runtime.specs[name].concurrency_key is not None if name in runtime.specs
                  else None if row.keyed is None else bool(row.keyed))
-        found[name] = BindingInfo(name, policy, changed, registered, registered or name in app.specs, paused_ts,
+        found[name] = BindingInfo(name, policy, changed, registered, registered or name in runtime.specs, paused_ts,
                                   counts.get(name, {}), tuple(serving.get(name, ())), keyed)
-    for name, spec in app.specs.items():
+    for name, spec in runtime.specs.items():
         if name not in found:
             found[name] = BindingInfo(name, spec.policy, counts=counts.get(name, {}),
                                       workers=tuple(serving.get(name, ())), keyed=spec.concurrency_key is not None)

@@ -15,8 +15,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from jobloom.app.runtime import Runtime
 from jobloom.core import lifecycle
 from jobloom.core.decide import WhyNot, batch_due, held, order, refill, room_for_batch, why_not
 from jobloom.core.dispatch_plan import TurnRead
@@ -29,10 +30,12 @@ from jobloom.core.text import checked_id
 from jobloom.core.types import Bucket, Candidate, Policy, Turn, to_datetime
 from jobloom.engine import registry
 from jobloom.engine.dispatch import turn_reads
-from jobloom.engine.performer import PerformerSpec
 from jobloom.flows.flow import MAP_BINDING, SUBFLOW_BINDING
 from jobloom.flows.runs import child_range, spawn_range, top_node
-from jobloom.store.base import Store, Tx
+from jobloom.store.base import Tx
+
+if TYPE_CHECKING:
+    from jobloom.app.facade import App
 
 CODES = ("scheduled", "debounce_window", "retry_backoff", "upstream", "children", "binding_full", "key_full",
          "rate_limited", "key_rate_limited", "key_turn", "queued_behind", "batch_filling", "paused", "no_worker",
@@ -47,15 +50,6 @@ LISTED = 20
 """At most this many job ids are linked from one reason."""
 _RETRIED = frozenset({lifecycle.FAILED, lifecycle.TIMEOUT, lifecycle.RETRY, lifecycle.LOST})
 _HOLDABLE = frozenset({"waiting", "scheduled", "queued"})
-
-
-class App(Protocol):
-    """What a diagnosis needs of the app: its performers and its store."""
-
-    specs: dict[str, PerformerSpec]
-
-    async def store(self) -> Store:
-        """The store of the running event loop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +98,15 @@ class _Binding:
 
 
 async def why_not_running(app: App, job_id: int) -> Diagnosis:
-    """Why job ``job_id`` is not running (``JobNotFound`` if there is none); see :class:`Diagnosis`."""
+    """Why job ``job_id`` of ``app``'s store is not running (``JobNotFound`` if there is none); see
+    :class:`Diagnosis`."""
+    return await diagnose(app.runtime, job_id)
+
+
+async def diagnose(runtime: Runtime, job_id: int) -> Diagnosis:
+    """:func:`why_not_running` with the app's runtime: its store, and its performers."""
     job_id = checked_id(job_id)
-    store = await app.store()
+    store = await runtime.store()
 
     async def work(tx: Tx) -> Diagnosis:
         row = await tx.fetchone(Q.get_job, {"id": job_id})
@@ -116,12 +116,12 @@ async def why_not_running(app: App, job_id: int) -> Diagnosis:
             return Diagnosis(job_id, row.state, (await _expired(tx, row),))
         if row.state not in _HOLDABLE:
             return Diagnosis(job_id, row.state, ())
-        return Diagnosis(job_id, row.state, tuple(await _reasons(tx, app, row, store.now())))
+        return Diagnosis(job_id, row.state, tuple(await _reasons(tx, runtime, row, store.now())))
 
     return await store.transact(work, exclusive=False)
 
 
-async def _reasons(tx: Tx, app: App, job: JobRow, now: float) -> list[Reason]:
+async def _reasons(tx: Tx, runtime: Runtime, job: JobRow, now: float) -> list[Reason]:
     policy_rows, attempts, timing = await tx.fetch_batch([(Q.get_binding, {"binding": job.binding}),
                                                           (Q.get_attempts, {"id": job.id}),
                                                           (Q.job_timing, {"id": job.id})])
@@ -140,7 +140,7 @@ async def _reasons(tx: Tx, app: App, job: JobRow, now: float) -> list[Reason]:
         found += await _dispatch(tx, job, binding, now)
     if held(policy) is not None and not any(r.code == "paused" for r in found):
         found.append(_paused(job.binding))
-    found += await _no_worker(tx, app, job.binding, now)
+    found += await _no_worker(tx, runtime, job.binding, now)
     if not found:
         found.append(Reason("ready", "Nothing holds it: it starts at the next dispatch."))
     expires_at = timing[0].expires_at if timing else None
@@ -395,14 +395,14 @@ async def _waiting(tx: Tx, job: JobRow) -> list[Reason]:
                    tuple(r.id for r in active))]
 
 
-async def _no_worker(tx: Tx, app: App, binding: str, now: float) -> list[Reason]:
+async def _no_worker(tx: Tx, runtime: Runtime, binding: str, now: float) -> list[Reason]:
     """``no_worker`` if no live worker in the registry serves ``binding``: a local worker, or for a remote
     binding a remote worker (one that pulls over HTTP registers when it claims and renews its leases)."""
     workers = await registry.workers(tx)
     if any(w.alive(now) and binding in w.bindings for w in workers):
         return []
     alive = sum(w.alive(now) for w in workers)
-    spec = app.specs.get(binding)
+    spec = runtime.specs.get(binding)
     if spec is not None and spec.remote is not None:
         return [Reason("no_worker", f"No remote worker has asked for jobs of its binding {binding!r} lately "
                        f"(remote workers pull them over HTTP; {alive} worker(s) alive serve other bindings).")]

@@ -2,18 +2,18 @@
 inserted in the caller's own transaction), many jobs in one transaction (streamed in chunks on a
 store that can), a job's child, and enqueue from synchronous code.
 
-The :class:`~jobloom.app.facade.App` delegates here; the jobs are built and checked by
+The :class:`~jobloom.app.facade.App` delegates here, handing over its runtime; the jobs are built and checked by
 :func:`~jobloom.engine.enqueue.build_job` and inserted by the event loop's
 :class:`~jobloom.engine.enqueue.Enqueuer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-from jobloom.app.stores import Stores
+from jobloom.app.runtime import Runtime
 from jobloom.core.errors import JobloomError
 from jobloom.core.types import Job
 from jobloom.engine.enqueue import (
@@ -26,48 +26,13 @@ from jobloom.engine.enqueue import (
     restored,
 )
 from jobloom.engine.jobs import NewJob
-from jobloom.engine.middleware import EnqueueCall, Middlewares
-from jobloom.engine.offload import Offload
+from jobloom.engine.middleware import EnqueueCall
 from jobloom.engine.performer import PerformerSpec
-from jobloom.engine.telemetry import EnqueueTold, Telemetry
-from jobloom.store import Store
+from jobloom.engine.telemetry import EnqueueTold
 from jobloom.store.base import Tx
 
-T = TypeVar("T")
 STREAM_CHUNK = 100
 """Jobs per statement of a large :meth:`App.enqueue_many`, validated while the store writes the last chunk."""
-
-
-class App(Protocol):
-    """What enqueueing needs of the app: its performers, middleware, clock, store and event loops."""
-
-    middleware: Middlewares
-
-    offload: Offload | None  # large payloads go to this blob store
-
-    def spec(self, performer: PerformerRef) -> PerformerSpec:
-        """The spec of a performer class or binding name."""
-
-    def now(self) -> float:
-        """The store's clock."""
-
-    async def store(self) -> Store:
-        """The store of the running event loop, connected and checked."""
-
-    @property
-    def stores(self) -> Stores:
-        """The app's stores, one per event loop."""
-
-    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the app's own loop thread."""
-
-    @property
-    def enqueue(self) -> Callable[..., Coroutine[Any, Any, Job]]:
-        """Enqueue one job (:meth:`App.enqueue`)."""
-
-    @property
-    def telemetry(self) -> Telemetry:
-        """What the app tells about its enqueues."""
 
 
 def options_of(
@@ -88,17 +53,11 @@ def options_of(
 Item = tuple[PerformerSpec, Any, EnqueueOptions]
 
 
-class Admits(Protocol):
-    """What :func:`admit` needs of the app: its middleware."""
-
-    middleware: Middlewares
-
-
-async def admit(app: Admits, items: Sequence[Item], what: str = "enqueue_many") -> Sequence[Item]:
+async def admit(runtime: Runtime, items: Sequence[Item], what: str = "enqueue_many") -> Sequence[Item]:
     """The one place every enqueue of the app's API (``App.enqueue``, ``enqueue_many``, ``enqueue_sync``,
     a child, the HTTP API's, a publish's jobs, a batch's) passes its app's enqueue middleware: each item as the
     chain returns it. An exception of the chain refuses the whole enqueue (nothing is stored)."""
-    chain = app.middleware
+    chain = runtime.middleware
     if not chain.enqueues:
         return items
     out = []
@@ -113,33 +72,34 @@ async def admit(app: Admits, items: Sequence[Item], what: str = "enqueue_many") 
     return out
 
 
-async def enqueue(app: App, performer: PerformerRef, payload: Any, options: EnqueueOptions, connection: Any) -> Job:
+async def enqueue(runtime: Runtime, performer: PerformerRef, payload: Any, options: EnqueueOptions,
+                  connection: Any) -> Job:
     """Enqueue one job: coalesced with the loop tick's other enqueues, or in ``connection``'s transaction."""
-    spec = app.spec(performer)
-    if app.middleware.enqueues:
-        [(spec, payload, options)] = await admit(app, [(spec, payload, options)])
-    core = await app.stores.core()
+    spec = runtime.spec(performer)
+    if runtime.middleware.enqueues:
+        [(spec, payload, options)] = await admit(runtime, [(spec, payload, options)])
+    core = await runtime.stores.core()
     job = build_job(spec, payload, options, core.store.now())
     if connection is not None:
-        originals = {} if app.offload is None else await app.offload.put_jobs([job])
+        originals = {} if runtime.offload is None else await runtime.offload.put_jobs([job])
 
         async def work(tx: Tx) -> list[Job]:
             return await insert_in(tx, [job])
 
-        with EnqueueTold(app.telemetry, (job,)) as told:
+        with EnqueueTold(runtime.telemetry, (job,)) as told:
             created = restored(await core.store.transact_on(connection, work), [job], originals)[0]
             told.done([created.id])  # in the caller's transaction, not committed yet
         return created
     return await core.enqueuer.submit(job)
 
 
-async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
+async def enqueue_many(runtime: Runtime, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
     """Enqueue many jobs in one transaction; a large batch streamed in chunks where the store can."""
-    core = await app.stores.core()
+    core = await runtime.stores.core()
     now = core.store.now()
     requests = [item if isinstance(item, EnqueueRequest) else EnqueueRequest(*item) for item in items]
-    if app.middleware.enqueues:
-        admitted = await admit(app, [(app.spec(r.performer), r.payload, r.options) for r in requests])
+    if runtime.middleware.enqueues:
+        admitted = await admit(runtime, [(runtime.spec(r.performer), r.payload, r.options) for r in requests])
         requests = [EnqueueRequest(r.performer, payload, options)
                     for r, (_, payload, options) in zip(requests, admitted, strict=True)]
     specs: dict[int, PerformerSpec] = {}  # by id(): a performer class or name is looked up once
@@ -150,7 +110,7 @@ async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...
             req = requests[i]
             spec = specs.get(id(req.performer))
             if spec is None:
-                spec = specs[id(req.performer)] = app.spec(req.performer)
+                spec = specs[id(req.performer)] = runtime.spec(req.performer)
             try:
                 jobs.append(build_job(spec, req.payload, req.options, now))
             except JobloomError as exc:
@@ -172,12 +132,12 @@ async def enqueue_many(app: App, items: Sequence[EnqueueRequest | tuple[Any, ...
     return await core.enqueuer.insert_streamed(chunks)
 
 
-async def enqueue_flagged(app: App, items: Sequence[tuple[PerformerSpec, Any, EnqueueOptions]],
+async def enqueue_flagged(runtime: Runtime, items: Sequence[tuple[PerformerSpec, Any, EnqueueOptions]],
                           ) -> list[tuple[Job, bool]]:
     """Enqueue jobs of resolved specs in one transaction, each with whether it was made now (else the
     unfinished job that holds its unique key): the HTTP API's enqueue with unique keys."""
-    items = await admit(app, items)
-    core = await app.stores.core()
+    items = await admit(runtime, items)
+    core = await runtime.stores.core()
     now = core.store.now()
     news = []
     for i, (spec, payload, options) in enumerate(items):
@@ -190,34 +150,34 @@ async def enqueue_flagged(app: App, items: Sequence[tuple[PerformerSpec, Any, En
     return await core.enqueuer.insert_flagged(news)
 
 
-async def spawn_child(app: App, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
+async def spawn_child(runtime: Runtime, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
                       options: dict[str, Any]) -> Job:
     """Enqueue a child of job ``parent_id``, idempotent by ``child_id`` (a unique key that never expires)."""
     from jobloom.flows.execute import NEVER
 
-    [(spec, payload, opts)] = await admit(app, [(app.spec(performer), payload, EnqueueOptions(**options))])
-    job = build_job(spec, payload, opts, app.now())
+    [(spec, payload, opts)] = await admit(runtime, [(runtime.spec(performer), payload, EnqueueOptions(**options))])
+    job = build_job(spec, payload, opts, runtime.now())
     job.unique_key, job.unique_until = f"spawn:{parent_id}:{child_id}", NEVER
-    core = await app.stores.core()
+    core = await runtime.stores.core()
     return await core.enqueuer.submit(job)
 
 
-def enqueue_sync(app: App, performer: PerformerRef, payload: Any, connection: Any, options: dict[str, Any]) -> Job:
-    """Enqueue one job from synchronous code: through the app's loop thread, or in the calling thread
-    inside ``connection``'s transaction."""
-    if connection is None:
-        return app.run_sync(app.enqueue(performer, payload, **options))
-    app.run_sync(app.store())  # migrations checked, as for every use
-    [(spec, payload, opts)] = app.run_sync(admit(app, [(app.spec(performer), payload, EnqueueOptions(**options))]))
-    job = build_job(spec, payload, opts, app.now())
-    store = app.stores.open()
-    offload = app.offload
-    originals = {} if offload is None else app.run_sync(offload.put_jobs([job]))
+def enqueue_sync(runtime: Runtime, performer: PerformerRef, payload: Any, connection: Any,
+                 options: dict[str, Any]) -> Job:
+    """Enqueue one job from synchronous code inside ``connection``'s transaction, in the calling thread
+    (without a connection, ``App.enqueue_sync`` runs ``App.enqueue`` on the app's loop thread)."""
+    runtime.run_sync(runtime.store())  # migrations checked, as for every use
+    item = (runtime.spec(performer), payload, EnqueueOptions(**options))
+    [(spec, payload, opts)] = runtime.run_sync(admit(runtime, [item]))
+    job = build_job(spec, payload, opts, runtime.now())
+    store = runtime.stores.open()
+    offload = runtime.offload
+    originals = {} if offload is None else runtime.run_sync(offload.put_jobs([job]))
 
     async def work(tx: Tx) -> list[Job]:
         return await insert_in(tx, [job])
 
-    with EnqueueTold(app.telemetry, (job,)) as told:
+    with EnqueueTold(runtime.telemetry, (job,)) as told:
         created = restored(store.transact_on_sync(connection, work), [job], originals)[0]
         told.done([created.id])  # in the caller's transaction, not committed yet
     return created

@@ -9,30 +9,24 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from jobloom.app import actions, bulk, enqueueing, job_batches, offloading, reads
+from jobloom.app import actions, bulk, enqueueing, job_batches, offloading, reads, runtime
 from jobloom.app import bindings as binding_ops
 from jobloom.app import topics as topic_ops
 from jobloom.app.bindings import BindingInfo
 from jobloom.app.enqueueing import STREAM_CHUNK
-from jobloom.app.loops import _SyncBridge
 from jobloom.app.offloading import DEFAULT_GRACE, DEFAULT_OFFLOAD_OVER
 from jobloom.app.remote import RemoteOps
 from jobloom.app.search import JobFilter, JobPage, search, start_id
-from jobloom.app.stores import Stores
-from jobloom.core.codecs import Codec, checked_codec
-from jobloom.core.errors import UnknownBinding
+from jobloom.core.codecs import Codec
 from jobloom.core.extras import needs_extra
-from jobloom.core.options import finite
 from jobloom.core.signing import secret_bytes
 from jobloom.core.text import checked_id
 from jobloom.core.types import Attempt, Batch, Clock, Job, Run, to_datetime
 from jobloom.engine.dependencies import read_links
 from jobloom.engine.enqueue import EnqueueOptions, EnqueueRequest, PerformerRef
 from jobloom.engine.housekeeper import Housekeeper
-from jobloom.engine.middleware import Middlewares
-from jobloom.engine.performer import Performer, PerformerSpec, inspect_performer
+from jobloom.engine.performer import Performer, PerformerSpec
 from jobloom.engine.remote import RemoteBinding, RemoteJob
-from jobloom.engine.telemetry import OutcomeLog, Telemetries
 from jobloom.flows.api import FlowOps, register_flows
 from jobloom.flows.flow import Flow
 from jobloom.flows.hooks import FlowHooks
@@ -79,38 +73,37 @@ class App:
         **store_options: Any,
     ) -> None:
         self.url = url
-        self.codec: Codec = checked_codec(codec)
-        self.clock = clock
         self.env = env
-        self.lease = finite("lease", lease, minimum=0.0, above=True)
         self.store_options = store_options
         self.signing_secret = None if signing_secret is None else secret_bytes(signing_secret)
-        self.middleware = Middlewares(middleware)
-        """What runs around each enqueue and attempt (:mod:`jobloom.engine.middleware`)."""
-        self.telemetry = Telemetries(OutcomeLog())
-        """What the engine tells about enqueues, cycles and attempts: logs, and metrics and traces once
-        enabled (``jobloom.observe``)."""
-        self.specs: dict[str, PerformerSpec] = {}
-        for p in performers:
-            spec = p.spec if isinstance(p, RemoteBinding) else inspect_performer(p)
-            self.specs[spec.binding] = spec
-        self.flows = register_flows(flows, {b for b, s in self.specs.items() if s.remote is None})
+        specs = runtime.performer_specs(performers)
+        self.flows = register_flows(flows, {b for b, s in specs.items() if s.remote is None})
         self.hooks = FlowHooks(self)
         self.internal_bindings = list(self.hooks.internal_bindings)
         self.auto_migrate = url.startswith("sqlite:") if auto_migrate is None else auto_migrate
-        self.stores = Stores(url, store_options, clock=clock, auto_migrate=self.auto_migrate, telemetry=self.telemetry,
-                             codec=self.codec)
+        self.runtime = rt = runtime.build(
+            url, specs, self.hooks, self.internal_bindings, lease=lease, clock=clock, codec=codec,
+            middleware=middleware, blobs=blobs, offload_over=offload_over, blob_grace=blob_grace,
+            auto_migrate=self.auto_migrate, store_options=store_options)
+        """What the app's parts work with (:class:`jobloom.app.runtime.Runtime`), built here once."""
+        self.specs, self.codec, self.clock, self.lease = rt.specs, rt.codec, rt.clock, rt.lease
+        self.middleware = rt.middleware
+        """What runs around each enqueue and attempt (:mod:`jobloom.engine.middleware`)."""
+        self.telemetry = rt.telemetry
+        """What the engine tells about enqueues, cycles and attempts: logs, and metrics and traces once
+        enabled (``jobloom.observe``)."""
+        self.stores = rt.stores
         """The app's stores, one per event loop (:class:`jobloom.app.stores.Stores`)."""
+        self.offload = rt.offload
+        """Where payloads and results over ``offload_over`` bytes go (docs/how-to/large-payloads.md)."""
         self.startup_hooks: list[Hook] = []
         self.schedules = check_schedules(self, schedules)
         self._flow_ops = FlowOps(self)
         self._schedule_ops = ScheduleOps(self)
-        self._remote = RemoteOps(self)
+        self._remote = RemoteOps(rt)
         self.housekeepers: list[Housekeeper] = [RunDeadlines()] if self.flows else []
         self.housekeepers += [self._schedule_ops.keeper, RetentionKeeper(self.specs), Projector()]
-        self.offload = self.stores.offload = offloading.configure(self, blobs, offload_over, blob_grace)
-        """Where payloads and results over ``offload_over`` bytes go (docs/how-to/large-payloads.md)."""
-        self._bridge: _SyncBridge | None = None
+        offloading.attach(self.offload, self.specs, self.housekeepers)
         if clock is not None:
             clock.attach(self)
 
@@ -123,17 +116,11 @@ class App:
 
     def spec(self, performer: PerformerRef) -> PerformerSpec:
         """The spec of a performer class or binding name; unknown ones raise ``UnknownBinding``."""
-        name: str = performer if isinstance(performer, str) else str(
-            getattr(performer, "binding", None) or getattr(performer, "__name__", repr(performer))
-        )
-        spec = self.specs.get(name)
-        if spec is None or (not isinstance(performer, str) and performer not in (spec.cls, spec.remote)):
-            raise UnknownBinding(name, list(self.specs))
-        return spec
+        return self.runtime.spec(performer)
 
     async def store(self) -> Store:
         """The store for the running event loop, connected and checked."""
-        return (await self.stores.core()).store
+        return await self.runtime.store()
 
     def store_if_open(self) -> Store | None:
         """The store of the running event loop if one was opened (no I/O; None outside a loop)."""
@@ -150,32 +137,32 @@ class App:
     async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
         """Store the performers' limits with their coordinators, and their retention, which every app's
         pruning then applies to their jobs (done by workers at start)."""
-        await binding_ops.register_bindings(self, None if bindings is None else list(bindings))
+        await binding_ops.register_bindings(self.runtime, None if bindings is None else list(bindings))
 
     async def set_limits(self, binding: str, **limits: Any) -> None:
         """Change a binding's limits at run time (``concurrency``, ``key_concurrency``, ``rate_limit``,
         ``priority_aging``); effective at the next dispatch. ``None`` lifts a limit; ``concurrency=0`` holds
         the binding's jobs queued (running ones finish) until it is raised, which wakes the workers."""
-        await binding_ops.set_limits(self, binding, limits)
+        await binding_ops.set_limits(self.runtime, binding, limits)
 
     async def reset_limits(self, binding: str, *limits: str) -> None:
         """Drop run-time overrides of ``binding`` set with :meth:`set_limits` (the ``limits`` named, every one
         when none is named): the code's values are in force again from the next dispatch."""
-        await binding_ops.reset_limits(self, binding, tuple(limits))
+        await binding_ops.reset_limits(self.runtime, binding, tuple(limits))
 
     async def pause_binding(self, binding: str) -> BindingInfo:
         """Pause a binding in every worker: no job of it starts once this returns (running ones finish).
         Enqueue goes on, schedules keep making its jobs; they wait until :meth:`resume_binding`."""
-        return await binding_ops.set_paused(self, binding, True)
+        return await binding_ops.set_paused(self.runtime, binding, True)
 
     async def resume_binding(self, binding: str) -> BindingInfo:
         """Resume a paused binding: its waiting jobs start at the workers' next dispatch (they are woken)."""
-        return await binding_ops.set_paused(self, binding, False)
+        return await binding_ops.set_paused(self.runtime, binding, False)
 
     async def list_bindings(self) -> list[BindingInfo]:
         """Every binding: paused or not, the limits in force, its jobs by state (succeeded and skipped
         ones left out, as :meth:`counts` does), and the live workers that serve it."""
-        return await binding_ops.list_bindings(self)
+        return await binding_ops.list_bindings(self.runtime)
 
     # -- enqueue ------------------------------------------------------------------------------------
 
@@ -227,7 +214,7 @@ class App:
                                         tags, meta, debounce=debounce, debounce_key=debounce_key,
                                         debounce_max=debounce_max, expires_in=expires_in, expires_at=expires_at,
                                         depends_on=depends_on, on_dependency_failure=on_dependency_failure)
-        return await enqueueing.enqueue(self, performer, payload, options, connection)
+        return await enqueueing.enqueue(self.runtime, performer, payload, options, connection)
 
     async def enqueue_many(self, items: Sequence[EnqueueRequest | tuple[Any, ...]]) -> list[Job]:
         """Enqueue many jobs in one transaction: ``(performer, payload)`` tuples or ``EnqueueRequest``s.
@@ -235,7 +222,7 @@ class App:
         On a store that :attr:`~jobloom.store.Store.streams_inserts` (PostgreSQL), a large batch is
         validated and sent in chunks of :data:`STREAM_CHUNK`, the next chunk being validated while the
         server inserts the last; a bad item still leaves nothing enqueued."""
-        return await enqueueing.enqueue_many(self, items)
+        return await enqueueing.enqueue_many(self.runtime, items)
 
     async def publish(self, topic: str, data: Any, *, connection: Any = None) -> list[Job]:
         """Publish ``data`` to ``topic``: one job of each binding whose ``triggers`` lists it, atomically.
@@ -243,15 +230,15 @@ class App:
         ``data`` is validated against every subscriber's payload type first; one that refuses it refuses
         the publish (nothing is enqueued, the error names the binding). A topic nobody subscribes to is
         accepted and enqueues nothing (``[]``). ``connection``: as for :meth:`enqueue`."""
-        return await topic_ops.publish_many(self, [(topic, data)], connection)
+        return await topic_ops.publish_many(self.runtime, [(topic, data)], connection)
 
     async def publish_many(self, items: Sequence[tuple[str, Any]], *, connection: Any = None) -> list[Job]:
         """:meth:`publish` each ``(topic, data)``, all the jobs in one transaction."""
-        return await topic_ops.publish_many(self, items, connection)
+        return await topic_ops.publish_many(self.runtime, items, connection)
 
     def topics(self) -> dict[str, list[str]]:
         """Each topic a binding of this app subscribes to, with its bindings (sorted)."""
-        return topic_ops.topics(self)
+        return topic_ops.topics(self.runtime)
 
     async def batch(self, items: Sequence[EnqueueRequest | tuple[Any, ...]], *,
                     on_complete: tuple[Any, Any] | None = None, on_success: tuple[Any, Any] | None = None) -> Batch:
@@ -261,16 +248,16 @@ class App:
         they ended; ``on_success`` once if they all succeeded (else it is skipped). Each gets
         ``{"batch": id, "total", "succeeded", "failed", "cancelled"}`` merged into its payload (a JSON
         object). A job of the batch may add jobs to it while it runs: ``self.ctx.batch.add([...])``."""
-        return await job_batches.batch(self, items, on_complete, on_success)
+        return await job_batches.batch(self.runtime, items, on_complete, on_success)
 
     async def get_batch(self, batch_id: int) -> Batch:
         """The batch with that id and its counts now; ``BatchNotFound`` if there is none."""
-        return await job_batches.get_batch(self, batch_id)
+        return await job_batches.get_batch(self.runtime, batch_id)
 
     async def spawn_child(self, parent_id: int, child_id: str, performer: PerformerRef, payload: Any,
                           **options: Any) -> Job:
         """Enqueue a child of job ``parent_id``, idempotent by ``child_id`` (``self.ctx.spawn`` calls this)."""
-        return await enqueueing.spawn_child(self, parent_id, child_id, performer, payload, options)
+        return await enqueueing.spawn_child(self.runtime, parent_id, child_id, performer, payload, options)
 
     def enqueue_sync(self, performer: PerformerRef, payload: Any, *, connection: Any = None, **options: Any) -> Job:
         """:meth:`enqueue` for synchronous code (same arguments).
@@ -279,13 +266,13 @@ class App:
         the job is inserted in the caller's transaction, in the calling thread, and exists if and only if
         the caller commits.
         """
-        return enqueueing.enqueue_sync(self, performer, payload, connection, options)
+        if connection is None:
+            return self.run_sync(self.enqueue(performer, payload, **options))
+        return enqueueing.enqueue_sync(self.runtime, performer, payload, connection, options)
 
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one of the app's coroutines from synchronous code, on the app's own loop thread."""
-        if self._bridge is None:
-            self._bridge = _SyncBridge()
-        return self._bridge.run(coro)
+        return self.runtime.run_sync(coro)
 
     # -- reading and acting on jobs -----------------------------------------------------------------
 
@@ -374,10 +361,10 @@ class App:
 
     def close_sync(self) -> None:
         """Stop the sync bridge's loop thread, if it was started."""
-        if self._bridge is not None:
-            self._bridge.run(self.close())
-            self._bridge.stop()
-            self._bridge = None
+        bridge = self.runtime.bridge
+        if bridge.started:
+            bridge.run(self.close())
+            bridge.stop()
 
     # -- remote workers (the pull protocol: jobloom.app.remote) -------------------------------------
 

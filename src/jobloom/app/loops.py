@@ -16,7 +16,7 @@ from jobloom.store import Store
 T = TypeVar("T")
 
 
-class _Core:
+class Core:
     """What an app holds per event loop: a connected store and its enqueue coalescer."""
 
     def __init__(self, store: Store, telemetry: Telemetries, offload: Offload | None = None) -> None:
@@ -26,17 +26,32 @@ class _Core:
         self.checked = False
 
 
-class _SyncBridge:
-    """A private event loop in a daemon thread that runs the app's coroutines for sync callers."""
+class SyncBridge:
+    """A private event loop in a daemon thread that runs the app's coroutines for sync callers: started
+    at the first :meth:`run`, stopped by :meth:`stop` (a later :meth:`run` starts another)."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="jobloom-sync", daemon=True)
-        self.thread.start()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether the loop thread runs (a :meth:`run` since the last :meth:`stop`)."""
+        return self._loop is not None
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        """Run ``coro`` on the loop thread (started now if it is not) and return its result."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=loop.run_forever, name="jobloom-sync", daemon=True)
+            self._thread.start()
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
+        """Stop the loop thread, if it was started."""
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)

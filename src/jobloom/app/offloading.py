@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from jobloom.core import options as opt
 from jobloom.core.codecs import Codec
@@ -26,20 +26,8 @@ DEFAULT_OFFLOAD_OVER = 64 * 1024
 """Stored texts over this many bytes go to the blob store (when the app has one)."""
 
 
-class App(Protocol):
-    """What configuring offload needs of the app: its specs, housekeepers and clock."""
-
-    specs: dict[str, PerformerSpec]
-    housekeepers: list[Housekeeper]
-    codec: Codec
-
-    @property
-    def now(self) -> Callable[[], float]:
-        """The app's clock."""
-
-
-def configure(app: App, blobs: Any, over: Any, grace: Any) -> Offload | None:
-    """The app's :class:`Offload` (None without a blob store), its specs and housekeepers set up for it."""
+def configure(blobs: Any, over: Any, grace: Any, *, now: Callable[[], float], codec: Codec) -> Offload | None:
+    """The app's :class:`Offload` (None without a blob store), its options checked; ``now``: the app's clock."""
     if blobs is None:
         return None
     if not isinstance(blobs, BlobStore):
@@ -48,14 +36,20 @@ def configure(app: App, blobs: Any, over: Any, grace: Any) -> Offload | None:
     if isinstance(over, bool) or not isinstance(over, int) or not 1024 <= over <= MAX_OFFLOADED_BYTES:
         raise InvalidOption("offload_over", over, f"a number of bytes from 1024 to {MAX_OFFLOADED_BYTES}")
     grace_s = opt.finite("blob_grace", grace, minimum=60.0)
-    offload = Offload(blobs, over, app.now, grace=grace_s, codec=app.codec)
-    for binding, spec in list(app.specs.items()):
-        app.specs[binding] = dataclasses.replace(spec, max_bytes=MAX_OFFLOADED_BYTES)
-    for keeper in app.housekeepers:
+    return Offload(blobs, over, now, grace=grace_s, codec=codec)
+
+
+def attach(offload: Offload | None, specs: dict[str, PerformerSpec], housekeepers: list[Housekeeper]) -> None:
+    """Set an app's performers and housekeepers up for its blob store (nothing to do without one): the
+    payload and result limits lifted, retention told of it, and the sweeper of unreferenced blobs added."""
+    if offload is None:
+        return
+    for binding, spec in list(specs.items()):
+        specs[binding] = dataclasses.replace(spec, max_bytes=MAX_OFFLOADED_BYTES)
+    for keeper in housekeepers:
         if isinstance(keeper, RetentionKeeper):
             keeper.offload = offload
-    app.housekeepers.append(BlobSweeper(offload))
-    return offload
+    housekeepers.append(BlobSweeper(offload))
 
 
-__all__ = ["DEFAULT_GRACE", "DEFAULT_OFFLOAD_OVER", "configure"]
+__all__ = ["DEFAULT_GRACE", "DEFAULT_OFFLOAD_OVER", "attach", "configure"]

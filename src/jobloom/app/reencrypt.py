@@ -13,22 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from jobloom.app.runtime import Runtime
 from jobloom.core.blobref import is_ref
 from jobloom.core.codecs import Codec, CodecError
 from jobloom.core.errors import InvalidOption
 from jobloom.core.queries import Q, Query, Statement
 from jobloom.core.rows import CodedRow, CodedRunRow
-from jobloom.store.base import Store, Tx
+from jobloom.store.base import Tx
+
+if TYPE_CHECKING:
+    from jobloom.app.facade import App
 
 DEFAULT_BATCH = 500
-
-
-class _Host(Protocol):
-    codec: Codec
-
-    async def store(self) -> Store: ...
 
 
 @dataclass
@@ -64,14 +62,20 @@ _KINDS = (
 )
 
 
-async def reencrypt(app: _Host, *, batch: int = DEFAULT_BATCH,
+async def reencrypt(app: App, *, batch: int = DEFAULT_BATCH,
                     progress: Callable[[str, int], None] | None = None) -> ReencryptReport:
-    """Rewrite every stored value that is not as ``app.codec`` writes it now (see the module).
+    """Rewrite every stored value of ``app``'s store that is not as ``app.codec`` writes it now (see the
+    module). ``batch``: rows per page (1 to 10,000); ``progress(kind, rewritten so far)`` is told after
+    each page."""
+    return await rewrite(app.runtime, batch=batch, progress=progress)
 
-    ``batch``: rows per page (1 to 10,000); ``progress(kind, rewritten so far)`` is told after each page."""
+
+async def rewrite(runtime: Runtime, *, batch: int = DEFAULT_BATCH,
+                  progress: Callable[[str, int], None] | None = None) -> ReencryptReport:
+    """:func:`reencrypt` with the app's runtime: its store, and its codec."""
     if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:
         raise InvalidOption("batch", batch, "an integer from 1 to 10000")
-    store, codec = await app.store(), app.codec
+    store, codec = await runtime.store(), runtime.codec
     report = ReencryptReport()
     for kind in _KINDS:
         report.rewritten[kind.name] = 0

@@ -12,9 +12,11 @@ import asyncio
 import builtins
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
+from jobloom.app.bindings import register_bindings
+from jobloom.app.runtime import Runtime
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption, UnknownBinding
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_NAME_BYTES, check_name, checked_id, storable_text
@@ -22,11 +24,8 @@ from jobloom.engine import coordinator, registry, remote
 from jobloom.engine.remote import OUTCOMES, RemoteJob
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
 
-    from jobloom.engine.hooks import EngineHooks
     from jobloom.engine.jobs import Claimed
-    from jobloom.engine.offload import Offload
     from jobloom.engine.performer import PerformerSpec
     from jobloom.store.base import Store, Tx
 
@@ -40,36 +39,11 @@ MAX_BINDINGS = 100
 """Bindings one claim may name at most."""
 
 
-class RemoteHost(Protocol):
-    """The narrow view of an app that the pull protocol needs."""
-
-    lease: float
-    offload: Offload | None  # offloaded payloads are read here for remote workers, large results written
-
-    @property
-    def specs(self) -> Mapping[str, PerformerSpec]:
-        """The app's bindings, by name."""
-        ...
-
-    @property
-    def hooks(self) -> EngineHooks:
-        """The engine's callbacks into runs (a reaped job may be a flow node)."""
-        ...
-
-    async def store(self) -> Store:
-        """The store for the running event loop, connected and checked."""
-        ...
-
-    async def register_bindings(self, bindings: Iterable[str] | None = None) -> None:
-        """Store the policy of bindings."""
-        ...
-
-
 class RemoteOps:
     """The pull protocol's operations on one app (see the module)."""
 
-    def __init__(self, app: RemoteHost) -> None:
-        self.app = app
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
         self._registered: weakref.WeakSet[Store] = weakref.WeakSet()
         self.waiting = 0
         """Long polls of this app waiting now for a job (each has looked at least once)."""
@@ -87,7 +61,7 @@ class RemoteOps:
             if known is None:
                 return None  # a heartbeat from a worker this process has not seen claim: its claims write the row
             bindings, max = known[0], known[1]
-        every = builtins.max(self.app.lease, wait or 0.0, known[2] if known and wait is None else 0.0)
+        every = builtins.max(self.runtime.lease, wait or 0.0, known[2] if known and wait is None else 0.0)
         names = tuple(bindings)
         size = max or 1
         if known is not None and known[0] == names and now - known[3] < every / 3:
@@ -96,18 +70,18 @@ class RemoteOps:
         return lambda: self._seen.__setitem__(worker, (names, size, every, now))
 
     def _remote_spec(self, name: object) -> PerformerSpec:
-        spec = self.app.specs.get(check_name("bindings", name, MAX_NAME_BYTES))
+        spec = self.runtime.specs.get(check_name("bindings", name, MAX_NAME_BYTES))
         if spec is None:
-            raise UnknownBinding(str(name), [b for b, s in self.app.specs.items() if s.remote is not None])
+            raise UnknownBinding(str(name), [b for b, s in self.runtime.specs.items() if s.remote is not None])
         if spec.remote is None:
             raise InvalidOption("bindings", name, "remote bindings (declared with jobloom.RemoteBinding); this one "
                                 "is performed by the app's own workers")
         return spec
 
     async def _store(self) -> Store:
-        store = await self.app.store()
+        store = await self.runtime.store()
         if store not in self._registered:  # remote bindings' limits are stored by the app that serves them
-            await self.app.register_bindings([b for b, s in self.app.specs.items() if s.remote is not None])
+            await register_bindings(self.runtime, [b for b, s in self.runtime.specs.items() if s.remote is not None])
             self._registered.add(store)
         return store
 
@@ -134,7 +108,7 @@ class RemoteOps:
         limit = None if wait is None else opt.finite("wait", wait, maximum=MAX_WAIT)
         store = await self._store()
         deadline = None if not limit else time.monotonic() + limit
-        lease = self.app.lease
+        lease = self.runtime.lease
         wake = None
 
         registered: list[Callable[[], None] | None] = [None]
@@ -142,7 +116,7 @@ class RemoteOps:
         async def work(tx: Tx) -> remote.RemoteClaim:
             registered[0] = await self._register(tx, worker, store.now(), names, count, limit)
             return await remote.claim(tx, worker=worker, bindings=names, max=count, now=store.now(), lease=lease,
-                                      hooks=self.app.hooks, clock=store.now)
+                                      hooks=self.runtime.hooks, clock=store.now)
 
         try:
             if deadline is not None:  # subscribed before the first look: a wake-up sent after it is not lost
@@ -179,7 +153,7 @@ class RemoteOps:
     async def _resolved(self, c: Claimed) -> Claimed:
         """The claim with its payload read from the blob store if it was offloaded (remote workers get the
         payload itself, never a reference)."""
-        offload = self.app.offload
+        offload = self.runtime.offload
         return c if offload is None else c._replace(payload=await offload.load(c.payload))
 
     async def _give_back(self, store: Store, worker: str, claimed: Sequence[Any]) -> None:
@@ -207,7 +181,7 @@ class RemoteOps:
 
         async def work(tx: Tx) -> list[tuple[int, int]]:
             registered[0] = await self._register(tx, worker, store.now())
-            return await remote.heartbeat(tx, worker, keys, store.now(), self.app.lease, only)
+            return await remote.heartbeat(tx, worker, keys, store.now(), self.runtime.lease, only)
 
         held = await store.transact(work)
         if registered[0] is not None:
@@ -242,8 +216,9 @@ class RemoteOps:
         async def work(tx: Tx) -> bool:
             return await remote.complete(
                 tx, worker=worker, job_id=job_id, attempt=attempt, claim=claim, outcome=outcome,
-                specs=dict(self.app.specs), result=result, error=storable_text(error, MAX_ERROR_BYTES),
-                retry_after=retry_after, now=store.now(), hooks=self.app.hooks, only=only, offload=self.app.offload)
+                specs=dict(self.runtime.specs), result=result, error=storable_text(error, MAX_ERROR_BYTES),
+                retry_after=retry_after, now=store.now(), hooks=self.runtime.hooks, only=only,
+                offload=self.runtime.offload)
 
         applied = await store.transact(work)
         if applied:

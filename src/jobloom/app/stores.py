@@ -12,7 +12,7 @@ import time
 import weakref
 from typing import Any
 
-from jobloom.app.loops import _Core
+from jobloom.app.loops import Core
 from jobloom.core.codecs import IDENTITY, Codec
 from jobloom.core.errors import MigrationsMissing, MigrationsTooOld, StoreError
 from jobloom.core.types import Clock
@@ -38,8 +38,8 @@ class Stores:
         self.auto_migrate = auto_migrate
         self.telemetry = telemetry
         self.offload: Offload | None = None  # the app's blob store, given to each loop's enqueuer
-        self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Core] = weakref.WeakKeyDictionary()
-        self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Core] | None = None
+        self._cores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Core] = weakref.WeakKeyDictionary()
+        self._last: tuple[weakref.ref[asyncio.AbstractEventLoop], Core] | None = None
         self.open()
 
     def open(self) -> Store:
@@ -54,7 +54,7 @@ class Stores:
         store.codec = self.codec
         return store
 
-    async def core(self) -> _Core:
+    async def core(self) -> Core:
         """The store and enqueue coalescer of the running event loop, connected and migration-checked."""
         loop = asyncio.get_running_loop()
         last = self._last
@@ -70,10 +70,10 @@ class Stores:
         self._last = (weakref.ref(loop), core)
         return core
 
-    def _core_of(self, loop: asyncio.AbstractEventLoop) -> _Core:
+    def _core_of(self, loop: asyncio.AbstractEventLoop) -> Core:
         core = self._cores.get(loop)
         if core is None:
-            core = self._cores[loop] = _Core(self.open(), self.telemetry, self.offload)
+            core = self._cores[loop] = Core(self.open(), self.telemetry, self.offload)
         return core
 
     async def _check_migrations(self, store: Store) -> None:

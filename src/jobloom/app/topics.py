@@ -9,48 +9,29 @@ count (an empty list). With ``connection=`` the jobs are inserted in the caller'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from jobloom.app.enqueueing import admit
-from jobloom.app.loops import _Core
-from jobloom.app.stores import Stores
+from jobloom.app.loops import Core
+from jobloom.app.runtime import Runtime
 from jobloom.core.types import Job
 from jobloom.engine.enqueue import DEFAULT_OPTIONS, build_job, insert_in, restored
 from jobloom.engine.jobs import NewJob
-from jobloom.engine.middleware import Middlewares
-from jobloom.engine.offload import Offload
-from jobloom.engine.performer import PerformerSpec
-from jobloom.engine.telemetry import EnqueueTold, Telemetry
+from jobloom.engine.telemetry import EnqueueTold
 from jobloom.engine.topics import check_topic, subscribers
 from jobloom.store.base import Tx
 
 
-class App(Protocol):
-    """What publishing needs of the app: its performers, middleware, blob store, store and telemetry."""
-
-    specs: dict[str, PerformerSpec]
-    middleware: Middlewares
-    offload: Offload | None
-
-    @property
-    def stores(self) -> Stores:
-        """The app's stores, one per event loop."""
-
-    @property
-    def telemetry(self) -> Telemetry:
-        """What the app tells about its enqueues."""
-
-
-def topics(app: App) -> dict[str, list[str]]:
+def topics(runtime: Runtime) -> dict[str, list[str]]:
     """Each topic that a binding of the app subscribes to, with those bindings (both sorted)."""
-    return subscribers((s.binding, s.triggers) for s in app.specs.values() if s.remote is None)
+    return subscribers((s.binding, s.triggers) for s in runtime.specs.values() if s.remote is None)
 
 
-async def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float,
+async def _jobs(runtime: Runtime, items: Sequence[tuple[str, Any]], now: float,
                 ) -> tuple[list[NewJob], list[tuple[str, int]]]:
     """The jobs to insert, each through the app's enqueue middleware, and each item's topic with the
     number of jobs it makes (0: nobody subscribes)."""
-    subscribed = topics(app)
+    subscribed = topics(runtime)
     jobs, counts = [], []
     for i, item in enumerate(items):
         if not (isinstance(item, tuple) and len(item) == 2):
@@ -59,7 +40,7 @@ async def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float,
         bindings = subscribed.get(check_topic(topic), [])
         for binding in bindings:
             try:
-                [(spec, payload, options)] = await admit(app, [(app.specs[binding], data, DEFAULT_OPTIONS)])
+                [(spec, payload, options)] = await admit(runtime, [(runtime.specs[binding], data, DEFAULT_OPTIONS)])
                 jobs.append(build_job(spec, payload, options, now))
             except Exception as exc:
                 exc.add_note(f"publishing to topic {topic!r} (subscriber {binding}); nothing was enqueued")
@@ -68,25 +49,25 @@ async def _jobs(app: App, items: Sequence[tuple[str, Any]], now: float,
     return jobs, counts
 
 
-async def publish_many(app: App, items: Sequence[tuple[str, Any]], connection: Any = None) -> list[Job]:
+async def publish_many(runtime: Runtime, items: Sequence[tuple[str, Any]], connection: Any = None) -> list[Job]:
     """Publish each ``(topic, data)``: one job per subscribed binding, all in one transaction."""
-    core = await app.stores.core()
-    jobs, counts = await _jobs(app, items, core.store.now())
-    created = await _insert(app, core, jobs, connection) if jobs else []
+    core = await runtime.stores.core()
+    jobs, counts = await _jobs(runtime, items, core.store.now())
+    created = await _insert(runtime, core, jobs, connection) if jobs else []
     for topic, n in counts:
-        app.telemetry.published(topic, n)
+        runtime.telemetry.published(topic, n)
     return created
 
 
-async def _insert(app: App, core: _Core, jobs: list[NewJob], connection: Any) -> list[Job]:
+async def _insert(runtime: Runtime, core: Core, jobs: list[NewJob], connection: Any) -> list[Job]:
     if connection is None:
         return await core.enqueuer.insert(jobs)
-    originals = {} if app.offload is None else await app.offload.put_jobs(jobs)
+    originals = {} if runtime.offload is None else await runtime.offload.put_jobs(jobs)
 
     async def work(tx: Tx) -> list[Job]:
         return await insert_in(tx, jobs)
 
-    with EnqueueTold(app.telemetry, jobs) as told:
+    with EnqueueTold(runtime.telemetry, jobs) as told:
         created = restored(await core.store.transact_on(connection, work), jobs, originals)
         told.done([j.id for j in created])  # in the caller's transaction, not committed yet
     return created

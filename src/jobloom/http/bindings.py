@@ -50,7 +50,7 @@ def router(ctx: Context) -> APIRouter:
         registered (nor limits were stored for) is 404: nothing is stored for it."""
         check_name("binding", name, MAX_NAME_BYTES)
         try:  # a name nothing performs is not found: never a row made for it
-            await set_known_limits(app, name, body.model_dump(exclude_unset=True), known_only=True)
+            await set_known_limits(app.runtime, name, body.model_dump(exclude_unset=True), known_only=True)
         except UnknownBinding as exc:
             raise NotFound(str(exc), "name") from None
         return json_response(dumps({"binding": name, "overrides": await overrides(ctx, name)}))

@@ -58,7 +58,7 @@ async def enqueue_flagged(ctx: Context, items: list[tuple[PerformerSpec, Any, En
                           ) -> list[tuple[Job, bool]]:
     """Enqueue jobs (with unique keys) in one transaction, as the app does; each with whether it was made
     now (else an unfinished holder of its key)."""
-    return await enqueueing.enqueue_flagged(ctx.app, items)
+    return await enqueueing.enqueue_flagged(ctx.app.runtime, items)
 
 
 async def enqueue_unique(ctx: Context, spec: PerformerSpec, payload: Any, options: EnqueueOptions) -> tuple[Job, bool]:

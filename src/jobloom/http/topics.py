@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from fastapi.responses import Response
 
-from jobloom.app import topics as topic_ops
 from jobloom.core.errors import JobloomError, UnknownBinding
 from jobloom.engine.topics import MAX_TOPIC, check_topic
 from jobloom.http import schemas as s
@@ -68,6 +67,6 @@ def router(ctx: Context) -> APIRouter:
     async def list_topics() -> Response:
         """Each topic that a binding subscribes to, with those bindings (sorted)."""
         await known_specs(ctx)
-        return json_response(dumps({"topics": topic_ops.topics(ctx.app)}))
+        return json_response(dumps({"topics": ctx.app.topics()}))
 
     return api
