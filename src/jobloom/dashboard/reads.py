@@ -17,7 +17,7 @@ from jobloom.core.rows import BindingMomentRow, BindingRow, EventRow, HeldRow, K
 from jobloom.core.types import Bucket, NodeState, Policy, Run
 from jobloom.engine import registry
 from jobloom.engine.registry import WorkerInfo
-from jobloom.flows.api import _run_from as run_from
+from jobloom.flows.api import run_from
 from jobloom.store import Store, Tx
 
 COUNT_CAP = 100_000

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from jobloom.store.base import Tx
 
 
-def _run_from(row: RunRow, jobs: Sequence[RunJobRow | RunsJobRow], codec: Codec = IDENTITY) -> Run:
+def run_from(row: RunRow, jobs: Sequence[RunJobRow | RunsJobRow], codec: Codec = IDENTITY) -> Run:
+    """A run as the API shows it, from its row and its nodes' jobs (inputs and results decoded with ``codec``)."""
     row = decoded(codec, row, "input", f"input of run {row.id!r}", soft=True)
     jobs = [decoded(codec, r, "result", f"result of job {r.id}", soft=True) for r in jobs]
     nodes = {
@@ -45,7 +46,7 @@ async def _read_run(tx: Tx, run_id: str) -> Run:
     if row is None:
         raise runs.RunNotFound(run_id)
     jobs = await tx.fetch(Q.run_jobs, {"run_id": run_id})
-    return _run_from(row, jobs, tx.codec)
+    return run_from(row, jobs, tx.codec)
 
 
 def _node_jobs(app: FlowHost, flow: Flow, inp: Any, run_id: str, now: float) -> list[NewJob]:
@@ -179,7 +180,7 @@ class FlowOps:
             if jobs:  # every listed run's nodes in one query
                 for j in await tx.fetch(Q.runs_jobs, {"run_ids": list(jobs)}):
                     jobs[j.run_id or ""].append(j)
-            return [_run_from(r, jobs[r.id], tx.codec) for r in rows]
+            return [run_from(r, jobs[r.id], tx.codec) for r in rows]
 
         return await store.transact(work, exclusive=False)
 
