@@ -278,7 +278,9 @@ def _type_args(cls: type) -> tuple[Any, Any]:
     return Any, Any
 
 
-def _retention(value: Any, binding: str) -> dict[str, float]:
+def retention_of(value: Any, binding: str) -> dict[str, float]:
+    """Seconds a finished job is kept, by state: the defaults, with ``value`` (a performer's ``retention``
+    option, checked and refused naming ``binding``) over them."""
     base = {"succeeded": 86400.0, "failed": 7 * 86400.0, "stalled": 7 * 86400.0, "cancelled": 7 * 86400.0,
             "skipped": 7 * 86400.0, "expired": 7 * 86400.0}
     if value is None:
@@ -401,7 +403,7 @@ def inspect_performer(cls: type[Performer[Any, Any]]) -> PerformerSpec:
         policy=policy,
         concurrency_key=key_fn,
         unique_for=opt.seconds("unique_for", cls.unique_for, binding, allow_none=False) or 0.0,
-        retention=_retention(cls.retention, binding),
+        retention=retention_of(cls.retention, binding),
         is_async=is_async,
         isolation=_isolation(cls, binding, is_async),
         payload_adapter=payload_adapter,

@@ -36,7 +36,8 @@ class FlowError(JobloomError):
     """A flow definition or a run request that cannot be accepted."""
 
 
-def _identity(inp: Any, up: dict[str, Any]) -> Any:
+def identity_input(inp: Any, up: dict[str, Any]) -> Any:
+    """A node's ``input`` when none is given: the run's input as it is."""
     return inp
 
 
@@ -179,7 +180,7 @@ class Flow:
 
     def _input(self, name: str, input: InputFn | None, payload: Any) -> InputFn:
         if payload is UNSET:
-            return input or _identity
+            return input or identity_input
         if input is not None:
             raise FlowError(f"node {name!r} in flow {self.name!r}: give input= or payload=, not both")
         return _constant(payload)
@@ -190,7 +191,7 @@ class Flow:
         """A node that runs only when the run fails (some node failed, for good), once every other node
         finished; its payload is ``{"failed": {node: error}}``. On a run that does not fail it is
         ``skipped``; the run still ends ``failed`` once it finished, whatever its outcome."""
-        return self._add(Node(self, name, performer, [], _identity, options=options, on_failure=True))
+        return self._add(Node(self, name, performer, [], identity_input, options=options, on_failure=True))
 
     def map(
         self,
@@ -221,7 +222,7 @@ class Flow:
         if over is None:
             listed = list(items or [])
             over = _constant(listed)
-        node = Node(self, name, performer, self._names(after), _identity, kind="map", over=over, options=options,
+        node = Node(self, name, performer, self._names(after), identity_input, kind="map", over=over, options=options,
                     key=key, items=None if items is None else list(items), when=when,
                     upstream_failure=on_upstream_failure)
         return self._add(node)
@@ -238,7 +239,7 @@ class Flow:
     ) -> Node:
         """A node that starts ``flow`` as a child run and finishes with it (result: its nodes' results).
         ``when=`` and ``on_upstream_failure=`` as for :meth:`node`."""
-        return self._add(Node(self, name, None, self._names(after), input or _identity, kind="subflow",
+        return self._add(Node(self, name, None, self._names(after), input or identity_input, kind="subflow",
                               subflow=flow, when=when, upstream_failure=on_upstream_failure))
 
     # -- checks -----------------------------------------------------------------------------------

@@ -163,10 +163,10 @@ async def on_finished(tx: Tx, finished: Sequence[tuple[int, str, str | None, str
         active = await tx.fetch_batch([(Q.run_child_active, {"run_id": run.id}) for run, _ in ending])
         for (run, states), rows in zip(ending, active, strict=True):
             if not rows:
-                moves += _end(run, states, now)
-    await _apply(tx, moves, now)
+                moves += end_run(run, states, now)
+    await apply_moves(tx, moves, now)
     if read.settle:  # the settled nodes finished: their downstream, their run, their own owner move on
-        results = await _apply(tx, read.settle, now)
+        results = await apply_moves(tx, read.settle, now)
         settled = [(r.id, str(params["run_id"]), str(params["node"]), str(params["state"]))
                    for (_, params, _), rows in zip(read.settle, results, strict=True) for r in rows]
         if settled:
@@ -325,7 +325,7 @@ def run_settled(run: RunRow, states: dict[str | None, str]) -> bool:
     return not any(s in ACTIVE_STATES and not (s == "waiting" and n in handlers) for n, s in states.items())
 
 
-def _end(run: RunRow, states: dict[str | None, str], now: float, *, wake: bool = True) -> list[Move]:
+def end_run(run: RunRow, states: dict[str | None, str], now: float, *, wake: bool = True) -> list[Move]:
     """Ending ``run`` once none of its jobs is active (``states``: at least its top-level nodes'), and
     waking the job that waits for it (unless ``wake`` is False: the caller settles that job)."""
     run_id, state, parent_job_id = run.id, run.state, run.parent_job_id
@@ -358,7 +358,7 @@ def _end(run: RunRow, states: dict[str | None, str], now: float, *, wake: bool =
     return moves
 
 
-async def _apply(tx: Tx, moves: list[Move], now: float) -> list[list[Any]]:
+async def apply_moves(tx: Tx, moves: list[Move], now: float) -> list[list[Any]]:
     """Run the moves in one batch and record an event for every job they moved; their records."""
     if not moves:
         return []

@@ -21,7 +21,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from jobloom.core.text import plain_json
-from jobloom.flows.flow import UNSET, Flow, FlowError, Node, _identity
+from jobloom.flows.flow import UNSET, Flow, FlowError, Node, identity_input
 
 if TYPE_CHECKING:
     from jobloom.core.rows import RunRow
@@ -97,7 +97,7 @@ def adhoc_problem(node: Node) -> str | None:
         return "has key=, a function"
     if node.kind == "map" and node.items is None:
         return "has over=, a function (give items=[...])"
-    if node.kind == "job" and node.payload is UNSET and node.input is not _identity:
+    if node.kind == "job" and node.payload is UNSET and node.input is not identity_input:
         return "has input=, a function (give payload=...)"
     return None
 

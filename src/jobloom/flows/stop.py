@@ -19,7 +19,7 @@ from jobloom.core.queries import Q
 from jobloom.core.rows import MomentRow, RunRow
 from jobloom.core.states import RUN_CANCELLING, RUN_FAILING, RUN_RUNNING, RUN_STOPPING
 from jobloom.engine.jobs import emit, event
-from jobloom.flows.runs import Move, RunNotFound, _apply, _end
+from jobloom.flows.runs import Move, RunNotFound, apply_moves, end_run
 from jobloom.store.base import Tx
 
 if TYPE_CHECKING:
@@ -89,13 +89,13 @@ async def _stop(tx: Tx, roots: list[RunRow], state: str, error: str, now: float)
         jobs = await tx.fetch(Q.run_jobs, {"run_id": run.id})
         parent_run = run.id.rsplit("/", 1)[0] if "/" in run.id else None
         parent_job = run.parent_job_id if parent_run in ids else None
-        moves: list[Move] = _end(run._replace(state=st, error=err), {r.node: r.state for r in jobs}, now,
+        moves: list[Move] = end_run(run._replace(state=st, error=err), {r.node: r.state for r in jobs}, now,
                                  wake=parent_job is None)
         if moves and parent_job is not None:
             job = await tx.fetchone(Q.lock_job, {"id": parent_job})
             if job is not None and await tx.execute(Q.cancel_now, {"id": parent_job, "now": now, "reason": err}):
                 await emit(tx, [event(now, parent_job, job.binding, "cancelled", job.attempt)])
-        await _apply(tx, moves, now)
+        await apply_moves(tx, moves, now)
         if moves:
             ended.add(run.id)
     return ended

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from jobloom.core.queries import Q
 from jobloom.core.rows import PruneRow, RetentionRow
 from jobloom.engine.offload import Offload, blob_ids
-from jobloom.engine.performer import _retention
+from jobloom.engine.performer import retention_of
 from jobloom.housekeeping.stats import MINUTE_RETENTION
 from jobloom.store.sql import load_queries
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from jobloom.engine.performer import PerformerSpec
     from jobloom.store.base import Store, Tx
 
-DEFAULTS: dict[str, float] = _retention(None, "")
+DEFAULTS: dict[str, float] = retention_of(None, "")
 STATS_RETENTION = 30 * 86400.0
 
 

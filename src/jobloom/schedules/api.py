@@ -14,7 +14,7 @@ from jobloom.core.queries import Q
 from jobloom.core.rows import StoredScheduleRow
 from jobloom.engine import coordinator
 from jobloom.engine.enqueue import build_job
-from jobloom.schedules.keeper import SchedulerKeeper, _flow_of, read_rows, save_state
+from jobloom.schedules.keeper import SchedulerKeeper, flow_of, read_rows, save_state
 from jobloom.schedules.schedule import InvalidSchedule, Schedule, UnknownSchedule
 
 
@@ -97,7 +97,7 @@ def check_schedules(host: ScheduleHost, schedules: Iterable[Schedule]) -> dict[s
         if s.name in out:
             raise InvalidSchedule(s.name, "name", s.name, "two schedules have this name")
         if s.flow is not None:
-            _flow_of(host, s)
+            flow_of(host, s)
         else:
             spec = host.spec(s.binding or "")
             if s.stored_arguments:
@@ -189,7 +189,7 @@ class ScheduleOps:
         key = f"schedule:{name}:manual:{datetime.fromtimestamp(now, UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
         arguments = schedule.arguments(schedule.local(now)) if payload is DEFAULT else payload
         if schedule.flow is not None:
-            run = await self.host.start(_flow_of(self.host, schedule), arguments, id=key)
+            run = await self.host.start(flow_of(self.host, schedule), arguments, id=key)
 
             async def record_run(tx: Tx) -> None:
                 current = await tx.fetchone(Q.lock_schedule_row, {"name": name})

@@ -218,7 +218,7 @@ async def _start_runs(app: ScheduleHost, f: _Firing, now: float) -> None:
                     done.append((tick, None))
                     continue
             arguments = f.schedule.arguments(f.schedule.local(tick))
-            await app.start(_flow_of(app, f.schedule), arguments, id=run_id)
+            await app.start(flow_of(app, f.schedule), arguments, id=run_id)
             done.append((tick, run_id))
             last = run_id
         except Exception as exc:
@@ -226,7 +226,8 @@ async def _start_runs(app: ScheduleHost, f: _Firing, now: float) -> None:
     f.runs = done
 
 
-def _flow_of(app: ScheduleHost, schedule: Schedule) -> Any:
+def flow_of(app: ScheduleHost, schedule: Schedule) -> Any:
+    """The app's flow that ``schedule`` starts; ``InvalidSchedule`` if the app has no flow of that name."""
     flow = schedule.flow
     name = flow if isinstance(flow, str) else getattr(flow, "name", None)
     flows = app.flows
