@@ -9,22 +9,26 @@
 -- first jobs by priority, none of :picked (chosen by an earlier round of this dispatch): its share of
 -- :want starts among the keys found, times :weight (the largest weight), at most :per_key (all :per_key
 -- with :want = 0). The share comes with each row (a key with that many rows may have more), and the
--- key's rate bucket (none: a full one), found by its primary key: the key is compared in the table's
--- collation (COLLATE "default"), as the key buckets' primary key holds it; compared as "C" (the walk's),
--- no index of the buckets serves the join and each key read scans every bucket of the binding.
+-- key's rate bucket (none: a full one).
+-- A step lands on the key's first job by priority (the index orders a key's jobs so): a share of one
+-- job is that job, unless :picked holds it, with no second descent of the index. The bucket is found by
+-- its primary key: the key compared in the table's collation (COLLATE "default"); compared as "C" (the
+-- walk's), no index of the buckets serves the join and each key read scans every bucket of the binding.
 -- SKIP LOCKED as the other candidate reads.
-WITH RECURSIVE turn(k, n) AS (
-    SELECT (SELECT concurrency_key COLLATE "C" FROM jobloom_jobs
-            WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" >= :low::text
-              AND (:strict::int = 0 OR concurrency_key COLLATE "C" > :low::text)
-            ORDER BY concurrency_key COLLATE "C" LIMIT 1), 1
+WITH RECURSIVE turn(k, id, n) AS (
+    (SELECT concurrency_key COLLATE "C", id, 1 FROM jobloom_jobs
+     WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" >= :low::text
+       AND (:strict::int = 0 OR concurrency_key COLLATE "C" > :low::text)
+     ORDER BY concurrency_key COLLATE "C", priority DESC, run_at, id LIMIT 1)
     UNION ALL
-    SELECT (SELECT concurrency_key COLLATE "C" FROM jobloom_jobs
-            WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" > turn.k
-            ORDER BY concurrency_key COLLATE "C" LIMIT 1), n + 1
-    FROM turn WHERE turn.k IS NOT NULL AND n < :keys
+    SELECT step.k, step.id, turn.n + 1 FROM turn CROSS JOIN LATERAL (
+        SELECT concurrency_key COLLATE "C" AS k, id FROM jobloom_jobs
+        WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" > turn.k
+        ORDER BY concurrency_key COLLATE "C", priority DESC, run_at, id LIMIT 1
+    ) step
+    WHERE turn.n < :keys
 ),
-walked AS (SELECT turn.k FROM turn WHERE turn.k IS NOT NULL AND turn.k <> ALL(:full_keys::text[])),
+walked AS (SELECT turn.k, turn.id FROM turn WHERE turn.k <> ALL(:full_keys::text[])),
 share AS (
     SELECT CASE WHEN :want::int = 0 THEN :per_key::int
                 ELSE LEAST(:per_key::int, (:want::int + count(*) - 1) / GREATEST(count(*), 1) * :weight::int) END AS p
@@ -35,10 +39,13 @@ FROM walked
 CROSS JOIN share
 LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k COLLATE "default"
 CROSS JOIN LATERAL (
-    SELECT q.id FROM jobloom_jobs q
-    WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
-      AND q.id <> ALL(:picked::bigint[])
-    ORDER BY q.priority DESC, q.run_at, q.id LIMIT share.p
+    SELECT walked.id WHERE share.p = 1 AND walked.id <> ALL(:picked::bigint[])
+    UNION ALL
+    (SELECT q.id FROM jobloom_jobs q
+     WHERE (share.p > 1 OR walked.id = ANY(:picked::bigint[]))
+       AND q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
+       AND q.id <> ALL(:picked::bigint[])
+     ORDER BY q.priority DESC, q.run_at, q.id LIMIT share.p)
 ) first
 JOIN jobloom_jobs j ON j.id = first.id
 WHERE j.state = 'queued'
@@ -47,18 +54,20 @@ FOR UPDATE OF j SKIP LOCKED
 -- name: peek_by_turn
 -- returns: TurnCandidateRow
 -- The candidates of candidates_by_turn (the same parameters), read without claiming them: why a job waits.
-WITH RECURSIVE turn(k, n) AS (
-    SELECT (SELECT concurrency_key COLLATE "C" FROM jobloom_jobs
-            WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" >= :low::text
-              AND (:strict::int = 0 OR concurrency_key COLLATE "C" > :low::text)
-            ORDER BY concurrency_key COLLATE "C" LIMIT 1), 1
+WITH RECURSIVE turn(k, id, n) AS (
+    (SELECT concurrency_key COLLATE "C", id, 1 FROM jobloom_jobs
+     WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" >= :low::text
+       AND (:strict::int = 0 OR concurrency_key COLLATE "C" > :low::text)
+     ORDER BY concurrency_key COLLATE "C", priority DESC, run_at, id LIMIT 1)
     UNION ALL
-    SELECT (SELECT concurrency_key COLLATE "C" FROM jobloom_jobs
-            WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" > turn.k
-            ORDER BY concurrency_key COLLATE "C" LIMIT 1), n + 1
-    FROM turn WHERE turn.k IS NOT NULL AND n < :keys
+    SELECT step.k, step.id, turn.n + 1 FROM turn CROSS JOIN LATERAL (
+        SELECT concurrency_key COLLATE "C" AS k, id FROM jobloom_jobs
+        WHERE binding = :binding AND state = 'queued' AND concurrency_key COLLATE "C" > turn.k
+        ORDER BY concurrency_key COLLATE "C", priority DESC, run_at, id LIMIT 1
+    ) step
+    WHERE turn.n < :keys
 ),
-walked AS (SELECT turn.k FROM turn WHERE turn.k IS NOT NULL AND turn.k <> ALL(:full_keys::text[])),
+walked AS (SELECT turn.k, turn.id FROM turn WHERE turn.k <> ALL(:full_keys::text[])),
 share AS (
     SELECT CASE WHEN :want::int = 0 THEN :per_key::int
                 ELSE LEAST(:per_key::int, (:want::int + count(*) - 1) / GREATEST(count(*), 1) * :weight::int) END AS p
@@ -69,10 +78,13 @@ FROM walked
 CROSS JOIN share
 LEFT JOIN jobloom_key_buckets b ON b.binding = :binding AND b.concurrency_key = walked.k COLLATE "default"
 CROSS JOIN LATERAL (
-    SELECT q.id FROM jobloom_jobs q
-    WHERE q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
-      AND q.id <> ALL(:picked::bigint[])
-    ORDER BY q.priority DESC, q.run_at, q.id LIMIT share.p
+    SELECT walked.id WHERE share.p = 1 AND walked.id <> ALL(:picked::bigint[])
+    UNION ALL
+    (SELECT q.id FROM jobloom_jobs q
+     WHERE (share.p > 1 OR walked.id = ANY(:picked::bigint[]))
+       AND q.binding = :binding AND q.state = 'queued' AND q.concurrency_key COLLATE "C" = walked.k
+       AND q.id <> ALL(:picked::bigint[])
+     ORDER BY q.priority DESC, q.run_at, q.id LIMIT share.p)
 ) first
 JOIN jobloom_jobs j ON j.id = first.id
 WHERE j.state = 'queued'
