@@ -189,6 +189,29 @@ async def test_a_key_rate_set_at_run_time_applies_and_idle_keys_keep_no_bucket(a
     assert await store.transact(rows) == 0
 
 
+async def test_a_full_bucket_keeps_its_row_a_while_and_an_idle_key_loses_it(app: jobloom.App) -> None:
+    from jobloom.engine.dispatch import KEY_BUCKET_KEEP, KEY_BUCKET_PRUNE_EVERY
+
+    await app.set_limits("PerKey", key_rate_limit="2/s")
+    await app.enqueue_many([(PerKey, {"k": k}) for k in ["a"] * 3 + ["b"]])
+    store = await app.store()
+
+    async def keys(t: Any) -> set[str]:
+        return {r[0] for r in await t.fetch_rows("key_buckets", {"binding": "PerKey", "keys": ["a", "b"]})}
+    now = time.time()
+    assert len(await claim(app, "PerKey", now=now)) == 2  # a and b spend a token each: a row each
+    assert await store.transact(keys) == {"a", "b"}
+    # b is full again from now + 0.5, and idle; a dispatch a while later (past a prune's interval) keeps
+    # its row, full as it is, as long as KEY_BUCKET_KEEP: saving it again would update it in place
+    soon = now + 0.5 + KEY_BUCKET_KEEP / 2
+    assert soon - now >= KEY_BUCKET_PRUNE_EVERY
+    assert len(await claim(app, "PerKey", now=soon)) == 1  # a again
+    assert await store.transact(keys) == {"a", "b"}
+    # once b has been full for longer than that, the next prune deletes its row: an idle key costs nothing
+    assert len(await claim(app, "PerKey", now=now + 0.5 + KEY_BUCKET_KEEP + KEY_BUCKET_PRUNE_EVERY)) == 1
+    assert await store.transact(keys) == {"a"}
+
+
 async def test_a_job_waiting_for_its_keys_turn_is_told_so(app: jobloom.App) -> None:
     from jobloom.app.diagnose import why_not_running
 

@@ -157,7 +157,7 @@ class Plan:
     batch not due): only ``next_token_at``, ``batch`` and ``contended`` are reported then. ``restart``:
     the binding's row changed while it read candidates; dispatch again from these rows, with ``capacity``
     and ``at``, and nothing from this plan applied. ``turn``, ``key_buckets``: the turn between keys and
-    the keys' buckets to save (``key_rate``: the buckets of idle keys full again are deleted)."""
+    the keys' buckets to save (``key_rate``: the buckets of idle keys full a while are deleted)."""
 
     selected: tuple[int, ...] = ()
     at: float = 0.0
@@ -172,7 +172,7 @@ class Plan:
     capacity: int = 0
     turn: Turn | None = None  # under round-robin fairness: the turn to save
     key_buckets: dict[str, Bucket] = field(default_factory=dict)  # with a key rate: the buckets to save
-    key_rate: RateLimit | None = None  # with a key rate: the buckets full by ``at`` are deleted
+    key_rate: RateLimit | None = None  # with a key rate: the buckets full a while by ``at`` are deleted
 
 
 Steps = Generator[Need, Any, Plan]

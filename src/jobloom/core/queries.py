@@ -256,7 +256,6 @@ class Q:
     release = Statement("release")
     release_dependant = Query("release_dependant", MovedRow)
     remote_attempts = Query("remote_attempts", RemoteAttemptRow)
-    renew_key_buckets = Statement("renew_key_buckets")
     replace_runtime_schedule = Statement("replace_runtime_schedule")
     request_cancel = Statement("request_cancel")
     reset_node = Statement("reset_node")

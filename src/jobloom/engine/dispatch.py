@@ -311,9 +311,19 @@ async def _candidates(
     return _as_candidates(rows), key_rows, fresh, found
 
 
+KEY_BUCKET_KEEP = 5.0
+"""Seconds a key's rate bucket stays full before its row is deleted: a key whose jobs come and go keeps
+its row, and saving its bucket updates the row in place instead of inserting it again."""
+KEY_BUCKET_PRUNE_EVERY = 1.0
+"""Seconds between a worker process's prunes of a binding's key buckets: a prune reads every bucket of
+the binding, so not every dispatch does."""
+_pruned: dict[str, float] = {}  # binding: when this process last pruned its key buckets
+
+
 async def save_keys(tx: Tx, binding: str, chosen: Plan) -> None:
-    """Save what a plan changed between keys: the turn, the keys' buckets spent from, and delete the
-    buckets of keys that are full again (a missing bucket is a full one: idle keys keep no row)."""
+    """Save what a plan changed between keys: the turn, the keys' buckets spent from, and, every
+    :data:`KEY_BUCKET_PRUNE_EVERY` seconds, delete the buckets of keys full for :data:`KEY_BUCKET_KEEP`
+    (a missing bucket is a full one: idle keys keep no row)."""
     if chosen.turn is not None:
         await tx.executemany(Q.save_turn, [{"binding": binding, "turn_key": chosen.turn.key,
                                             "turn_used": chosen.turn.used}])
@@ -321,9 +331,11 @@ async def save_keys(tx: Tx, binding: str, chosen: Plan) -> None:
     if rate is None:
         return
     at = chosen.at
-    limits = {"binding": binding, "now": at, "rate": rate.rate, "burst": rate.burst}
-    await tx.executemany(Q.prune_key_buckets, [limits])
-    await tx.executemany(Q.renew_key_buckets, [limits])
+    last = _pruned.get(binding)
+    if last is None or not last <= at < last + KEY_BUCKET_PRUNE_EVERY:  # (a clock set back prunes too)
+        _pruned[binding] = at
+        await tx.executemany(Q.prune_key_buckets, [{"binding": binding, "now": at, "keep": KEY_BUCKET_KEEP,
+                                                    "rate": rate.rate, "burst": rate.burst}])
     if chosen.key_buckets:
         await tx.executemany(Q.save_key_bucket, [
             {"binding": binding, "key": k, "tokens": b.tokens, "tokens_at": b.updated_at,

@@ -32,7 +32,7 @@ UPDATE jobloom_bindings SET turn_key = :turn_key, turn_used = :turn_used WHERE b
 
 -- name: key_buckets
 -- returns: KeyBucketRow
--- The buckets of :keys that are not full (a key without a row has a full bucket).
+-- The buckets of :keys that have a row (a key without a row has a full bucket; a row may be full too).
 SELECT concurrency_key, tokens, tokens_at FROM jobloom_key_buckets
 WHERE binding = :binding AND concurrency_key = ANY(:keys::text[])
 
@@ -43,14 +43,12 @@ ON CONFLICT (binding, concurrency_key) DO UPDATE SET
     tokens = excluded.tokens, tokens_at = excluded.tokens_at, full_at = excluded.full_at
 
 -- name: prune_key_buckets
--- The buckets full again by :now, by the rate in force (:rate, :burst): no row is a full bucket.
+-- The buckets due full :keep seconds before :now or earlier (full_at: by the rate when saved), and full
+-- by the rate in force (:rate, :burst): no row is a full bucket. No index serves full_at (saving a row
+-- is then a HOT update on PostgreSQL): the binding's rows are read by the primary key.
 DELETE FROM jobloom_key_buckets
-WHERE binding = :binding AND full_at <= :now AND tokens + (:now - tokens_at) * :rate >= :burst - 1e-9
-
--- name: renew_key_buckets
--- The buckets that were due full by :now but are not (the rate was lowered since): when they will be.
-UPDATE jobloom_key_buckets SET full_at = tokens_at + (:burst - tokens) / :rate
-WHERE binding = :binding AND full_at <= :now
+WHERE binding = :binding AND full_at <= :now - :keep
+  AND tokens + (:now - tokens_at) * :rate >= :burst - 1e-9
 
 -- name: drop_key_buckets
 -- A binding's key rate is lifted at run time: every key's bucket starts full again.
