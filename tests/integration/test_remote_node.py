@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 import jobloom
+from jobloom.engine import registry
 from jobloom.http.tokens import create_token
 from tests.conftest import require_executable
 from tests.helpers import eventually
@@ -188,11 +189,15 @@ async def test_node_worker_says_how_it_stops_an_idle_one_at_once_and_a_second_si
         assert (attempt.outcome, attempt.error) == ("failed", "Error: worker stopping")
         await app.cancel(long.id)  # its retry (600 s) must not keep the idle worker below busy
 
-
         idle, idle_log = start("node-idle")
-        first = await app.enqueue("Transcode", {"seconds": 0.01})
-        await eventually(lambda: ran_by(first.id, "node-idle"), timeout=30, what="node-idle ran a job")
-        idle.send_signal(signal.SIGTERM)  # its next claim is waiting (a long poll of 30 s)
+
+        async def polling(name: str) -> bool:  # its first claim registered it: that claim waits (30 s)
+            store = await app.store()
+            return name in {w.name for w in await store.transact(registry.workers, exclusive=False)}
+
+        # not after a job it ran: a job's report commits before the worker counts the job as ended
+        await eventually(lambda: polling("node-idle"), timeout=30, what="node-idle's claim reached the server")
+        idle.send_signal(signal.SIGTERM)  # its claim is waiting (a long poll of 30 s)
         try:
             idle.wait(timeout=15)
         except subprocess.TimeoutExpired:

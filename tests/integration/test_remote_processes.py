@@ -81,7 +81,9 @@ async def test_push_concurrency_2_is_never_exceeded_across_processes(
     async with Receiver(hold) as rx:
         await app.enqueue_many([("PushGate", {"n": i}) for i in range(16)])
         for _ in range(2):
-            rprocs.worker(concurrency=8, env={"JOBLOOM_IT_PUSH_URL": rx.url})
+            # a lease far longer than a push: on a loaded host a 1 s lease can lapse, and the re-run that
+            # at-least-once delivery then makes would be a second request
+            rprocs.worker(concurrency=8, lease=30.0, env={"JOBLOOM_IT_PUSH_URL": rx.url})
         await eventually(lambda: _count(app, "PushGate", 16), timeout=60, interval=0.1, what="16 pushes succeeded")
         assert len(rx.requests) == 16
         assert rx.peak == 2, f"peak simultaneous requests was {rx.peak}, the limit is 2"
