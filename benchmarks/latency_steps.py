@@ -10,7 +10,8 @@ with the stamps of ``latency_steps/sitecustomize.py``, and each job's way is cut
 
 1. the producer's transaction (SQLite) or statement (PostgreSQL) that stores it: its start, its end;
 2. the worker's wake-up callback (the socket datagram on SQLite, ``NOTIFY`` on PostgreSQL);
-3. the worker's claiming cycle: its start, each round trip (PostgreSQL) or statement (SQLite), its end;
+3. the worker's claiming cycle, or its direct claim of the job a wake-up named (``Cycle.run_direct``):
+   its start, each round trip (PostgreSQL) or statement (SQLite), its end;
 4. ``perform``.
 
 It prints the median, 90th and 99th percentile of each step over the jobs whose chain was found,
