@@ -1,5 +1,5 @@
 """Many worker processes, few connections: 32 ``jobloom worker --pool-max 2`` processes against one
-PostgreSQL with ``max_connections`` as shipped (100), all connected, drain 4,000 jobs with a binding's
+PostgreSQL with ``max_connections`` as shipped (100), all connected, drain 1,000 jobs with a binding's
 limit exact;
 a worker whose connections do not fit the server's budget fails at start, saying so.
 
@@ -27,7 +27,9 @@ pytestmark = pytest.mark.slow
 
 PROCESSES = 32
 POOL_MAX = 2
-NOOPS, GATED, LIMIT = 3_600, 400, 4  # enqueued once every worker is connected: all 32 contend for them
+# enqueued once every worker is connected: all 32 contend for them; 400 runs of the limited binding,
+# each 10 ms, keep the limit under contention for well over a second
+NOOPS, GATED, LIMIT = 600, 400, 4
 APP = '''
 from __future__ import annotations
 
@@ -108,7 +110,7 @@ async def _app(folder: Path, url: str) -> jobloom.App:
 
 
 @pytest.mark.serial  # 32 processes on 2 cores: alone
-async def test_32_worker_processes_with_capped_pools_drain_4000_jobs_with_exact_limits(
+async def test_32_worker_processes_with_capped_pools_drain_1000_jobs_with_exact_limits(
         server: PrivateServer, tmp_path: Path) -> None:
     app = await _app(tmp_path, server.url)
     procs: list[subprocess.Popen[bytes]] = []
