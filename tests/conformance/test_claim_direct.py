@@ -77,6 +77,7 @@ def test_a_wake_up_names_a_lone_job_queued_now_without_a_key() -> None:
 
 async def test_an_idle_worker_claims_a_named_job_directly(app: jobloom.App) -> None:
     worker = jobloom.Worker(app, concurrency=10, bindings=["Plain"])
+    await worker.cycle.run(claim=True)  # the worker reads its bindings' policies
     job = await app.enqueue(Plain, {})
     result = await worker.cycle.run_direct(job.id, "Plain")
     assert result is not None and [c.id for c in result.claimed] == [job.id]
@@ -90,6 +91,18 @@ async def test_an_idle_worker_claims_a_named_job_directly(app: jobloom.App) -> N
     assert await worker.cycle.run_direct(job.id, "Plain") is None  # claimed already: nothing
 
 
+async def claim_direct(app: jobloom.App, job_id: int, binding: str) -> list[int]:
+    """The ``claim_direct`` statement alone (the worker's own check of the binding left out)."""
+    store = await app.store()
+
+    async def work(tx: Any) -> Any:
+        return await tx.claim_direct({"id": job_id, "binding": binding, "worker": "w", "lease_expires": 2e9,
+                                      "now": store.now()})
+
+    later = await store.transact(work)
+    return [r.id for r in later.rows()]
+
+
 @pytest.mark.parametrize("case", ["concurrency", "rate", "batch", "turns", "override", "paused",
                                   "key", "behind", "other binding", "not served", "no room"])
 async def test_a_direct_claim_takes_nothing_where_dispatch_would_decide_otherwise(
@@ -100,8 +113,9 @@ async def test_a_direct_claim_takes_nothing_where_dispatch_would_decide_otherwis
     binding = performer.__name__
     worker = jobloom.Worker(app, concurrency=1 if case == "no room" else 10,
                             bindings=["Limited" if case == "not served" else binding])
+    await worker.cycle.run(claim=True)  # the worker reads its bindings' policies
     payload: dict[str, Any] = {"tenant": "t"} if case == "key" else {}
-    if case == "override":
+    if case == "override":  # set after the worker read the binding: the statement sees it
         await app.set_limits(binding, concurrency=5)
     if case == "paused":
         await app.pause_binding(binding)
@@ -111,15 +125,46 @@ async def test_a_direct_claim_takes_nothing_where_dispatch_would_decide_otherwis
         worker.executor.free = lambda: 0  # type: ignore[method-assign]
     named = "Limited" if case == "other binding" else binding
     assert await worker.cycle.run_direct(job.id, named) is None
+    if case not in ("not served", "no room"):  # the statement refuses it too, whatever the worker knew
+        assert await claim_direct(app, job.id, named) == []
     assert await state(app, job.id) == "queued"
+
+
+async def test_a_binding_read_as_limited_is_not_tried(app: jobloom.App) -> None:
+    worker = jobloom.Worker(app, concurrency=10, bindings=["Limited", "Plain"])
+    job = await app.enqueue(Limited, {})
+    assert await worker.cycle.run_direct(job.id, "Limited") is None  # nothing read yet: not tried
+    assert [c.id for c in (await worker.cycle.run(claim=True)).claimed] == [job.id]
+    await eventually(lambda: len(worker.completer.outcomes) == 1, what="the job ran")
+    await worker.cycle.run(claim=False)
+    plain = await app.enqueue(Plain, {})
+    assert await worker.cycle.run_direct(plain.id, "Plain") is not None  # read unlimited in those cycles
+    limited = await app.enqueue(Limited, {})
+    store = await app.store()
+    statements = 0
+    transact = store.transact
+
+    async def counted(fn: Any, **kw: Any) -> Any:
+        nonlocal statements
+        statements += 1
+        return await transact(fn, **kw)
+
+    store.transact = counted  # type: ignore[method-assign]
+    try:
+        assert await worker.cycle.run_direct(limited.id, "Limited") is None
+    finally:
+        store.transact = transact  # type: ignore[method-assign]
+    assert statements == 0  # read as limited: no transaction spent on it
 
 
 async def test_a_job_with_another_queued_beside_it_is_left_to_a_whole_cycle(app: jobloom.App) -> None:
     worker = jobloom.Worker(app, concurrency=10, bindings=["Plain"])
+    await worker.cycle.run(claim=True)
     low = await app.enqueue(Plain, {}, priority=0)
     high = await app.enqueue(Plain, {}, priority=5)
     assert await worker.cycle.run_direct(low.id, "Plain") is None  # the order is the cycle's to decide
     assert await worker.cycle.run_direct(high.id, "Plain") is None
+    assert await claim_direct(app, high.id, "Plain") == []
     claimed = (await worker.cycle.run(claim=True)).claimed
     assert sorted(c.id for c in claimed) == sorted([high.id, low.id])
 

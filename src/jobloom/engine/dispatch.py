@@ -195,6 +195,11 @@ class Expected:
                     break
         return out
 
+    def unlocked(self, binding: str) -> bool:
+        """Whether the last policy read of ``binding`` needs no lock (a job named by a wake-up may then be
+        claimed directly: :meth:`~jobloom.engine.worker.cycle.Cycle.run_direct`)."""
+        return binding in self._aging
+
     def learn(self, bindings: dict[str, list[PolicyRow]]) -> None:
         """Note the policies a cycle read (``get_binding`` rows by binding)."""
         for binding, rows in bindings.items():

@@ -145,11 +145,13 @@ class Cycle:
     async def run_direct(self, job_id: int, binding: str) -> CycleResult | None:
         """Claim the one job a wake-up named and start it, in a transaction that does nothing else (on
         PostgreSQL one round trip: ``BEGIN``, ``hold_dispatch``, the claim, ``COMMIT``). The claim holds
-        only where a cycle's dispatch would claim that job first (see ``claim_direct``); None when
-        nothing was claimed, and then a whole cycle looks. A failure is a cycle's: the next cycle first
+        only where a cycle's dispatch would claim that job first (see ``claim_direct``), and is tried only
+        for a binding whose policy the last cycle read as needing no lock; None when nothing was claimed,
+        and then a whole cycle looks. A failure is a cycle's: the next cycle first
         gives back what a claim of unknown outcome may have taken."""
         executor = self._executor
         if (self._unsure or self._stopping.requested or self._completer.outcomes or binding not in self._served
+                or not self._expected.unlocked(binding)  # a limited binding: the statement would claim nothing
                 or executor.free() <= 0 or (binding in executor.sync_bindings and executor.sync_free() <= 0)):
             return None
         store = await self._app.store()
@@ -188,8 +190,7 @@ class Cycle:
             tx, now, reporting=[o.job_id for o in outcomes], worker=self._name, watching=cycle.watching,
             bindings=cycle.order if free > 0 else [], runs=[o.run_id for o in outcomes], prefetch=cycle.prefetch,
         )
-        if cycle.prefetch is not None:
-            self._expected.learn(reads.bindings)
+        self._expected.learn(reads.bindings)  # for the reads ahead, and for run_direct
         if outcomes:
             released = await self._completer.report(tx, outcomes, cycle.progress, now, reads.locked)
         reaped = await coordinator.reap(tx, now, hooks=hooks, expired=reads.expired)
