@@ -53,6 +53,9 @@ def test_python_c_forked_is_python_c(tmp_path: Path, env: dict[str, str], args: 
     ["jobs", "list", "--url", "sqlite:///{db}", "--state", "done"],
     ["jobs", "list", "--url", "sqlite:///{db}", "--limit", "many"],
     ["enqueue", "Nope", "{{}}", "--app", "nowhere:app"],
+    ["--help"],  # registers `jobloom bench` first: the server's ready-built command is not that one
+    ["bench", "--help"],
+    ["jobs", "--help"],
 ])
 def test_jobloom_forked_is_jobloom(tmp_path: Path, env: dict[str, str], args: list[str]) -> None:
     args = [a.format(db=tmp_path / "x.db") for a in args]
