@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.slow
 TINY = Params(jobs=40, concurrency=20, processes=(1, 2), tasks=8, batch=16, rate=100.0, history_rows=2_000,
               pairs=1, timeout=60.0)
 LATENCY = Params(jobs=10, concurrency=20, rate=100.0, timeout=60.0)
+CHAINS = replace(TINY, jobs=20)  # chains (and batches) of 2 and 20: a chain runs one job at a time
 EXPECTED = {
     "enqueue": ["enqueue.sequential", "enqueue.concurrent", "enqueue.many"],
     "drain": ["drain.p1", "drain.p1.rss", "drain.p2", "drain.p2.rss"],
@@ -43,7 +45,7 @@ def test_every_workload_has_a_smoke_test() -> None:
 
 @pytest.mark.parametrize("workload", list(EXPECTED))
 def test_workload_runs_and_reports(workload: str, store_url: str) -> None:
-    report = run(workload, store_url, LATENCY if workload == "latency" else TINY)
+    report = run(workload, store_url, {"latency": LATENCY, "dependencies": CHAINS}.get(workload, TINY))
     assert [m.key for m in report.measurements] == EXPECTED[workload]
     assert report.dialect in ("sqlite", "postgres")
     for m in report.measurements:
