@@ -47,8 +47,8 @@ ON CONFLICT (binding, concurrency_key) DO UPDATE SET
 -- by the rate in force (:rate, :burst): no row is a full bucket. No index serves full_at (saving a row
 -- is then a HOT update on PostgreSQL): the binding's rows are read by the primary key.
 DELETE FROM jobloom_key_buckets
-WHERE binding = :binding AND full_at <= :now - :keep
-  AND tokens + (:now - tokens_at) * :rate >= :burst - 1e-9
+WHERE binding = :binding AND full_at <= :now::float8 - :keep::float8
+  AND tokens + (:now::float8 - tokens_at) * :rate >= :burst - 1e-9
 
 -- name: drop_key_buckets
 -- A binding's key rate is lifted at run time: every key's bucket starts full again.
