@@ -82,8 +82,7 @@ WITH c AS (
 )
 SELECT id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta FROM c
 
--- name: claim_direct
--- returns: ClaimRow
+-- fragment: claim_direct_update
 -- The one job a wake-up named (a single job enqueued), claimed by an idle worker without reading
 -- candidates first, and only where dispatch would claim it: it is queued, not past its expiry, has no
 -- concurrency key, is the only queued job of its binding (so first in any order, with or without
@@ -104,21 +103,16 @@ WHERE j.id = :id AND j.binding = :binding AND j.state = 'queued' AND j.concurren
                   WHERE o.binding = :binding AND o.state = 'queued' AND o.id <> j.id)
 RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
 
+-- name: claim_direct
+-- returns: ClaimRow
+-- claim_direct_update, alone.
+{claim_direct_update}
+
 -- name: claim_direct__with_events
 -- claim_direct, and the job's started event in the same statement (sent with hold_dispatch and COMMIT:
 -- one round trip).
 WITH c AS (
-    UPDATE jobloom_jobs AS j
-    SET state = 'running', attempt = attempt + 1, lease_owner = :worker, lease_expires = :lease_expires,
-        started_at = :now, cancel_requested = false
-    WHERE j.id = :id AND j.binding = :binding AND j.state = 'queued' AND j.concurrency_key IS NULL
-      AND (j.expires_at IS NULL OR j.expires_at > :now)
-      AND EXISTS (SELECT 1 FROM jobloom_bindings AS b
-                  WHERE b.binding = :binding AND b.concurrency IS NULL AND b.rate IS NULL AND NOT b.paused
-                    AND b.batch_size IS NULL AND b.overrides IS NULL AND b.key_rules IS NULL)
-      AND NOT EXISTS (SELECT 1 FROM jobloom_jobs AS o
-                      WHERE o.binding = :binding AND o.state = 'queued' AND o.id <> j.id)
-    RETURNING id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta
+    {claim_direct_update}
 ), e AS (
     INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration, n, top, bucket)
     SELECT :now, id, binding, 'started', attempt, NULL, 1, NULL, NULL FROM c
