@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable
 
 from jobloom.app.facade import App
-from jobloom.app.loading import apply_connection_env, load_app
-from jobloom.core.errors import StoreError
+from jobloom.app.loading import apply_connection_env, check_connection_env, load_app, sqlite_file_problem
+from jobloom.core.errors import JobloomError, StoreError, StoreUnreachable
 from jobloom.core.retrying import Delays
 from jobloom.engine.logs import configure_logging, keep_jobloom_lines
 from jobloom.engine.worker import Worker
@@ -153,6 +153,52 @@ def settle_heap() -> None:
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
 
 
+def check_before_start(app_ref: str, bindings: list[str] | None, wait: float) -> App:
+    """``jobloom worker``'s checks, made here (this process has taken its place, without its memory) before
+    any job: the app loads, its SQLite folder exists, the connection options fit its store, the bindings
+    are its own and it has some, and its store answers (a PostgreSQL server that refuses connections is
+    given up on after ``wait`` seconds). A problem raises :class:`~jobloom.core.errors.JobloomError`."""
+    app = load_app(app_ref)
+    if problem := sqlite_file_problem(app.url, must_exist=False):
+        raise JobloomError(problem)
+    check_connection_env(app)
+    for name in bindings or ():
+        app.spec(name)
+    if not app.specs:
+        raise JobloomError(f"{app_ref} has no performers: nothing to work on")
+    postgres = app.url.startswith(("postgresql:", "postgres:"))
+    if postgres:
+        app.store_options["connect_wait"] = wait
+
+    async def connect() -> None:
+        try:
+            await app.store()
+        finally:
+            await app.close()
+
+    asyncio.run(connect())
+    if postgres:
+        del app.store_options["connect_wait"]  # the worker's own retries, longer, from here on
+    return app
+
+
+def report_problem(exc: BaseException) -> None:
+    """``error: ...`` on stderr, as the ``jobloom`` command reports a problem."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from jobloom.core.text import literal
+
+    if isinstance(exc, StoreUnreachable):
+        message = f"{exc}; --wait SECONDS waits longer"
+    elif isinstance(exc, JobloomError):
+        message = str(exc)
+    else:
+        message = f"{type(exc).__name__}: {exc}"
+    console = Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False)
+    console.print(f"[bold red]error:[/bold red] {escape(literal(message))}", markup=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of a worker process."""
     parser = argparse.ArgumentParser(prog="python -m jobloom.process")
@@ -166,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics", action="store_true",
                         help="keep Prometheus metrics (in PROMETHEUS_MULTIPROC_DIR, for the supervisor's endpoint)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--check-wait", type=float, default=None, help=argparse.SUPPRESS)  # jobloom worker's
     args = parser.parse_args(argv)
     ready_fd: int | None = args.ready_fd
     if ready_fd is not None:
@@ -183,14 +230,21 @@ def main(argv: list[str] | None = None) -> int:
                 os.close(fd)
 
     configure_logging(args.log_level, log_format=args.log_format)
-    app = load_app(args.app)
+    bindings = [b for b in args.bindings.split(",") if b] or None
+    if args.check_wait is None:
+        app = load_app(args.app)
+    else:
+        try:
+            app = check_before_start(args.app, bindings, args.check_wait)
+        except (JobloomError, OSError, RecursionError, OverflowError) as exc:
+            report_problem(exc)
+            return 1
     keep_jobloom_lines()  # an app that configured logging as it loaded (Django's LOGGING) keeps jobloom's lines
     apply_connection_env(app)  # jobloom worker --listen-url, --pool-max
     if args.metrics:
         from jobloom.observe.metrics import enable_metrics
 
         enable_metrics(app.telemetry)
-    bindings = [b for b in args.bindings.split(",") if b] or None
     settle_heap()
     try:
         asyncio.run(serve_process(app, concurrency=args.concurrency, bindings=bindings, grace=args.grace,

@@ -427,6 +427,8 @@ def test_migrate_and_worker_refuse_a_missing_folder(cli: Env) -> None:
         cli.path.joinpath("jobs_app.py").read_text().replace(repr(cli.url), repr(url), 1)
     )
     assert f"no folder {folder}" in cli.run("worker", "far_app:app", rc=1).stderr
+    pool = cli.run("worker", "jobs_app:app", "--pool-max", "2", rc=1).stderr
+    assert "invalid pool_max: 2; expected an option of a PostgreSQL store" in pool
     assert f"no folder {folder}" in cli.run("enqueue", "SendMail", '{"to": "a"}', "--app", "far_app:app", rc=1).stderr
     assert not (cli.path / "no").exists()
 
@@ -455,6 +457,14 @@ def test_a_refused_postgresql_port_fails_within_the_wait(tmp_path: Path) -> None
     started = time.monotonic()
     done = env.run("jobs", "list", "--url", url, "--wait", "1", rc=1)
     assert "gave up after 1.0 s" in done.stderr and time.monotonic() - started < 5
+    # the worker process makes the command's checks itself (without the CLI's memory), the same way
+    (tmp_path / "down_app.py").write_text(
+        "import jobloom\n\n\nclass Noop(jobloom.Performer[dict, None]):\n"
+        "    async def perform(self, payload: dict) -> None:\n        pass\n\n\n"
+        f"app = jobloom.App({url!r}, performers=[Noop])\n")
+    started = time.monotonic()
+    done = env.run("worker", "down_app:app", "--wait", "1", rc=1)
+    assert "gave up after 1.0 s" in done.stderr and "--wait" in done.stderr and time.monotonic() - started < 5
 
 
 @pytest.mark.postgres

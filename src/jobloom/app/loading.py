@@ -49,16 +49,47 @@ def connection_options(app: App, listen_url: str | None, pool_max: int | None) -
     """Put the worker command's connection options in the environment its worker processes inherit (each
     applies them: :func:`apply_connection_env`); options of PostgreSQL given for another store are
     refused (``InvalidOption``)."""
+    connection_env(listen_url, pool_max)
+    check_connection_env(app)
+
+
+def connection_env(listen_url: str | None, pool_max: int | None) -> None:
+    """Put the worker command's connection options in the environment, unchecked (a worker process that
+    checks its app first checks them: :func:`check_connection_env`)."""
+    for value, env in ((listen_url, LISTEN_URL_ENV), (pool_max, POOL_MAX_ENV)):
+        if value is not None:
+            os.environ[env] = str(value)
+
+
+def check_connection_env(app: App) -> None:
+    """Refuse the connection options of the environment (``InvalidOption``) if ``app``'s store is not
+    PostgreSQL; else give ``--listen-url`` to ``app`` for the command's own look at the store (the
+    pool's size is the worker processes' to take: :func:`apply_connection_env`)."""
     from jobloom.core.errors import InvalidOption
 
-    for name, value, env in (("listen_url", listen_url, LISTEN_URL_ENV), ("pool_max", pool_max, POOL_MAX_ENV)):
-        if value is None:
-            continue
-        if not app.url.startswith(("postgresql:", "postgres:")):
-            raise InvalidOption(name, value, "an option of a PostgreSQL store (the app's store is not one)")
-        os.environ[env] = str(value)
-    if listen_url is not None:  # the command's own look at the store too (the pool is the processes' to take)
-        app.store_options["listen_url"] = listen_url
+    for name, env in (("listen_url", LISTEN_URL_ENV), ("pool_max", POOL_MAX_ENV)):
+        value = os.environ.get(env)
+        if value is not None and not app.url.startswith(("postgresql:", "postgres:")):
+            raise InvalidOption(name, int(value) if name == "pool_max" else value,
+                                "an option of a PostgreSQL store (the app's store is not one)")
+    if url := os.environ.get(LISTEN_URL_ENV):
+        app.store_options["listen_url"] = url
+
+
+def sqlite_file_problem(url: str, *, must_exist: bool) -> str | None:
+    """What is wrong with a SQLite store's path that a command would otherwise create by accident: a
+    folder that is not there, or (``must_exist``) a file that is not there; ``None`` if nothing is."""
+    if not url.startswith("sqlite:"):
+        return None
+    from jobloom.store.sqlite.store import sqlite_path
+
+    path = sqlite_path(url)
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        return f"no folder {folder} for the SQLite store {path}: check the path, or create the folder"
+    if must_exist and not os.path.exists(path):
+        return f"no SQLite store at {path}: check the path, or create it with `jobloom migrate --url {url}`"
+    return None
 
 
 def apply_connection_env(app: App) -> None:

@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import enum
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -26,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jobloom.app.facade import App
-from jobloom.app.loading import load_app
+from jobloom.app.loading import load_app, sqlite_file_problem
 from jobloom.cli.literal import LiteralConsole, literal
 from jobloom.core.errors import JobloomError
 from jobloom.core.types import Attempt, Job
@@ -121,18 +120,8 @@ def check_sqlite_file(url: str, *, must_exist: bool) -> None:
     create the store (``migrate``, ``worker``, ``enqueue``) needs its folder, so a mistyped path is
     named instead of quietly becoming an empty store.
     """
-    if not url.startswith("sqlite:"):
-        return
-    from jobloom.store.sqlite.store import sqlite_path
-
-    path = sqlite_path(url)
-    folder = os.path.dirname(path)
-    if folder and not os.path.isdir(folder):
-        raise UsageProblem(f"no folder {folder} for the SQLite store {path}: check the path, or create the folder")
-    if must_exist and not os.path.exists(path):
-        raise UsageProblem(
-            f"no SQLite store at {path}: check the path, or create it with `jobloom migrate --url {url}`"
-        )
+    if problem := sqlite_file_problem(url, must_exist=must_exist):
+        raise UsageProblem(problem)
 
 
 def for_command(app: App, wait: float, *, must_exist: bool) -> App:

@@ -8,22 +8,14 @@ escape sequence in an error must not move the cursor, change colours or set the 
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
-_KEEP = frozenset("\n\t")
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # can reorder what is shown
+from jobloom.core.text import literal
 
-
-def literal(text: str) -> str:
-    """``text`` with control characters (and bidirectional overrides) written as escapes (``\\x1b``)."""
-    if text.isprintable() or all(c in _KEEP or (c.isprintable() and c not in _BIDI) for c in text):
-        return text
-    return "".join(c if c in _KEEP or (c not in _BIDI and unicodedata.category(c) != "Cc")
-                   else c.encode("unicode_escape").decode("ascii") for c in text)
+__all__ = ["LiteralConsole", "literal"]
 
 
 class LiteralConsole(Console):

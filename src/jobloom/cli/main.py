@@ -28,7 +28,7 @@ from rich.text import Text
 from typer.exceptions import TyperException
 
 from jobloom.app.facade import App
-from jobloom.app.loading import connection_options, load_app
+from jobloom.app.loading import connection_env, connection_options, load_app
 from jobloom.cli.bindings import bindings_cli
 from jobloom.cli.common import (
     WAIT,
@@ -166,22 +166,29 @@ def worker(
     if metrics_port is not None:
         with needs_extra("metrics", "jobloom worker --metrics-port"):
             import prometheus_client  # noqa: F401
-    app = load_app(app_ref)
-    check_sqlite_file(app.url, must_exist=False)
-    connection_options(app, listen_url, pool_max)  # in the worker processes too, through their environment
     names = [b.strip() for b in (bindings or "").split(",") if b.strip()] or None
-    for name in names or ():
-        app.spec(name)
-    if not app.specs:
-        raise UsageProblem(f"{app_ref} has no performers: nothing to work on")
-    # connect once here, so a bad store is reported before any process starts
-    run(for_command(app, wait, must_exist=False), lambda a: a.store())
+    alone = metrics_port is None and processes == 1 and not supervise
+    if alone:  # the worker process checks the app and its store itself, before any job, as below
+        connection_env(listen_url, pool_max)
+    else:
+        app = load_app(app_ref)
+        check_sqlite_file(app.url, must_exist=False)
+        connection_options(app, listen_url, pool_max)  # in the worker processes too, through their environment
+        for name in names or ():
+            app.spec(name)
+        if not app.specs:
+            raise UsageProblem(f"{app_ref} has no performers: nothing to work on")
+        # connect once here, so a bad store is reported before any process starts
+        run(for_command(app, wait, must_exist=False), lambda a: a.store())
     if metrics_port is None:
-        # This process has loaded the app and the CLI: the worker process (or the supervisor, which loads
-        # no app) takes its place, with the same pid for whoever signals it, and none of the CLI's memory.
+        # The worker process (or the supervisor, which loads no app) takes this process's place, with the
+        # same pid for whoever signals it, and none of the CLI's memory; one worker process alone makes the
+        # checks above itself (--check-wait), so the CLI never holds the app and its store as well.
         cmd = command_line(app_ref, processes=processes, concurrency=concurrency, sync_concurrency=sync_concurrency,
                            bindings=names, grace=grace, log_level=log_level.value, supervise=supervise,
                            log_format=log_format.value)
+        if alone:
+            cmd += ["--check-wait", repr(wait)]
         sys.stdout.flush()
         sys.stderr.flush()
         os.execve(cmd[0], cmd, child_env())

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -257,3 +258,15 @@ def checked_id(job_id: object, field: str = "job_id", *, clamp: bool = False) ->
             return max(-MAX_ID, min(MAX_ID, job_id))
         raise JobNotFound(job_id)
     return job_id
+
+
+_KEEP = frozenset("\n\t")
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # can reorder what is shown
+
+
+def literal(text: str) -> str:
+    """``text`` with control characters (and bidirectional overrides) written as escapes (``\\x1b``)."""
+    if text.isprintable() or all(c in _KEEP or (c.isprintable() and c not in _BIDI) for c in text):
+        return text
+    return "".join(c if c in _KEEP or (c not in _BIDI and unicodedata.category(c) != "Cc")
+                   else c.encode("unicode_escape").decode("ascii") for c in text)
