@@ -100,6 +100,7 @@ def decide(
     turn: Turn | None = None,
     key_buckets: Mapping[str, Bucket] | None = None,
     unread: Collection[str] = (),
+    edge: tuple[str, bool] | None = None,
 ) -> Decision:
     """Choose which candidates to start now.
 
@@ -112,7 +113,9 @@ def decide(
     Under round-robin fairness the keys take turns instead (:func:`jobloom.core.turns.by_turns`, from
     ``turn``, the turn as saved); the same limits apply to each start. ``unread``: keys that may have
     more jobs than the candidates hold; when the turn comes to one whose candidates are all started,
-    the hand-out stops there (``Decision.unread``: read on from the turn).
+    the hand-out stops there (``Decision.unread``: read on from the turn). ``edge``: the last key read
+    when keys after it were left unread, and whether its read went round (:attr:`~jobloom.core.turns.Found.edge`);
+    the hand-out stops when the turn would pass it (as for ``unread``).
     """
     hold = held(policy)
     if hold is not None:
@@ -123,7 +126,7 @@ def decide(
     after: Turn | None = None
     short = False
     if policy.fairness is not None:
-        after, short = by_turns(candidates, room, turn or Turn(), unread)
+        after, short = by_turns(candidates, room, turn or Turn(), unread, edge)
     else:
         for cand in order(candidates, now, policy.priority_aging):
             if room.step(cand) == "stop":

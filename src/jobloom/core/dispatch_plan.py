@@ -28,7 +28,8 @@ shows the token accrued, not a hair short of it."""
 ROUNDS = 8
 """The most reads of candidates one dispatch makes (besides those after a wait for a token)."""
 READ_EXTRA = 16
-"""Candidates read beyond the number a dispatch may start: room for jobs whose key is full."""
+"""Candidates read beyond the number a dispatch may start: room for jobs whose key is full. Under turns,
+the most keys read beyond the starts (:attr:`Ask.turn_extra`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +138,10 @@ class ReadAhead:
 class Ask:
     """What a dispatch is asked: see :func:`jobloom.engine.dispatch.dispatch` for each field.
     ``binding_rows``: None to read them; ``has_clock``: whether a clock can be read; ``one_snapshot``:
-    whether the transaction reads one snapshot (the policy then needs no second read)."""
+    whether the transaction reads one snapshot (the policy then needs no second read); ``turn_extra``:
+    under turns, how many keys a read takes beyond the starts it wants (room for keys that cannot start:
+    fewer is less to walk and lock, more spares a round when keys are skipped; a dispatch learns it from
+    the last one's :attr:`Plan.passed`). Either way the plan starts the same jobs."""
 
     capacity: int
     now: float
@@ -147,6 +151,7 @@ class Ask:
     has_clock: bool = False
     ahead: ReadAhead | None = None
     one_snapshot: bool = False
+    turn_extra: int = READ_EXTRA
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +178,7 @@ class Plan:
     turn: Turn | None = None  # under round-robin fairness: the turn to save
     key_buckets: dict[str, Bucket] = field(default_factory=dict)  # with a key rate: the buckets to save
     key_rate: RateLimit | None = None  # with a key rate: the buckets full a while by ``at`` are deleted
+    passed: int = 0  # under turns: the keys read whose turns passed (full, or their tokens spent)
 
 
 Steps = Generator[Need, Any, Plan]
@@ -218,6 +224,8 @@ class Rounds:
     spent: dict[str, Bucket] = field(default_factory=dict)  # the keys' buckets to save
     bucket_keys: set[str] = field(default_factory=set)  # the keys whose buckets were read
     unread: frozenset[str] = frozenset()  # under turns: keys of the last read that may have more jobs
+    edge: tuple[str, bool] | None = None  # under turns: the last key read before keys left unread
+    passed: int = 0  # keys skipped by the decisions (full, or their tokens spent)
 
     def want(self) -> int:
         """How many more jobs it may start."""
@@ -249,15 +257,18 @@ class Rounds:
             self.decided_at = self.now
         decision = decide(self.now, candidates, self.rules, self.bucket, running=self.running,
                           running_by_key=self.by_key, capacity=self.room, turn=self.turn,
-                          key_buckets=self.key_buckets, unread=self.unread)
+                          key_buckets=self.key_buckets, unread=self.unread, edge=self.edge)
         self.bucket = decision.bucket
         if decision.turn is not None:
             self.turn = decision.turn
         self.key_buckets.update(decision.key_buckets)
         self.spent.update(decision.key_buckets)
         self.full |= decision.skipped_keys
+        self.passed += len(decision.skipped_keys)
         self.next_token_at = due = decision.next_token_at
         if not decision.selected:
+            if decision.unread and decision.blocked_by is None:  # stopped before keys not read yet
+                return "more"
             soon = due is not None and due - self.now <= self.hold_wait
             return "wait" if self.waits and self.ask.has_clock and not self.selected and soon else "stop"
         self.selected.extend(decision.selected)
@@ -277,7 +288,7 @@ class Rounds:
         return Plan(tuple(self.selected), self.now, save, self.next_token_at, self.policy.batch_size is not None,
                     self.decided_at, self.locked, self.contended, complete=True,
                     turn=self.turn if self.policy.fairness is not None else None, key_buckets=self.spent,
-                    key_rate=self.policy.key_rate)
+                    key_rate=self.policy.key_rate, passed=self.passed)
 
     def turn_read(self, want: int) -> TurnRead | None:
         """How a round reads candidates under round-robin fairness (None without it)."""
@@ -285,8 +296,10 @@ class Rounds:
             return None
         per_key = max(1, min(want, self.policy.key_concurrency))  # a key starts no more in one dispatch
         weight = max((w for _, w in self.policy.key_weights), default=1)
-        return TurnRead(self.turn.key if self.turn else None, want + READ_EXTRA + len(self.full), per_key, want,
-                        want, max(1, weight), tuple(self.selected))
+        # the turn's key is read first but comes last (unless its weight allows it another start)
+        keys = want + self.ask.turn_extra + len(self.full) + (self.turn is not None and self.turn.key is not None)
+        return TurnRead(self.turn.key if self.turn else None, keys, per_key, want, want, max(1, weight),
+                        tuple(self.selected))
 
     def unknown_buckets(self, candidates: Sequence[Candidate]) -> list[str]:
         """The keys of ``candidates`` whose buckets are still to read (with a key rate)."""
@@ -409,7 +422,7 @@ def _read(
     transaction reads one snapshot (the policy read before them is as current as they are). The jobs
     picked in earlier rounds are not candidates again."""
     ahead = st.read_ahead(limit)
-    st.unread = frozenset()
+    st.unread, st.edge = frozenset(), None
     if ahead is not None:
         return ahead, None, None
     cands, key_rows, fresh, found = yield ReadCandidates(
@@ -418,6 +431,7 @@ def _read(
         turns=st.turn_read(limit - READ_EXTRA))
     if found is not None:
         st.unread = found.unread
+        st.edge = None if found.edge is None else (found.edge, found.lapped)
         if st.policy.key_rate is not None:  # the buckets of the keys read came with them
             st.learn_buckets([r for r in found.buckets if r.concurrency_key not in st.bucket_keys])
             st.bucket_keys |= found.keys

@@ -12,7 +12,7 @@ does not apply: turns already bound every key's wait).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -59,16 +59,22 @@ class Found:
     """What the reads of candidates by turn found besides the candidates: ``unread``, the keys that may
     have more queued jobs than were read (as many read as the key's share, when the share was below
     the most a key starts in one dispatch); ``keys``, every key read; ``buckets``, the rate buckets of
-    those keys that have one (no row: a full bucket)."""
+    those keys that have one (no row: a full bucket); ``edge``, the last key read when the keys after it
+    were not read (a read found as many keys as it looked for), and ``lapped``, whether that read went
+    round (from the first name on): no key after the edge in turn order starts before those."""
 
     unread: frozenset[str] = frozenset()
     keys: frozenset[str] = frozenset()
     buckets: tuple[KeyBucketRow, ...] = ()
+    edge: str | None = None
+    lapped: bool = False
 
 
-def found_by_turn(rows: Iterable[TurnCandidateRow], per_key: int) -> Found:
+def found_by_turn(
+    rows: Iterable[TurnCandidateRow], per_key: int, cut: str | None = None, lapped: bool = False
+) -> Found:
     """:class:`Found` of ``rows`` (the reads of candidates by turn, a job once or more); ``per_key``: the
-    most jobs of one key a dispatch starts."""
+    most jobs of one key a dispatch starts; ``cut``, ``lapped``: :attr:`Found.edge`, :attr:`Found.lapped`."""
     seen: set[int] = set()
     counts: dict[str, int] = {}
     shares: dict[str, int] = {}
@@ -85,7 +91,25 @@ def found_by_turn(rows: Iterable[TurnCandidateRow], per_key: int) -> Found:
         if r.tokens is not None and r.tokens_at is not None and key not in buckets:
             buckets[key] = KeyBucketRow(key, r.tokens, r.tokens_at)
     unread = frozenset(k for k, n in counts.items() if shares[k] < per_key and n >= shares[k])
-    return Found(unread, frozenset(counts), tuple(buckets.values()))
+    return Found(unread, frozenset(counts), tuple(buckets.values()), cut, lapped)
+
+
+def cut_at(
+    keys: int, after: str | None, first: Sequence[TurnCandidateRow], wrapped: Sequence[TurnCandidateRow] | None
+) -> tuple[str | None, bool]:
+    """Where the reads by turn stopped with keys after them unread (:attr:`Found.edge` and ``lapped``):
+    ``first``, the rows read from the turn's key ``after`` on (from the first name when None), and
+    ``wrapped``, those read from the first name on when ``first`` found too few keys. A read that found
+    ``keys`` keys (as many as it looked for, less the full keys left out) may have stopped short of more;
+    one that went round past ``after`` read every key."""
+    rows = first if wrapped is None else wrapped
+    found = {r.concurrency_key for r in rows if r.concurrency_key is not None}
+    if not found or len(found) < keys:
+        return None, False
+    edge = max(found)
+    if wrapped is not None and after is not None and edge >= after:
+        return None, False
+    return edge, wrapped is not None
 
 
 def next_turn(turn: Turn, key: str | None) -> Turn:
@@ -96,12 +120,14 @@ def next_turn(turn: Turn, key: str | None) -> Turn:
 
 
 def by_turns(
-    candidates: Iterable[Candidate], starter: Starter, turn: Turn, unread: Collection[str] = ()
+    candidates: Iterable[Candidate], starter: Starter, turn: Turn, unread: Collection[str] = (),
+    edge: tuple[str, bool] | None = None,
 ) -> tuple[Turn, bool]:
     """Start candidates key by key in turn (see the module's docstring) until a limit stops the hand-out
     or every key's jobs are started or held back; the turn after the last start, and whether the
-    hand-out stopped at a key of ``unread`` whose jobs read ran out (it may have more queued: read them
-    from the turn on, and go on).
+    hand-out stopped at a key of ``unread`` whose jobs read ran out, or where the turn would pass
+    ``edge`` (:attr:`Found.edge` and :attr:`Found.lapped`: the last key read before keys left unread):
+    read them from the turn on, and go on.
 
     The keys sit on a ring sorted once (the jobs without a key last); each turn walks it from the key that
     started last: what :func:`turn_order` would put first, without sorting the keys at every start."""
@@ -114,8 +140,15 @@ def by_turns(
     named = sorted(k for k in queues if k is not None)
     ring: list[str | None] = [*named, *([None] if None in queues else [])]
     policy = starter.policy
+    first, reached = turn.key, (-1, "")
+    beyond = None if edge is None else _edge_rank(edge[0], edge[1], first)
     while queues:
         key = _next_seat(ring, named, queues, turn, policy)
+        if beyond is not None and not (key is not None and key == turn.key and turn.used < policy.weight(key)):
+            rank = _rank(key, first)
+            if rank > beyond or rank < reached:  # past the edge, or round again: the unread keys come first
+                return turn, True
+            reached = rank
         queue = queues[key]
         if not queue:  # a key of ``unread`` whose jobs read are all started: its next ones are not read
             return turn, True
@@ -150,3 +183,20 @@ def _next_seat(
         if key in live:
             return key
     raise AssertionError("a turn among no keys")
+
+
+def _rank(key: str | None, first: str | None) -> tuple[int, str]:
+    """Where ``key`` comes in turn order after ``first`` (the key that started last when the hand-out
+    began): the keys after it, the jobs without a key, the keys up to it."""
+    if key is None:
+        return (1, "")
+    return (0, key) if first is None or key > first else (2, key)
+
+
+def _edge_rank(edge: str, lapped: bool, first: str | None) -> tuple[int, str]:
+    """The last rank in turn order (:func:`_rank`) read before keys left unread: ``edge`` as found by a
+    read that went round (``lapped``) or by the read from the turn's key on (the key ``first`` itself
+    comes last in turn order; read first, it is the edge when no key after it was read)."""
+    if lapped:
+        return (2, edge)
+    return (0, edge) if first is None or edge > first else (-1, "")

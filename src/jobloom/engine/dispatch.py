@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from jobloom.core.dispatch_plan import (
+    READ_EXTRA,
     Ask,
     CountRunning,
     LockBinding,
@@ -38,13 +39,14 @@ from jobloom.core.dispatch_plan import (
 from jobloom.core.queries import Q, Query
 from jobloom.core.records import policy_from_row
 from jobloom.core.rows import CandidateRow, KeyCountRow, PolicyRow, TurnCandidateRow
-from jobloom.core.turns import Found, found_by_turn
+from jobloom.core.turns import Found, cut_at, found_by_turn
 from jobloom.core.types import Candidate
 from jobloom.engine.jobs import DeferredClaim, Dispatched, Prefetched, claims, emit, event
 from jobloom.store.base import Tx
 
 TIMER_GRAIN = 0.002
 """How late an event loop's timer may fire: a wait for a token sleeps until this long before it."""
+_turn_extra: dict[str, int] = {}  # binding under turns: the keys its last dispatch in this process passed
 
 
 async def dispatch(
@@ -86,12 +88,15 @@ async def dispatch(
     What to start is planned by :func:`~jobloom.core.dispatch_plan.plan` (pure: it is sent what this
     function reads for it); this function reads, waits, and applies the plan."""
     ahead = ReadAhead(_as_candidates(prefetched.rows), prefetched.limit, prefetched.aging) if prefetched else None
-    ask = Ask(capacity, now, binding_rows, token_wait, wait_for_lock, clock is not None, ahead, tx.one_snapshot)
+    ask = Ask(capacity, now, binding_rows, token_wait, wait_for_lock, clock is not None, ahead, tx.one_snapshot,
+              _turn_extra.get(binding, READ_EXTRA))
     chosen, waited = await _run(tx, binding, plan(ask), clock)
     while chosen.restart is not None:  # the limits changed as it read: plan again by the limits in force
         ask = replace(ask, binding_rows=chosen.restart, capacity=chosen.capacity, now=chosen.at, ahead=None)
         defer = False
         chosen, waited = await _run(tx, binding, plan(ask), clock)
+    if chosen.turn is not None:  # under turns: read next time as many keys beyond the starts as passed now
+        _turn_extra[binding] = min(READ_EXTRA, chosen.passed)
     return await _apply(tx, binding, chosen, waited, worker=worker, lease=lease, defer=defer)
 
 
@@ -303,11 +308,12 @@ async def _candidates(
         by_turn: list[TurnCandidateRow] = [r for part in results[:reads - 1] for r in part]
         seen: dict[int, CandidateRow | TurnCandidateRow] = {r.id: r for r in by_turn}
         seen.update((r.id, r) for r in results[reads - 1])  # the jobs without a key
+        wrapped: list[TurnCandidateRow] | None = None
         if _goes_round(need, seen.values()):  # fewer keys after the turn's than it may start: from the first
             wrapped = await tx.fetch(*turn_reads(binding, need.full_keys, need.turns, wrap=True)[0])
-            by_turn += wrapped
             seen.update((r.id, r) for r in wrapped)
-        found = found_by_turn(by_turn, need.turns.per_key)
+        edge = cut_at(need.turns.keys - len(need.full_keys), need.turns.after, by_turn, wrapped)
+        found = found_by_turn(by_turn + (wrapped or []), need.turns.per_key, *edge)
         rows = list(seen.values())  # type: ignore[assignment]
     elif need.aging:
         rows = merge_by_age(rows, results[1])  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from jobloom.core.dispatch_plan import (
 from jobloom.core.options import RateLimit
 from jobloom.core.records import key_rules_json, policy_from_row
 from jobloom.core.rows import KeyCountRow, PolicyRow, TurnCandidateRow
-from jobloom.core.turns import Found, found_by_turn
+from jobloom.core.turns import Found, cut_at, found_by_turn
 from jobloom.core.types import Bucket, Candidate, Policy, Turn
 
 from .reference_model import model_decide_turns
@@ -74,13 +74,16 @@ class Turns:
         assert turns is not None
         rows = self.by_turn(turns.after or "", turns, need.full_keys)
         found = {r.concurrency_key for r in rows}
+        wrapped = None
         if turns.after is not None and len(found) < turns.keys - len(need.full_keys):
-            rows += self.by_turn("", turns, need.full_keys)
+            wrapped = self.by_turn("", turns, need.full_keys)
+        edge = cut_at(turns.keys - len(need.full_keys), turns.after, rows, wrapped)
+        rows += wrapped or []
         keyless = sorted((j for j in self.jobs if j.key is None), key=_order)[: turns.keyless + len(turns.picked)]
         self.rows_read += len(rows) + len(keyless)
         seen = {r.id: Candidate(r.id, r.priority, r.run_at, r.concurrency_key) for r in rows}
         seen.update((j.id, j) for j in keyless)
-        return list(seen.values()), found_by_turn(rows, turns.per_key)
+        return list(seen.values()), found_by_turn(rows, turns.per_key, *edge)
 
     def answer(self, need: Need) -> Any:
         self.reads.append(need)
@@ -144,12 +147,13 @@ def bindings(draw: st.DrawFn) -> tuple[Turns, Policy, int, Turn]:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(bindings())
-def test_a_plan_by_turns_starts_what_the_model_starts(drawn: tuple[Turns, Policy, int, Turn]) -> None:
+@given(bindings(), st.sampled_from([0, 1, 2, READ_EXTRA]))
+def test_a_plan_by_turns_starts_what_the_model_starts(drawn: tuple[Turns, Policy, int, Turn], extra: int) -> None:
     """Each key read to its share only, and read on when its turn needs more: the plan starts exactly the
-    jobs the model starts over every queued job, in its order, and saves the turn the model ends on."""
+    jobs the model starts over every queued job, in its order, and saves the turn the model ends on;
+    however many keys a read takes beyond its starts (``turn_extra``)."""
     binding, policy, capacity, turn = drawn
-    made = binding.run(Ask(capacity, NOW, None, has_clock=True))
+    made = binding.run(Ask(capacity, NOW, None, has_clock=True, turn_extra=extra))
     last = (turn.key, turn.used) if turn.used else (None, 0)
     want = model_decide_turns(
         NOW, binding.jobs, policy, policy_from_row(binding.row)[1], running=binding.running,
@@ -166,7 +170,8 @@ def test_a_plan_by_turns_starts_what_the_model_starts(drawn: tuple[Turns, Policy
 
 def test_many_keys_read_one_job_each() -> None:
     """1,000 keys with 20 queued jobs each and room for 100 starts: one round reads the first job of the
-    keys whose turns come next (as many keys as starts, plus READ_EXTRA), not 20 of each."""
+    keys whose turns come next (as many keys as starts, plus READ_EXTRA, plus the turn's own key, which
+    comes last), not 20 of each."""
     jobs = [Candidate(i + 1, 0, NOW - 1, f"k{i % 1000:04d}") for i in range(20_000)]
     policy = Policy(fairness="round_robin", key_concurrency=1_000_000, priority_aging=None,
                     key_rate=RateLimit(1e6, 1e6))
@@ -174,7 +179,26 @@ def test_many_keys_read_one_job_each() -> None:
     made = binding.run(Ask(100, NOW, None, has_clock=True))
     assert [f"k{(500 + i) % 1000:04d}" for i in range(100)] == [jobs[i - 1].key for i in made.selected]
     assert sum(isinstance(r, ReadCandidates) for r in binding.reads) == 1
-    assert binding.rows_read == 100 + READ_EXTRA
+    assert binding.rows_read == 100 + READ_EXTRA + 1
+    assert made.passed == 0
+
+
+def test_a_read_takes_as_many_keys_beyond_its_starts_as_asked() -> None:
+    """With no key beyond the starts (``turn_extra=0``) a round of 100 starts reads 100 keys after the
+    turn's; keys whose tokens are spent pass their turns, and the next round reads on past them: the
+    same starts, not the turn's key (last in turn order) before the keys not read yet."""
+    jobs = [Candidate(i + 1, 0, NOW - 1, f"k{i % 1000:04d}") for i in range(20_000)]
+    policy = Policy(fairness="round_robin", key_concurrency=1_000_000, priority_aging=None,
+                    key_rate=RateLimit(1.0, 5.0))
+    binding = Turns(turns_row(policy, Turn("k0499", 1)), jobs)
+    made = binding.run(Ask(100, NOW, None, has_clock=True, turn_extra=0))
+    assert binding.rows_read == 101 and made.passed == 0
+    spent = {f"k{i:04d}": Bucket(0.0, NOW) for i in range(500, 530)}
+    keep, lean = (Turns(turns_row(policy, Turn("k0499", 1)), jobs, buckets=spent) for _ in range(2))
+    made, plain = lean.run(Ask(100, NOW, None, has_clock=True, turn_extra=0)), keep.run(Ask(100, NOW, None))
+    assert made.selected == plain.selected
+    assert [f"k{i:04d}" for i in range(530, 630)] == [jobs[i - 1].key for i in made.selected]
+    assert made.passed == 30 and sum(isinstance(r, ReadCandidates) for r in lean.reads) == 2
 
 
 def test_few_keys_read_their_share_and_read_on_when_a_turn_needs_more() -> None:
