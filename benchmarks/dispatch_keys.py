@@ -28,10 +28,15 @@ from jobloom.engine.dispatch import dispatch
 
 
 def _backends(raw: Any) -> list[Any]:
-    """The server processes of the store's connections (PostgreSQL; none on SQLite)."""
+    """The server processes of the store's connections (PostgreSQL; none on SQLite): those whose client
+    port is one of this process's sockets, not the marking connection (other sessions' backends in the
+    same database are not counted)."""
+    me = psutil.Process()
+    sockets = me.net_connections(kind="tcp") if hasattr(me, "net_connections") else me.connections(kind="tcp")
+    ports = [c.laddr.port for c in sockets if c.raddr]
     mine = raw.execute("SELECT pg_backend_pid()").fetchone()[0]
     rows = raw.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> %s "
-                       "AND backend_type = 'client backend'", (mine,)).fetchall()
+                       "AND backend_type = 'client backend' AND client_port = ANY(%s)", (mine, ports)).fetchall()
     return [psutil.Process(r[0]) for r in rows]
 
 
