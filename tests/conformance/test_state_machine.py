@@ -108,6 +108,13 @@ async def candidates(tx: Tx, name: str, jobs: list[Job], variant: dict[str, Any]
     await tx.execute(name, {**BASE, **variant, "ids": [r[0] for r in rows]})
 
 
+async def named(tx: Tx, name: str, jobs: list[Job], variant: dict[str, Any]) -> None:
+    """As a wake-up names a job: each seeded job by id and binding (the seed's binding has no limits, and
+    one job of it is queued)."""
+    for job in jobs:
+        await tx.execute(name, {**BASE, **variant, "id": job.id, "binding": BINDING})
+
+
 async def as_rows(tx: Tx, name: str, jobs: list[Job], variant: dict[str, Any]) -> None:
     """A set-based twin: every seeded job as one row of :rows."""
     rows = [{**BASE, **variant, "id": job.id, "attempt": job.attempt} for job in jobs]
@@ -131,6 +138,8 @@ DRIVERS: dict[str, Drive] = {
     "claim": Drive(candidates),
     "claim__with_events": Drive(candidates),
     "claim_batch": Drive(candidates, [{"batch": 1}]),
+    "claim_direct": Drive(named),
+    "claim_direct__with_events": Drive(named),
     "finish_attempt": Drive(each_job, targets("finish_attempt")),
     "finish_attempt__bulk": Drive(as_rows, targets("finish_attempt")),
     "release": Drive(each_job),
@@ -211,6 +220,8 @@ class Raw:
         """One job in every state, all nodes of one run, each with a stored step result."""
         self.run("DELETE FROM jobloom_jobs")
         self.run("DELETE FROM jobloom_steps")
+        self.run("DELETE FROM jobloom_bindings")
+        self.run(f"INSERT INTO jobloom_bindings (binding, updated_at) VALUES ('{BINDING}', {NOW!r})")  # no limits
         for state in ALL_STATES:
             started = state == "running" or state in FINISHED_STATES - {"skipped"}
             values = {

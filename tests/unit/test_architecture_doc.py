@@ -81,7 +81,7 @@ def test_the_state_diagram_is_exactly_the_transitions_of_states_py() -> None:
 def test_the_check_sees_a_diagram_that_drifted() -> None:
     good = f"# doc\n```mermaid\n{render()}```\n"
     assert problems(good) == []
-    assert problems(good.replace("    queued --> running : claim, claim_batch\n", "")) == [
+    assert problems(good.replace("    queued --> running : claim, claim_batch, claim_direct\n", "")) == [
         "missing edge queued --> running"]
     assert problems(good.replace("```\n", "    succeeded --> queued : retry_now\n```\n")) == [
         "edge not in states.py: succeeded --> queued"]

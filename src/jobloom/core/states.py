@@ -74,6 +74,7 @@ TRANSITIONS: Final[tuple[Transition, ...]] = (
        "a job that has not started by its expiry (expires_at) never starts: it ends expired"),
     _t("claim", QUEUED, RUNNING, "the coordinator dispatches a job to a worker under a lease"),
     _t("claim_batch", QUEUED, RUNNING, "the coordinator dispatches a batch of a batch performer's jobs to a worker"),
+    _t("claim_direct", QUEUED, RUNNING, "an idle worker claims the lone job its wake-up named, where dispatch would"),
     _t("finish_attempt", RUNNING, frozenset({SUCCEEDED, FAILED, STALLED, CANCELLED, SCHEDULED, EXPIRED, SKIPPED}),
        "an attempt ended (or its lease expired): done, failed for good, stalled (at most once), cancelled, "
        "scheduled again (a retry with backoff, or a durable sleep or event wait), expired (a retry whose "
