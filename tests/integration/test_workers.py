@@ -71,8 +71,8 @@ async def test_rate_limit_holds_in_every_window_across_four_processes(
     # takes more than one of the 4 (whichever process is quickest to take each token otherwise may
     # take them all, and then the limit would not be shared)
     await app.enqueue_many([("Rated", {"hold": HOLD}) for _ in range(60)])
-    for _ in range(4):
-        procs.worker(concurrency=2)
+    for _ in range(4):  # a lease far longer than a job: one lapsed on a busy host would re-run a job
+        procs.worker(concurrency=2, lease=10.0)
     await eventually(lambda: len(procs.read("rated")) >= 60, timeout=20, what="the first 60 rated starts")
     await asyncio.sleep(0.5)  # idle: the bucket fills up to its burst again
     await app.enqueue_many([("Rated", {"hold": HOLD}) for _ in range(40)])
