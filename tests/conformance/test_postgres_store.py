@@ -29,7 +29,7 @@ pytestmark = pytest.mark.postgres
 private_server = private_server_fixture  # a server of the test's own, for the restart tests
 
 psycopg = require_module("psycopg", INSTALL_POSTGRES)
-from jobloom.store.postgres.faults import _has_unread  # noqa: E402
+from jobloom.store.postgres.faults import has_unread  # noqa: E402
 from jobloom.store.postgres.store import PostgresStore  # noqa: E402
 
 
@@ -339,7 +339,7 @@ async def test_single_statements_keep_one_connection_and_replace_it_once_termina
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [first])
     deadline = time.monotonic() + 5  # the server's goodbye reaches the idle connection's socket
-    while not _has_unread(store._held) and time.monotonic() < deadline:  # type: ignore[arg-type]
+    while not has_unread(store._held) and time.monotonic() < deadline:  # type: ignore[arg-type]
         await asyncio.sleep(0.01)
     job_id, replaced = await store.autocommit(insert)  # noticed before sending: no CommitUnknown
     assert replaced != first

@@ -13,7 +13,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from jobloom.core.errors import StoreError, StoreUnreachable
 from jobloom.core.retrying import Delays
-from jobloom.store.postgres.faults import _safe_url, _server_unavailable
+from jobloom.store.postgres.faults import safe_url, server_unavailable
 from jobloom.store.postgres.tx import AsyncConn
 
 log = logging.getLogger("jobloom.store.postgres")
@@ -50,8 +50,8 @@ async def connect_when_up(url: str, wait: float, cls: type[AsyncConn] = psycopg.
         except psycopg.Error as exc:
             reason = " ".join(str(exc).split())
             now = time.monotonic()
-            where = f"PostgreSQL at {server_address(url)} ({_safe_url(url)})"
-            if not _server_unavailable(exc):
+            where = f"PostgreSQL at {server_address(url)} ({safe_url(url)})"
+            if not server_unavailable(exc):
                 raise StoreError(f"cannot connect to {where}: {reason}") from exc
             if now >= deadline:
                 raise StoreUnreachable(

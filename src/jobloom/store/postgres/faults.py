@@ -27,7 +27,7 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-def _has_unread(conn: AsyncConn) -> bool:
+def has_unread(conn: AsyncConn) -> bool:
     """Whether an idle connection's socket has something to read (the server said goodbye)."""
     try:
         readable, _, _ = select.select([conn.fileno()], [], [], 0)
@@ -36,7 +36,7 @@ def _has_unread(conn: AsyncConn) -> bool:
     return bool(readable)
 
 
-def _connection_lost(exc: BaseException) -> bool:
+def connection_lost(exc: BaseException) -> bool:
     """Whether ``exc`` leaves the transaction's outcome unknown: the server's own error (a failed
     statement, a failed COMMIT) means nothing was committed; a broken connection says nothing."""
     if not isinstance(exc, psycopg.Error):
@@ -45,7 +45,7 @@ def _connection_lost(exc: BaseException) -> bool:
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
-def _server_unavailable(exc: psycopg.Error) -> bool:
+def server_unavailable(exc: psycopg.Error) -> bool:
     """A connection error that waiting may cure (down, starting, full), not a refused login or a URL
     that libpq cannot read (``invalid URI query parameter``: no retry makes it valid)."""
     if isinstance(exc, psycopg.ProgrammingError):
@@ -56,6 +56,6 @@ def _server_unavailable(exc: psycopg.Error) -> bool:
     return any(s in text for s in ("starting up", "shutting down", "in recovery", "too many clients"))
 
 
-def _safe_url(url: str) -> str:
+def safe_url(url: str) -> str:
     """The URL without its password, for messages."""
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)

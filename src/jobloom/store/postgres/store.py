@@ -29,7 +29,7 @@ from jobloom.store.migrations import pending
 from jobloom.store.postgres.budget import check_budget
 from jobloom.store.postgres.caller import in_callers_transaction, in_callers_transaction_sync
 from jobloom.store.postgres.connect import ServerClock, connect_when_up
-from jobloom.store.postgres.faults import _connection_lost, _has_unread, _safe_url, is_transient
+from jobloom.store.postgres.faults import connection_lost, has_unread, is_transient, safe_url
 from jobloom.store.postgres.hosts import Servers, connection_class
 from jobloom.store.postgres.listen import Listener
 from jobloom.store.postgres.pooler import PollingWakeups, behind_pooler, say_polling, session_free
@@ -145,7 +145,7 @@ class PostgresStore(Store):
                 if self.schema is None and self._search_path is not None:  # the URL's options said it
                     self._callers_schema = self._search_path
                 if self.listen_url is None:
-                    say_polling(_safe_url(self.url))
+                    say_polling(safe_url(self.url))
             pool: AsyncConnectionPool[AsyncConn] = AsyncConnectionPool(
                 self._pool_url, min_size=self.pool_min, max_size=self.pool_max, open=False,
                 kwargs=kwargs, configure=self._configure, name="jobloom",
@@ -159,7 +159,7 @@ class PostgresStore(Store):
             except Exception as exc:
                 await pool.close()
                 raise StoreError(f"could not open {self.pool_min} connections to PostgreSQL at "
-                                 f"{_safe_url(self.url)} ({type(exc).__name__}: {exc})") from exc
+                                 f"{safe_url(self.url)} ({type(exc).__name__}: {exc})") from exc
             self._pool = pool
 
     async def _check_server(self) -> None:
@@ -169,7 +169,7 @@ class PostgresStore(Store):
             if self.pooled is None:
                 self.pooled = await behind_pooler(conn, self.url)
             if self.reserve and not self.pooled:
-                await check_budget(conn, _safe_url(self.url), self.pool_max, listens=True)
+                await check_budget(conn, safe_url(self.url), self.pool_max, listens=True)
             self.clock_offset = await self._clock.measure(conn)
         finally:
             await conn.close()
@@ -261,7 +261,7 @@ class PostgresStore(Store):
             return await self.transact(fn)
 
         async def once(conn: AsyncConn, phase: _Phase) -> T:
-            if _has_unread(conn):  # idle connections hear only of their end (a FATAL, or EOF)
+            if has_unread(conn):  # idle connections hear only of their end (a FATAL, or EOF)
                 await conn.close()
                 raise psycopg.OperationalError("the pooled connection was closed by the server")
             phase.unsure = True  # the statement commits itself
@@ -297,12 +297,12 @@ class PostgresStore(Store):
             except Exception as exc:
                 if done:  # applied; only handing the connection back failed
                     return result
-                if phase.unsure and _connection_lost(exc):
+                if phase.unsure and connection_lost(exc):
                     raise CommitUnknown(
                         f"the connection failed during {unsure_step} ({type(exc).__name__}: {exc}); "
                         "it may or may not have been applied"
                     ) from exc
-                if _connection_lost(exc):
+                if connection_lost(exc):
                     self._check_pool(pool)
                 if not is_transient(exc) or time.monotonic() + delays.current > deadline:
                     raise
