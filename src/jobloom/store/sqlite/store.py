@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from jobloom.core.errors import StoreError
 from jobloom.core.retrying import Delays
-from jobloom.store.base import Params, Store, Tx, Wakeups, _retry_observers, job_hint, retried, run_without_loop
+from jobloom.store.base import Params, Store, Tx, Wakeups, job_hint, retried, run_without_loop
 from jobloom.store.migrations import pending
 from jobloom.store.sql import load_migrations, load_queries
 from jobloom.store.sqlite.checkpoint import Checkpointer
@@ -298,8 +298,7 @@ class SQLiteStore(Store):
         delays = Delays(0.0002, 0.005)
         deadline = time.monotonic() + _BUSY_DEADLINE
         while True:
-            if _retry_observers:
-                retried("sqlite", "busy")
+            retried("sqlite", "busy")
             await asyncio.sleep(delays.next())
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
@@ -329,8 +328,7 @@ class SQLiteStore(Store):
                 except sqlite3.OperationalError as exc:
                     self.conn.execute("ROLLBACK") if self.conn.in_transaction else None
                     if "locked" in str(exc) or "busy" in str(exc):
-                        if _retry_observers:
-                            retried("sqlite", "busy")
+                        retried("sqlite", "busy")
                         await asyncio.sleep(0.001)
                         continue
                     raise
