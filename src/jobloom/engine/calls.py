@@ -31,6 +31,7 @@ from jobloom.core.text import MAX_NAME_BYTES, check_name
 from jobloom.engine.callers import CALL_WAIT
 from jobloom.engine.enqueue import EnqueueOptions, build_job, insert_in
 from jobloom.engine.offload import Offload
+from jobloom.engine.performer import give_durable
 from jobloom.engine.steps import FOREVER, LeaseLost, StepContext, Suspended
 
 if TYPE_CHECKING:
@@ -126,8 +127,8 @@ async def durable(store: Store, performer: Any, spec: Callable[[Any], PerformerS
     and, if its code has a ``version``, the version that first ran the job as ``ctx.version``
     (``offload``: the app's blob store, for large step results)."""
     ctx = performer.ctx
-    performer._steps = steps = StepContext(store, ctx.job_id, ctx.attempt, offload)
-    performer._calls = Calls(steps, spec)
+    steps = StepContext(store, ctx.job_id, ctx.attempt, offload)
+    give_durable(performer, steps, Calls(steps, spec))
     if version != 1:
         performer.ctx = dataclasses.replace(ctx, version=await first_version(store, ctx.job_id, ctx.attempt, version))
 

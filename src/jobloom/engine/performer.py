@@ -147,6 +147,13 @@ class Performer(Generic[P, R]):
         """Refuse bad values of options that a kind of performer adds (``InvalidOption``); checked once."""
 
 
+def give_durable(performer: Performer[Any, Any], steps: StepContext, calls: Any) -> None:
+    """Give ``performer`` its attempt's durable steps and calls (``calls``: a
+    :class:`jobloom.engine.calls.Calls`), which ``step``, ``sleep``, ``wait_for_event`` and ``call`` use."""
+    performer._steps = steps
+    performer._calls = calls
+
+
 @dataclass(frozen=True, slots=True)
 class PerformerSpec:
     """A performer class with its options checked and its payload and result codecs prepared."""
