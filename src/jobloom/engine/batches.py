@@ -41,6 +41,16 @@ class BatchItem(Generic[P]):
         return self.ctx.job_id
 
     @property
+    def result(self) -> Any:
+        """The result given to :meth:`succeed` (None before, or if the item was not settled by it)."""
+        return self._result
+
+    @property
+    def ending(self) -> reporting.Ending | None:
+        """How :meth:`retry` or :meth:`fail` settled the item (None: neither did)."""
+        return self._ending
+
+    @property
     def settled(self) -> bool:
         """Whether ``retry``, ``fail`` or ``succeed`` was called for this item."""
         return self._ending is not None or self._succeeded
@@ -131,7 +141,7 @@ async def run_batch(
             ending = _item_ending(spec, c, item, whole, stopped(c))
             if ending.kind == lifecycle.SUCCEEDED:
                 try:
-                    result = spec.dump_result(item._result)
+                    result = spec.dump_result(item.result)
                     if offload is not None and c.run_id is None:  # a flow's results stay in their rows
                         result = await offload.put_opt(result)
                 except Exception as exc:
@@ -148,8 +158,8 @@ def _item_ending(spec: PerformerSpec, c: Claimed, item: BatchItem[Any], whole: r
         return reporting.Ending(lifecycle.CANCELLED, "cancelled while its batch ran")
     if stop == "lease_lost":
         return reporting.Ending(lifecycle.LOST, "lease lost: the worker could not renew it in time")
-    if item._ending is not None:
-        return item._ending
-    if item._succeeded or whole is None:
+    if item.ending is not None:
+        return item.ending
+    if item.settled or whole is None:  # settled without an ending: by succeed
         return reporting.Ending(lifecycle.SUCCEEDED)
     return whole
