@@ -110,6 +110,11 @@ class HttpPerformer(Performer[P, R]):
                 raise InvalidOption(f"headers[{name!r}]", value, "a header jobloom does not set itself", binding)
 
 
+def give_client(performer: Performer[Any, Any], client: PushClient) -> None:
+    """Give an :class:`HttpPerformer` of an attempt the worker's pooled ``client``, which sends its POST."""
+    performer._push = client  # type: ignore[attr-defined]
+
+
 class PushClient:
     """The pooled HTTP client of one worker process, shared by all its push performers' attempts."""
 

@@ -26,7 +26,7 @@ from jobloom.engine.control import Control
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.links import Links
 from jobloom.engine.progress import ProgressBuffer
-from jobloom.engine.push import PushClient
+from jobloom.engine.push import PushClient, give_client
 from jobloom.engine.running import CycleResult, Key, Running
 from jobloom.engine.telemetry import Telemetry
 from jobloom.engine.worker.completer import Completer
@@ -261,7 +261,7 @@ class Executor:
         if spec.push:
             if self._push is None:
                 self._push = PushClient(self._app.signing_secret or b"", self._app.specs)
-            performer._push = self._push  # type: ignore[attr-defined]
+            give_client(performer, self._push)
         value = await self._perform(rec, spec, performer, payload, raw)
         result = spec.dump_result(value)  # a flow's results stay in their rows: its nodes read them there
         return payload_json, result if offload is None or c.run_id is not None else await offload.put_opt(result)
