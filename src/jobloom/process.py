@@ -154,10 +154,11 @@ def settle_heap() -> None:
 
 
 def check_before_start(app_ref: str, bindings: list[str] | None, wait: float) -> App:
-    """``jobloom worker``'s checks, made here (this process has taken its place, without its memory) before
-    any job: the app loads, its SQLite folder exists, the connection options fit its store, the bindings
-    are its own and it has some, and its store answers (a PostgreSQL server that refuses connections is
-    given up on after ``wait`` seconds). A problem raises :class:`~jobloom.core.errors.JobloomError`."""
+    """``jobloom worker``'s checks, made before any job (by a worker process alone, which has taken the
+    command's place without its memory; else by the command, before it starts the processes): the app
+    loads, its SQLite folder exists, the connection options fit its store, the bindings are its own and it
+    has some, and its store answers (a PostgreSQL server that refuses connections is given up on after
+    ``wait`` seconds). A problem raises :class:`~jobloom.core.errors.JobloomError`."""
     app = load_app(app_ref)
     if problem := sqlite_file_problem(app.url, must_exist=False):
         raise JobloomError(problem)

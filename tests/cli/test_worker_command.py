@@ -79,3 +79,19 @@ def test_the_supervisor_loads_no_app_and_restarts_a_killed_worker(env: Env) -> N
         assert _stop(proc) == 0
     log = (env.path / "worker.log").read_text()
     assert "concurrency=4 sync_concurrency=4" in log, log
+
+
+def test_every_way_to_start_refuses_a_mistake_with_the_same_line(env: Env) -> None:
+    """A worker process alone checks the app and its store itself; with a supervisor or a metrics endpoint
+    the command checks them before it starts any process. Either way a mistake is the same error line and
+    exit status 1, and no process starts."""
+    (env.path / "idle_app.py").write_text(f"import jobloom\napp = jobloom.App({env.url!r})\n")
+    mistakes = {
+        ("idle_app:app",): "error: idle_app:app has no performers: nothing to work on",
+        ("jobs_app:app", "--bindings", "Nope"): "error: unknown binding 'Nope'; known bindings: ",
+        ("jobs_app:app", "--pool-max", "2"): "error: invalid pool_max: 2; expected an option of a PostgreSQL store",
+    }
+    for args, line in mistakes.items():
+        for way in ((), ("--processes", "2"), ("--supervise",), ("--metrics-port", "0")):
+            done = env.run("worker", *args, *way, rc=1)
+            assert done.stderr.startswith(line), (args, way, done.stderr)

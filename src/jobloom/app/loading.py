@@ -45,14 +45,6 @@ POOL_MAX_ENV = "JOBLOOM_POOL_MAX"
 """Carries ``jobloom worker --pool-max`` to the worker processes."""
 
 
-def connection_options(app: App, listen_url: str | None, pool_max: int | None) -> None:
-    """Put the worker command's connection options in the environment its worker processes inherit (each
-    applies them: :func:`apply_connection_env`); options of PostgreSQL given for another store are
-    refused (``InvalidOption``)."""
-    connection_env(listen_url, pool_max)
-    check_connection_env(app)
-
-
 def connection_env(listen_url: str | None, pool_max: int | None) -> None:
     """Put the worker command's connection options in the environment, unchecked (a worker process that
     checks its app first checks them: :func:`check_connection_env`)."""
@@ -94,7 +86,7 @@ def sqlite_file_problem(url: str, *, must_exist: bool) -> str | None:
 
 def apply_connection_env(app: App) -> None:
     """In a worker process: take ``--listen-url`` and ``--pool-max`` from the environment (see
-    :func:`connection_options`) into the app's store options."""
+    :func:`connection_env`) into the app's store options."""
     if url := os.environ.get(LISTEN_URL_ENV):
         app.store_options["listen_url"] = url
     if size := os.environ.get(POOL_MAX_ENV):

@@ -28,7 +28,7 @@ from rich.text import Text
 from typer.exceptions import TyperException
 
 from jobloom.app.facade import App
-from jobloom.app.loading import connection_env, connection_options, load_app
+from jobloom.app.loading import connection_env, load_app
 from jobloom.cli.bindings import bindings_cli
 from jobloom.cli.common import (
     WAIT,
@@ -40,7 +40,6 @@ from jobloom.cli.common import (
     UsageProblem,
     WaitOption,
     check_schema,
-    check_sqlite_file,
     choose_target,
     console,
     fail,
@@ -162,24 +161,16 @@ def worker(
     """Run worker processes until SIGTERM or SIGINT, then drain gracefully."""
     from jobloom.engine.supervisor import child_env, command_line, serve
     from jobloom.observe.logs import configure_logging
+    from jobloom.process import check_before_start
 
     if metrics_port is not None:
         with needs_extra("metrics", "jobloom worker --metrics-port"):
             import prometheus_client  # noqa: F401
     names = [b.strip() for b in (bindings or "").split(",") if b.strip()] or None
     alone = metrics_port is None and processes == 1 and not supervise
-    if alone:  # the worker process checks the app and its store itself, before any job, as below
-        connection_env(listen_url, pool_max)
-    else:
-        app = load_app(app_ref)
-        check_sqlite_file(app.url, must_exist=False)
-        connection_options(app, listen_url, pool_max)  # in the worker processes too, through their environment
-        for name in names or ():
-            app.spec(name)
-        if not app.specs:
-            raise UsageProblem(f"{app_ref} has no performers: nothing to work on")
-        # connect once here, so a bad store is reported before any process starts
-        run(for_command(app, wait, must_exist=False), lambda a: a.store())
+    connection_env(listen_url, pool_max)  # the worker processes take them from their environment
+    if not alone:  # checked here, so that a bad app or store is reported before any process starts (a worker
+        app = check_before_start(app_ref, names, wait)  # process alone makes the same checks itself)
     if metrics_port is None:
         # The worker process (or the supervisor, which loads no app) takes this process's place, with the
         # same pid for whoever signals it, and none of the CLI's memory; one worker process alone makes the
@@ -196,6 +187,9 @@ def worker(
     # endpoint that sums their metrics, with the store's gauges (which is why it keeps the app).
     configure_logging(log_level.value, log_format.value)
     from jobloom.observe.exposition import WorkerMetricsServer
+
+    if app.url.startswith(("postgresql:", "postgres:")):  # a scrape gives up on a server that refuses connections
+        app.store_options["connect_wait"] = wait
 
     server = WorkerMetricsServer(app.store, app.close, metrics_host, metrics_port, bindings=sorted(app.specs))
     port = server.start()
