@@ -1,5 +1,6 @@
 """The shape of the inner packages (core, engine, store, flows): no function over 60 lines, no module over
 500 lines. Cyclomatic complexity is ruff's rule C901 (max 15 for the same packages, pyproject.toml).
+In every package, no module takes another's private names (``from jobloom.x import _y``, ``x._y``).
 
 ``ALLOWED`` lists the functions still over the limit, each with its size when it was listed: it only
 shrinks. A listed function that grows fails, and so does one that fits the limit now (take it off the
@@ -8,6 +9,7 @@ list), so no new offender can appear and none can get worse."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,4 +96,71 @@ def test_the_checker_catches_a_long_function() -> None:
     assert _offenders(found, MAX_FUNCTION_LINES, {"K.long": 61}) == ["K.long: 62 lines, grew from 61 (limit 60)"]
     assert _offenders({"K.long": 50}, MAX_FUNCTION_LINES, {"K.long": 62}) == [
         "K.long: 50 lines, within the limit now: take it off the allowlist"
+    ]
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether ``dotted`` (``jobloom.store.base``) names a module or package under ``src``."""
+    path = SRC.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")  # dunders (``__version__``) are meant to be used
+
+
+def private_reaches(tree: ast.AST, is_module: Callable[[str], bool] = _is_module) -> list[str]:
+    """Where a module takes another jobloom module's private name (one leading underscore): ``from
+    jobloom.x import _y``, or ``m._y`` of a jobloom module ``m`` that it imported (``from jobloom import x``,
+    ``import jobloom.x as m``). Each as ``line: what``."""
+    found: list[str] = []
+    modules: set[str] = set()  # the names this module binds to jobloom modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "jobloom"):
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"{node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}")
+                elif node.module and is_module(f"{node.module}.{alias.name}"):
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "jobloom":
+                    modules.add(alias.asname or "jobloom")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            base = node.value
+            while isinstance(base, ast.Attribute):  # jobloom.store.base._x: the name it starts from
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in modules:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_takes_another_modules_private_names() -> None:
+    problems = []
+    paths = sorted((SRC / "jobloom").rglob("*.py"))
+    assert len(paths) > 200  # the walk found the package
+    for path in paths:
+        where = path.relative_to(SRC).as_posix()
+        problems += [f"{where}:{reach}" for reach in private_reaches(ast.parse(path.read_text()))]
+    assert not problems, ("private names taken across modules (give them a public name, with a docstring, "
+                          "in the module that owns them):\n" + "\n".join(problems))
+
+
+def test_the_checker_catches_a_private_import() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        "import jobloom.store.base as base\n"
+        "from jobloom import __version__, engine\n"
+        "from jobloom.store.postgres.faults import _safe_url, is_transient\n"
+        "from .sibling import _helper\n"
+        "from collections import _private_of_another_package\n"
+        "x = base._retry_observers, engine.push._push, self._mine, other._theirs, base.__name__\n"
+    )
+    found = private_reaches(ast.parse(source), lambda dotted: dotted == "jobloom.engine")
+    assert found == [
+        "4: from jobloom.store.postgres.faults import _safe_url",
+        "5: from .sibling import _helper",
+        "7: base._retry_observers",
+        "7: engine.push._push",
     ]
