@@ -138,6 +138,10 @@ async def test_node_workers_and_a_python_worker_share_concurrency_2_and_a_killed
                 proc.terminate()
 
 
+async def _started(path: Path, job_id: int) -> bool:
+    return path.exists() and str(job_id) in path.read_text().split()
+
+
 async def _attempt_of(app: jobloom.App, job_id: int, attempt: int) -> bool:
     job = await app.get_job(job_id)
     return job.state == "running" and job.attempt == attempt
@@ -161,12 +165,14 @@ async def test_node_worker_says_how_it_stops_an_idle_one_at_once_and_a_second_si
     app, _ = client
     exe = require_executable("node", "install Node.js 18 or newer to test the Node.js remote worker")
     token, _ = await create_token(await app.store(), "workers", "worker")
+    started = rprocs.state_dir / "started.txt"
     with jobloom_serve(rprocs) as base:
 
         def start(name: str) -> tuple[subprocess.Popen[bytes], Path]:
             log = rprocs.state_dir / f"{name}.log"
             env = {**os.environ, "JOBLOOM_URL": base, "JOBLOOM_TOKEN": token, "JOBLOOM_BINDINGS": "Transcode",
-                   "JOBLOOM_WORKER": name, "JOBLOOM_WAIT": "30", "JOBLOOM_GRACE": "120"}
+                   "JOBLOOM_WORKER": name, "JOBLOOM_WAIT": "30", "JOBLOOM_GRACE": "120",
+                   "JOBLOOM_HANDLER": str(HERE / "node_started_handler.mjs"), "JOBLOOM_IT_STARTED": str(started)}
             proc = subprocess.Popen([exe, str(WORKER)], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
             rprocs.procs.append(proc)
             return proc, log
@@ -177,7 +183,8 @@ async def test_node_worker_says_how_it_stops_an_idle_one_at_once_and_a_second_si
 
         busy, busy_log = start("node-busy")
         long = await app.enqueue("Transcode", {"seconds": 600})
-        await eventually(lambda: _attempt_of(app, long.id, 1), timeout=30, what="the long job running")
+        # the job's handler has begun: the claim's reply reached the worker (the claim committing is not enough)
+        await eventually(lambda: _started(started, long.id), timeout=30, what="the long job running in node-busy")
         busy.send_signal(signal.SIGTERM)
         await eventually(lambda: "finishing 1 running job(s), up to 120 s; send SIGTERM again to stop now"
                          in busy_log.read_text(), timeout=20, what="the first SIGTERM's message")
