@@ -60,8 +60,9 @@ async def test_hot_statements_find_their_rows_by_their_index(store: PostgresStor
 
     async def plans(tx: Tx) -> dict[str, str]:
         conn = tx.conn  # type: ignore[attr-defined]
-        finish = json.dumps([{"id": i, "attempt": 1, "state": "succeeded", "result": None, "error": None,
-                              "run_at": 0.0, "finished_at": 0.0, "refund": 0, "payload": None} for i in ids[:100]])
+        finish = json.dumps([{"id": i, "attempt": 1, "worker": "w", "started_at": 0.0, "state": "succeeded",
+                              "result": None, "error": None, "run_at": 0.0, "finished_at": 0.0, "refund": 0,
+                              "payload": None} for i in ids[:100]])
         out = {}
         for name, params in (
             ("candidates_by_priority", {"binding": "SendMail", "full_keys": [], "limit": 116}),

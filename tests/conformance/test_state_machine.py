@@ -65,7 +65,8 @@ RUN = "run-1"
 STEP = "approved"
 EXPIRY = 1000.0  # every seeded job expires this long after NOW: only expire_due is driven past it
 BASE = {"now": NOW, "reason": "test", "worker": "w1", "lease_expires": NOW + 30, "result": None, "error": None,
-        "run_at": NOW, "finished_at": NOW, "refund": 0, "payload": None, "run_id": RUN, "limit": 1000, "step": STEP}
+        "run_at": NOW, "finished_at": NOW, "refund": 0, "payload": None, "run_id": RUN, "limit": 1000, "step": STEP,
+        "started_at": NOW - 5}  # the seeded running jobs' claim: w1, started 5 s ago (the attempt's fence)
 
 
 @dataclass(frozen=True)

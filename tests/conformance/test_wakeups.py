@@ -143,7 +143,8 @@ async def waiting_job(app: jobloom.App) -> Claimed:
     assert c.id == job.id
     store = await app.store()
     await store.transact(lambda tx: tx.execute("save_step", {  # what wait_for_event records before suspending
-        "job_id": c.id, "name": "wait:go", "result": repr(FOREVER), "now": time.time(), "attempt": c.attempt}))
+        "job_id": c.id, "name": "wait:go", "result": repr(FOREVER), "now": time.time(), "attempt": c.attempt,
+        "worker": "w", "started_at": c.started_at}))
     return c
 
 

@@ -65,8 +65,10 @@ async def test_one_outcome_that_cannot_be_stored_fails_only_its_job(store_url: s
         claimed = {c.id: c for c in await _claim_two(app, worker)}
         now = time.time()
         worker.completer.extend([
-            Outcome(a.id, claimed[a.id].attempt, "succeeded", worker.name, now, now, result='"\ud800"'),
-            Outcome(b.id, claimed[b.id].attempt, "succeeded", worker.name, now, now, result="1"),
+            Outcome(a.id, claimed[a.id].attempt, "succeeded", worker.name, claimed[a.id].started_at, now,
+                    result='"\ud800"'),
+            Outcome(b.id, claimed[b.id].attempt, "succeeded", worker.name, claimed[b.id].started_at, now,
+                    result="1"),
         ])
         assert await worker.cycle.run_with_retry(claim=False) is not None
         assert worker.completer.outcomes == []

@@ -254,7 +254,8 @@ async def test_a_job_is_claimed_by_one_transaction_only(store: Store, other: Sto
 
 async def test_state_changes_are_fenced_by_attempt_and_owner(store: Store) -> None:
     [job_id] = await insert(store)
-    [claimed] = (await store.transact(lambda tx: tx.claim({"ids": [job_id], "worker": "w", "now": time.time(),
+    started = time.time()
+    [claimed] = (await store.transact(lambda tx: tx.claim({"ids": [job_id], "worker": "w", "now": started,
                                                            "lease_expires": time.time() + 60}))).rows()
     assert claimed.attempt == 1
 
@@ -262,15 +263,18 @@ async def test_state_changes_are_fenced_by_attempt_and_owner(store: Store) -> No
         return lambda tx: tx.fetch(Q.heartbeat, {"ids": [job_id], "attempts": [attempt], "pairs": [[job_id, attempt]],
                                                  "worker": worker, "lease_expires": time.time() + 120})
 
-    def finish(attempt: int) -> Callable[[Tx], Awaitable[int]]:
+    def finish(attempt: int, worker: str = "w", at: float = started) -> Callable[[Tx], Awaitable[int]]:
         return lambda tx: tx.execute("finish_attempt", {
-            "id": job_id, "attempt": attempt, "state": "succeeded", "result": None, "error": None,
-            "run_at": time.time(), "finished_at": time.time(), "refund": 0, "payload": None})
+            "id": job_id, "attempt": attempt, "worker": worker, "started_at": at, "state": "succeeded",
+            "result": None, "error": None, "run_at": time.time(), "finished_at": time.time(), "refund": 0,
+            "payload": None})
 
     assert [(b.id, b.attempt) for b in await store.transact(beat(1, "w"))] == [(job_id, 1)]
     assert await store.transact(beat(1, "someone else")) == []  # not its lease
     assert await store.transact(beat(2, "w")) == []  # not the current attempt
     assert await store.transact(finish(2)) == 0  # a stale attempt changes nothing
+    assert await store.transact(finish(1, "someone else")) == 0  # nor another owner's claim of the attempt
+    assert await store.transact(finish(1, at=started + 1)) == 0  # nor another claim (a lost one) of it
     assert (await read(store, lambda tx: tx.fetchone(Q.get_job, {"id": job_id}))).state == "running"
     assert await store.transact(finish(1)) == 1
     assert await store.transact(finish(1)) == 0  # only while still running

@@ -448,6 +448,7 @@ class PriorAttemptRow(NamedTuple):
 
     worker: str | None
     outcome: str | None
+    started_at: float | None
 
 
 class ProjectedEventRow(NamedTuple):

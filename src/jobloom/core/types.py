@@ -275,6 +275,9 @@ class JobContext:
     version: int = 1
     """The performer's ``version`` that first ran this job: the running code's for a job it starts, the
     stored one for a job it resumes (1 for a job first run by code without a ``version``)."""
+    started_at: float | None = None
+    """When the attempt's claim started it, as the claim stored it: with ``worker``, what fences the
+    attempt's writes to its own claim (None outside a claimed attempt)."""
 
     @property
     def sync(self) -> bool:

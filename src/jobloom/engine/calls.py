@@ -127,7 +127,7 @@ async def durable(store: Store, performer: Any, spec: Callable[[Any], PerformerS
     and, if its code has a ``version``, the version that first ran the job as ``ctx.version``
     (``offload``: the app's blob store, for large step results)."""
     ctx = performer.ctx
-    steps = StepContext(store, ctx.job_id, ctx.attempt, offload)
+    steps = StepContext(store, ctx.job_id, ctx.attempt, offload, claim=(ctx.worker, ctx.started_at))
     give_durable(performer, steps, Calls(steps, spec))
     if version != 1:
         performer.ctx = dataclasses.replace(ctx, version=await first_version(store, ctx.job_id, ctx.attempt, version))

@@ -33,7 +33,7 @@ from jobloom.engine.dispatch import candidate_reads, merge_by_age
 from jobloom.engine.dispatch import dispatch as dispatch
 from jobloom.engine.hooks import EngineHooks
 from jobloom.engine.jobs import CycleReads, NewJob, Outcome, Prefetched, ReportResult, emit, event
-from jobloom.engine.report_plan import ReportPlan, attempt_row, needs_backoff, spawn_questions, unique, verdict
+from jobloom.engine.report_plan import ReportPlan, attempt_row, fence, needs_backoff, spawn_questions, unique, verdict
 from jobloom.store.base import Tx
 
 LEASE_GRACE = 1.0
@@ -162,7 +162,7 @@ async def report(
     for o in outcomes:
         row = current.get(o.job_id)
         if row is None or not plan.live(o, row):
-            await _stale(tx, o, now, result)
+            await _stale(tx, o, row, now, result)
             continue
         if o.kind == lifecycle.SUSPENDED and await _woken(tx, o, row.run_id, row.node, hooks):
             o.retry_after = now
@@ -210,14 +210,22 @@ async def _woken(tx: Tx, o: Outcome, run_id: str | None, node: str | None, hooks
     return await tx.fetchone(Q.get_signal, {"job_id": o.job_id, "name": o.wait}) is not None
 
 
-async def _stale(tx: Tx, o: Outcome, now: float, result: ReportResult) -> None:
+async def _stale(tx: Tx, o: Outcome, row: RunningRow | None, now: float, result: ReportResult) -> None:
+    """An outcome not applied (``row``, the job as locked, no longer runs its claim). The same report again
+    is a duplicate. Otherwise it is stale, and is noted beside its attempt's history only where that attempt
+    was this claim's: never for a claim lost with the server (the job queued again below the attempt, or
+    the attempt number taken again by a re-run's claim), whose history row is then the re-run's own."""
     prior = await tx.fetchone(Q.get_attempt, {"job_id": o.job_id, "attempt": o.attempt})
-    if prior is not None and prior.worker == o.worker and prior.outcome == o.kind:
+    ours = prior is not None and prior.worker == o.worker and prior.started_at == o.started_at
+    if ours and prior is not None and prior.outcome == o.kind:
         result.duplicate += 1  # the same report, applied before: idempotent
         return
     result.stale.append(o.job_id)
-    if prior is None:
+    if prior is None and row is not None and (
+            row.attempt > o.attempt or (row.attempt == o.attempt and row.started_at == o.started_at)):
         await tx.execute(Q.insert_attempt, attempt_row(o) | {"outcome": "lost", "error": "lease lost"})
+    elif not ours:
+        return
     await tx.execute(
         Q.record_stale_report, {"job_id": o.job_id, "attempt": o.attempt, "outcome": o.kind, "at": now}
     )
@@ -405,7 +413,7 @@ async def retry(tx: Tx, job_id: int, now: float) -> None:
 async def quarantine(tx: Tx, o: Outcome, now: float) -> bool:
     """Fail an attempt whose outcome cannot be applied, by the narrowest statement there is (no result,
     no traceback, no flow bookkeeping): the last resort that keeps one bad job from wedging a worker."""
-    row = await tx.fetchone(Q.fail_attempt, {"id": o.job_id, "attempt": o.attempt, "error": o.error, "now": now})
+    row = await tx.fetchone(Q.fail_attempt, fence(o) | {"error": o.error, "now": now})
     if row is None:
         return False
     await tx.execute(Q.insert_attempt, attempt_row(o) | {"outcome": lifecycle.PERMANENT})

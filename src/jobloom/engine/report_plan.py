@@ -44,6 +44,21 @@ def attempt_row(o: Outcome) -> dict[str, Any]:
     }
 
 
+def holds_claim(row: RunningRow, o: Outcome) -> bool:
+    """Whether the job is still running the very claim that the outcome reports: the same attempt, leased
+    to the same worker, started at the moment that claim wrote (``started_at``, which the worker carries
+    from its claim). A claim lost with a server (an asynchronous commit, a failover to an asynchronous
+    standby) gives its attempt number back, and the re-run's claim takes it again: the owner and the
+    start tell the two runs apart."""
+    return (row.state == "running" and row.attempt == o.attempt and row.lease_owner == o.worker
+            and row.started_at == o.started_at)
+
+
+def fence(o: Outcome) -> dict[str, Any]:
+    """The parameters that fence an attempt's statement to its claim (see :func:`holds_claim`)."""
+    return {"id": o.job_id, "attempt": o.attempt, "worker": o.worker, "started_at": o.started_at}
+
+
 def needs_backoff(o: Outcome) -> bool:
     """Whether deciding the outcome takes its binding's retry backoff (anything but a success)."""
     return o.kind != lifecycle.SUCCEEDED
@@ -114,9 +129,9 @@ class ReportPlan:
     ended: list[tuple[Outcome, str, str]] = field(default_factory=list)  # (outcome, binding, event kind)
 
     def live(self, o: Outcome, row: RunningRow | None) -> bool:
-        """Whether the outcome is for its job's running attempt (and no earlier outcome moved the job):
-        if not, it is stale and never applied."""
-        return row is not None and row.state == "running" and row.attempt == o.attempt and o.job_id not in self.moved
+        """Whether the outcome is for its job's running claim (:func:`holds_claim`; and no earlier outcome moved
+        the job): if not, it is stale and never applied."""
+        return row is not None and holds_claim(row, o) and o.job_id not in self.moved
 
     @property
     def applied(self) -> int:
@@ -132,18 +147,19 @@ class ReportPlan:
         self.moved.add(o.job_id)
         took = o.finished_at - o.started_at
         if decided.step == "hold":
-            self.holds.append({"id": o.job_id, "attempt": o.attempt, "result": encode_opt(self.codec, o.result),
+            self.holds.append(fence(o) | {"result": encode_opt(self.codec, o.result),
                                "payload": encode_opt(self.codec, o.payload)})
             self.events.append(event(now, o.job_id, row.binding, "waiting", o.attempt, took))
             return
         if decided.step == "snooze":
-            self.snoozed.append({"id": o.job_id, "attempt": o.attempt, "run_at": nxt.run_at})
+            self.snoozed.append(fence(o) | {"run_at": nxt.run_at})
             self.events.append(event(now, o.job_id, row.binding, "snoozed", o.attempt, took))
             return
         finished = nxt.state != "scheduled"
         suspended = o.kind == lifecycle.SUSPENDED and nxt.state == "scheduled"
-        self.finishes.append({
-            "id": o.job_id, "attempt": o.attempt, "state": nxt.state, "result": encode_opt(self.codec, o.result),
+        self.finishes.append({  # fence(o)'s keys written out: one dict per outcome on the drain's path
+            "id": o.job_id, "attempt": o.attempt, "worker": o.worker, "started_at": o.started_at,
+            "state": nxt.state, "result": encode_opt(self.codec, o.result),
             "error": storable_text(o.error, MAX_ERROR_BYTES), "run_at": nxt.run_at if nxt.run_at is not None else now,
             "finished_at": now if finished else None, "refund": 1 if suspended else 0,
             "payload": encode_opt(self.codec, o.payload),
@@ -164,5 +180,5 @@ def spawn_questions(outcomes: Sequence[Outcome], current: dict[int, RunningRow])
     ``(job id, run id, node)``."""
     return [(o.job_id, row.run_id, row.node) for o in outcomes
             if o.kind == lifecycle.SUCCEEDED and (row := current.get(o.job_id)) is not None
-            and row.state == "running" and row.attempt == o.attempt and row.run_id is not None
+            and holds_claim(row, o) and row.run_id is not None
             and row.node is not None]

@@ -58,10 +58,12 @@ class LeaseLost(JobloomError):
 class StepContext:
     """The store access one attempt's durable steps need."""
 
-    def __init__(self, store: Store, job_id: int, attempt: int, offload: Offload | None = None) -> None:
+    def __init__(self, store: Store, job_id: int, attempt: int, offload: Offload | None = None, *,
+                 claim: tuple[str, float | None] = ("", None)) -> None:
         self.store = store
         self.job_id = job_id
         self.attempt = attempt
+        self.claim = claim  # (lease owner, started_at) of the attempt's claim: its steps are fenced to it
         self.offload = offload  # a step result over the app's threshold goes to its blob store
         self._done: dict[str, str | None] | None = None
 
@@ -82,6 +84,7 @@ class StepContext:
         """Record ``name`` in ``tx`` if the attempt still holds its lease (whether it did)."""
         return bool(await tx.execute(Q.save_step, {
             "job_id": self.job_id, "name": name, "result": data, "now": self.store.now(), "attempt": self.attempt,
+            "worker": self.claim[0], "started_at": self.claim[1],
         }))
 
     def remembered(self, name: str, data: str | None) -> None:

@@ -1,8 +1,10 @@
 """The report plan (jobloom.engine.report_plan) against a reference model of a report, written from the
 rules alone: a repeated (job, attempt) counts once; an outcome for a job that is not running that very
-attempt, or that an earlier outcome of the report already moved, is stale; a success with a child still
-active holds the node, one with a child that did not succeed fails it; a snooze past its performer's most
-fails the job, any other snooze schedules it with no attempt spent; anything else follows the retry
+attempt under the claim that reported it (its lease owner and started_at: a lost claim's attempt number
+is taken again by the re-run's claim), or that an earlier outcome of the report already moved, is stale;
+a success with a child still active holds the node, one with a child that did not succeed fails it; a
+snooze past its performer's most fails the job, any other snooze schedules it with no attempt spent;
+anything else follows the retry
 policy (jobloom.core.lifecycle.next_state, tested on its own)."""
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def model_report(
             continue
         seen.add((o.job_id, o.attempt))
         row = rows.get(o.job_id)
-        if row is None or row.state != "running" or row.attempt != o.attempt or o.job_id in moved:
+        if (row is None or row.state != "running" or row.attempt != o.attempt or row.lease_owner != o.worker
+                or row.started_at != o.started_at or o.job_id in moved):
             stale.append((o.job_id, o.attempt))
             continue
         moved.add(o.job_id)
@@ -114,7 +117,9 @@ def reports(draw: st.DrawFn) -> tuple[list[Outcome], dict[int, RunningRow], dict
         job = draw(st.sampled_from(sorted(rows))) if rows and draw(st.integers(0, 4)) else draw(ids)
         attempt = rows[job].attempt if job in rows and draw(st.integers(0, 3)) else draw(st.integers(1, 2))
         kind = draw(st.sampled_from([lifecycle.SUCCEEDED, lifecycle.SNOOZED, *KINDS]))
-        outcomes.append(Outcome(job, attempt, kind, "w1", NOW - 2, NOW - 1, error=draw(st.sampled_from([None, "boom"])),
+        worker, started = draw(st.sampled_from([("w1", NOW - 5)] * 4 + [("w2", NOW - 5), ("w1", NOW - 2)]))
+        outcomes.append(Outcome(job, attempt, kind, worker, started, NOW - 1,
+                                error=draw(st.sampled_from([None, "boom"])),
                                 retry_after=draw(st.sampled_from([None, 0.0, 30.0])),
                                 max_snoozes=draw(st.sampled_from([None, 1, 2]))))
     spawned = {j: (draw(st.booleans()), draw(st.sampled_from([None, "child failed"])))
@@ -161,25 +166,38 @@ def _row(job: int, **kw: object) -> RunningRow:
 
 
 def test_a_flow_node_whose_child_failed_fails_with_its_error_and_one_with_a_child_active_waits() -> None:
-    outcomes = [Outcome(1, 1, lifecycle.SUCCEEDED, "w1", NOW - 2, NOW - 1, result="1"),
-                Outcome(2, 1, lifecycle.SUCCEEDED, "w1", NOW - 2, NOW - 1, result="2"),
-                Outcome(3, 1, lifecycle.SUCCEEDED, "w1", NOW - 2, NOW - 1, result="3")]
+    outcomes = [Outcome(1, 1, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1, result="1"),
+                Outcome(2, 1, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1, result="2"),
+                Outcome(3, 1, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1, result="3")]
     rows = {j: _row(j) for j in (1, 2, 3)}
     spawned = {1: (False, "child n1/x failed"), 2: (True, None)}
     plan, stale = run_plan(outcomes, rows, spawned, {})
     assert stale == []
     assert [(f["id"], f["state"], f["error"]) for f in plan.finishes] == [(1, "failed", "child n1/x failed"),
                                                                           (3, "succeeded", None)]
-    assert plan.holds == [{"id": 2, "attempt": 1, "result": "2", "payload": None}]
+    assert plan.holds == [{"id": 2, "attempt": 1, "worker": "w1", "started_at": NOW - 5, "result": "2",
+                           "payload": None}]
     assert [e["kind"] for e in plan.events] == ["failed", "waiting", "succeeded"]
     assert plan.in_runs == [(1, "run-1", "n1", "failed"), (3, "run-1", "n3", "succeeded")]
     assert plan.applied == 3 and plan.finished == [1, 3]
 
 
 def test_a_second_outcome_of_a_job_in_one_report_is_stale() -> None:
-    outcomes = [Outcome(1, 1, lifecycle.FAILED, "w1", NOW - 2, NOW - 1),
-                Outcome(1, 1, lifecycle.SUCCEEDED, "w2", NOW - 2, NOW - 1),
-                Outcome(1, 2, lifecycle.SUCCEEDED, "w1", NOW - 2, NOW - 1)]
+    outcomes = [Outcome(1, 1, lifecycle.FAILED, "w1", NOW - 5, NOW - 1),
+                Outcome(1, 1, lifecycle.SUCCEEDED, "w2", NOW - 5, NOW - 1),
+                Outcome(1, 2, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1)]
     plan, stale = run_plan(outcomes, {1: _row(1, run_id=None, node=None)}, {}, {})
     assert stale == [(1, 2)]  # the repeated (job, attempt) is dropped; attempt 2 is not the running one
     assert [(f["id"], f["state"]) for f in plan.finishes] == [(1, "scheduled")]
+
+
+def test_an_outcome_of_another_claim_of_the_same_attempt_is_stale() -> None:
+    """A claim lost with the server gave its attempt number back and a re-run's claim took it again: the
+    first run's report names the same attempt, but another owner or another start, and is not applied."""
+    rows = {1: _row(1, lease_owner="w2", started_at=NOW - 3), 2: _row(2, started_at=NOW - 3)}
+    outcomes = [Outcome(1, 1, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1, result="1"),
+                Outcome(2, 1, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1, result="2")]
+    plan, stale = run_plan(outcomes, rows, {}, {})
+    assert stale == [(1, 1), (2, 1)] and plan.applied == 0
+    plan, stale = run_plan([Outcome(1, 1, lifecycle.SUCCEEDED, "w2", NOW - 3, NOW - 1, result="1")], rows, {}, {})
+    assert stale == [] and [(f["id"], f["worker"], f["started_at"]) for f in plan.finishes] == [(1, "w2", NOW - 3)]

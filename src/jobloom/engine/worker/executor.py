@@ -143,7 +143,7 @@ class Executor:
         def context(c: Claimed) -> JobContext:
             return JobContext(c.id, c.binding, c.attempt, deadline, self._name, c.max_attempts, c.run_id, c.node,
                               self._app.spawn_child if c.run_id is None else self._app.hooks.spawner(c),
-                              links=self._links)
+                              links=self._links, started_at=c.started_at)
 
         try:
             outcomes = await batches.run_batch(
@@ -254,7 +254,7 @@ class Executor:
                                    c.run_id, c.node, self._app.spawn_child if c.run_id is None
                                    else self._app.hooks.spawner(c),
                                    Control(rec, self._progress, self._clock.now, sync=not spec.is_async),
-                                   self._links)
+                                   self._links, started_at=c.started_at)
         performer.env = self._app.env
         store = self._clock.store if self._clock.store is not None else await self._app.store()
         await durable(store, performer, self._app.spec, spec.version, offload)

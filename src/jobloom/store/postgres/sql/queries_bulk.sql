@@ -63,8 +63,8 @@ ON CONFLICT (job_id, attempt) DO NOTHING
 -- through the partial index of running jobs, whose dead entries pile up during a drain.
 WITH u AS MATERIALIZED (
     SELECT * FROM json_to_recordset(:rows::json)
-         AS u(id bigint, attempt int, state text, result text, error text, run_at float8, finished_at float8,
-              refund int, payload text)
+         AS u(id bigint, attempt int, worker text, started_at float8, state text, result text, error text,
+              run_at float8, finished_at float8, refund int, payload text)
 )
 UPDATE jobloom_jobs AS j
 SET state = u.state, result = u.result, error = u.error, run_at = u.run_at, finished_at = u.finished_at,
@@ -72,6 +72,7 @@ SET state = u.state, result = u.result, error = u.error, run_at = u.run_at, fini
     payload = coalesce(u.payload, j.payload)
 FROM u
 WHERE j.id = ANY(ARRAY(SELECT id FROM u)) AND j.id = u.id AND j.attempt = u.attempt AND (j.state || '') = 'running'
+  AND j.lease_owner = u.worker AND j.started_at = u.started_at
 
 -- name: insert_job_tags__bulk
 INSERT INTO jobloom_job_tags (tag, job_id)

@@ -190,11 +190,14 @@ ORDER BY id
 FOR UPDATE SKIP LOCKED
 
 -- name: finish_attempt
+-- An attempt's outcome, applied only while the job still runs the claim that reported it: this attempt,
+-- this lease owner, the claim's own started_at (a claim lost with the server gives its attempt number
+-- back, and the re-run's claim takes it again). The statements that end an attempt are fenced so.
 UPDATE jobloom_jobs
 SET state = :state, result = :result, error = :error, run_at = :run_at, finished_at = :finished_at,
     lease_owner = NULL, lease_expires = NULL, retries_from = retries_from + :refund,
     payload = coalesce(:payload::text, payload)
-WHERE id = :id AND attempt = :attempt AND state = 'running'
+WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker AND started_at = :started_at
 
 -- name: snooze_attempt
 -- The performer raised Snooze: scheduled again without spending the attempt (retries_from moves on,
@@ -202,7 +205,7 @@ WHERE id = :id AND attempt = :attempt AND state = 'running'
 UPDATE jobloom_jobs
 SET state = 'scheduled', run_at = :run_at, lease_owner = NULL, lease_expires = NULL,
     retries_from = retries_from + 1, snoozes = snoozes + 1
-WHERE id = :id AND attempt = :attempt AND state = 'running'
+WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker AND started_at = :started_at
 
 -- row: SnoozeRow
 -- How many times a job was snoozed.
@@ -219,11 +222,11 @@ ON CONFLICT (job_id, attempt) DO NOTHING
 
 -- row: PriorAttemptRow
 -- What an attempt's history row says.
---   worker: str | None, outcome: str | None
+--   worker: str | None, outcome: str | None, started_at: float | None
 
 -- name: get_attempt
 -- returns: PriorAttemptRow
-SELECT worker, outcome FROM jobloom_attempts WHERE job_id = :job_id AND attempt = :attempt
+SELECT worker, outcome, started_at FROM jobloom_attempts WHERE job_id = :job_id AND attempt = :attempt
 
 -- name: record_stale_report
 UPDATE jobloom_attempts SET reported_outcome = :outcome, reported_at = :at
@@ -243,7 +246,7 @@ WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :w
 -- The last resort for an attempt whose outcome cannot be applied: failed, with jobloom's own error text.
 UPDATE jobloom_jobs
 SET state = 'failed', error = :error, finished_at = :now, lease_owner = NULL, lease_expires = NULL
-WHERE id = :id AND attempt = :attempt AND state = 'running'
+WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker AND started_at = :started_at
 RETURNING binding
 
 -- row: MomentRow

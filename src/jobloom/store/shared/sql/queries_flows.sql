@@ -141,7 +141,7 @@ ORDER BY node COLLATE "C"
 UPDATE jobloom_jobs
 SET state = 'waiting', result = :result, error = NULL, finished_at = NULL, lease_owner = NULL,
     lease_expires = NULL, payload = coalesce(:payload, payload)
-WHERE id = :id AND attempt = :attempt AND state = 'running'
+WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker AND started_at = :started_at
 
 -- name: settle_node
 -- returns: MovedRow
@@ -168,9 +168,11 @@ SELECT min(deadline) AS at FROM jobloom_runs WHERE state = 'running' AND deadlin
 SELECT name, result FROM jobloom_steps WHERE job_id = :job_id
 
 -- name: save_step
+-- A durable step, recorded only while its attempt's own claim runs (fenced as finish_attempt is).
 INSERT INTO jobloom_steps (job_id, name, result, created_at)
 SELECT :job_id::bigint, :name::text, :result::text, :now::double precision
-WHERE EXISTS (SELECT 1 FROM jobloom_jobs WHERE id = :job_id AND attempt = :attempt AND state = 'running')
+WHERE EXISTS (SELECT 1 FROM jobloom_jobs WHERE id = :job_id AND attempt = :attempt AND state = 'running'
+              AND lease_owner = :worker AND started_at = :started_at)
 ON CONFLICT (job_id, name) DO NOTHING
 
 -- row: SignalRow
