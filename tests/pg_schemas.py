@@ -11,14 +11,20 @@ functions, triggers, privileges, migrations, sequences and planner figures as ri
 migration (:data:`_FINGERPRINT`), and no connection of the test still open (each connection names
 the schema as its ``application_name``). Anything else (a test that added a table, deleted a
 migration's row, left a worker running) and the schema is dropped, as every schema used to be.
+
+A schema is emptied on a thread of the pool's own while the next test runs on another schema (most of
+the emptying is the server creating files for the truncated tables, and waiting for a test's last
+connections to go): the pool keeps :data:`KEEP` schemas so that one is ready while the other is emptied.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
 from collections.abc import Coroutine, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -72,6 +78,8 @@ _LEFT_CONNECTIONS = "SELECT count(*) FROM pg_stat_activity WHERE application_nam
 CONNECTIONS_GONE = 2.0
 """Seconds a test's connections have to disappear from the server after it (a killed client's backend
 notices at once; a closed one is gone before ``close()`` returns); past that the schema is dropped."""
+KEEP = 2
+"""Schemas a pool makes before it waits for one being emptied rather than make another."""
 
 
 class SchemaPool:
@@ -83,6 +91,10 @@ class SchemaPool:
         self.free: list[str] = []
         # each schema's fingerprint, planner figures and tables' sizes, right after its migration
         self.fresh: dict[str, tuple[str, list[tuple[int, int, float, int]], dict[str, int]]] = {}
+        self.made = 0
+        self._lock = threading.Lock()
+        self._emptying: list[Future[None]] = []
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="schema-pool")
 
     def url(self, schema: str) -> str:
         """A URL whose connections use ``schema`` and name it as their ``application_name``."""
@@ -92,19 +104,41 @@ class SchemaPool:
     @contextlib.contextmanager
     def lease(self) -> Iterator[str]:
         """A URL of a migrated schema that no other test uses now; given back (or dropped) afterwards."""
-        schema = self.free.pop() if self.free else self._create()
+        schema = self._take()
         try:
             yield self.url(schema)
         finally:
-            if self._reset(schema):
-                self.free.append(schema)
-            else:
-                self._drop(schema)
+            self._emptying = [f for f in self._emptying if not f.done()]
+            self._emptying.append(self._thread.submit(self._give_back, schema))
+
+    def settle(self) -> None:
+        """Wait until every schema given back is emptied (kept) or dropped; raise what that raised."""
+        emptying, self._emptying = self._emptying, []
+        for future in emptying:
+            future.result()
 
     def close(self) -> None:
         """Drop every schema kept."""
+        self.settle()
+        self._thread.shutdown()
         while self.free:
             self._drop(self.free.pop())
+
+    def _take(self) -> str:
+        """A free schema; else, once KEEP are made, the next one emptied; else a new one."""
+        if not self.free and self.made >= KEEP:
+            self.settle()
+        with self._lock:
+            if self.free:
+                return self.free.pop()
+        return self._create()
+
+    def _give_back(self, schema: str) -> None:
+        if self._reset(schema):
+            with self._lock:
+                self.free.append(schema)
+        else:
+            self._drop(schema)
 
     # -- making, emptying, dropping ----------------------------------------------------------------
 
@@ -112,6 +146,7 @@ class SchemaPool:
         import psycopg
 
         schema = f"{self.prefix}_{uuid.uuid4().hex[:12]}"
+        self.made += 1
         with psycopg.connect(self.base_url, autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
         _run(_migrate(self.url(schema)))

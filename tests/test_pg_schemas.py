@@ -38,12 +38,14 @@ def test_a_schema_comes_back_as_new(pool: SchemaPool) -> None:
     with pool.lease() as url:
         schema = url.rsplit("=", 1)[1]  # the application_name
         _write(url)
+    pool.settle()
     assert pool.free == [schema], "an emptied schema is kept"
     with pool.lease() as again, psycopg.connect(again, autocommit=True) as conn:
         assert again == url
         assert conn.execute("SELECT count(*) FROM jobloom_jobs").fetchone() == (0,)
         assert conn.execute(f"INSERT INTO jobloom_jobs {_ROW} RETURNING id").fetchone() == (1,), "ids restart"
         conn.execute("DELETE FROM jobloom_jobs")
+    pool.settle()
     with pool.lease() as third, psycopg.connect(third, autocommit=True) as conn:
         fresh, figures, _ = pool.fresh[schema]
         assert _fingerprint(conn, schema) == fresh
@@ -62,6 +64,7 @@ def test_a_schema_changed_beyond_its_rows_is_dropped(pool: SchemaPool, change: s
     with pool.lease() as url, psycopg.connect(url, autocommit=True) as conn:
         conn.execute(change)
         schema = url.rsplit("=", 1)[1]
+    pool.settle()
     assert pool.free == []
     with psycopg.connect(POSTGRES_URL) as conn:
         assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema]).fetchone() == (0,)
@@ -74,6 +77,7 @@ def test_a_schema_still_in_use_is_dropped(pool: SchemaPool, monkeypatch: pytest.
     with pool.lease() as url:
         left = psycopg.connect(url, autocommit=True)  # a worker the test forgot to stop
     try:
+        pool.settle()
         assert pool.free == []
     finally:
         left.close()
