@@ -141,6 +141,7 @@ DRIVERS: dict[str, Drive] = {
     "claim_batch": Drive(candidates, [{"batch": 1}]),
     "claim_direct": Drive(named),
     "claim_direct__with_events": Drive(named),
+    "claim_direct__asynchronous": Drive(named),
     "finish_attempt": Drive(each_job, targets("finish_attempt")),
     "finish_attempt__bulk": Drive(as_rows, targets("finish_attempt")),
     "release": Drive(each_job),

@@ -62,6 +62,7 @@ class PostgresStore(Store):
     ``pool_max`` size the connection pool; a transaction that keeps failing transiently is given up
     after ``retry_deadline`` seconds. ``connect_wait`` is how long :meth:`open` waits for a server that
     refuses connections (default: ``retry_deadline``; the command line uses a few seconds).
+    ``asynchronous_claims=True``: direct claims of at-least-once jobs skip their flush (explanation/guarantees.md).
     """
 
     dialect = "postgres"
@@ -73,13 +74,10 @@ class PostgresStore(Store):
         url: str,
         *,
         schema: str | None = None,
-        pool_min: int = 1,
-        pool_max: int = 10,
-        retry_deadline: float = _RETRY_DEADLINE,
-        connect_wait: float | None = None,
-        listen_url: str | None = None,
-        pooled: bool | None = None,
-        reserve: bool = False,
+        pool_min: int = 1, pool_max: int = 10,
+        retry_deadline: float = _RETRY_DEADLINE, connect_wait: float | None = None,
+        listen_url: str | None = None, pooled: bool | None = None,
+        reserve: bool = False, asynchronous_claims: bool = False,
     ) -> None:
         if schema is not None and (not isinstance(schema, str) or not schema or "\0" in schema):
             raise StoreError(f"invalid schema name {schema!r}")
@@ -94,6 +92,7 @@ class PostgresStore(Store):
         self.channel = _channel(schema or "default")
         self.listen_url = listen_url
         self.reserve = reserve  # check the server's connection budget at open, and open the pool full
+        self.asynchronous_claims = bool(asynchronous_claims)
         self.pooled = pooled  # behind a transaction-pooling pooler (None: found out at open)
         self._pool_url = url
         self._search_path: str | None = None  # set in each transaction when pooled
@@ -234,7 +233,8 @@ class PostgresStore(Store):
         fn = self.coded(fn)
 
         async def once(conn: AsyncConn, phase: _Phase) -> T:
-            tx = PostgresTx(conn, begun=False, channel=self.channel, search_path=self._search_path)
+            tx = PostgresTx(conn, begun=False, channel=self.channel, search_path=self._search_path,
+                            asynchronous_claims=self.asynchronous_claims)
             try:
                 result = await fn(tx)
                 phase.unsure = True  # from here on, the COMMIT may be applied without our hearing so

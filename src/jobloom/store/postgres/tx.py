@@ -105,9 +105,10 @@ class PostgresTx(Tx):
 
     def __init__(
         self, conn: AsyncConn, *, begun: bool = True, channel: str | None = None, statements: int | None = None,
-        search_path: str | None = None,
+        search_path: str | None = None, asynchronous_claims: bool = False,
     ) -> None:
         self.conn = conn
+        self._direct_claim = "claim_direct__asynchronous" if asynchronous_claims else "claim_direct__with_events"
         self._search_path = search_path  # set for the transaction with BEGIN (behind a pooler)
         self._locks = _BindingLocks()
         self._begun = begun
@@ -266,7 +267,7 @@ class PostgresTx(Tx):
         later: Later[ClaimRow] = Later(ClaimRow._make)
         # hold_dispatch first, as a statement of its own: the claim's snapshot then sees any pause committed
         self._pending.append((_query("hold_dispatch"), {"bindings": [params["binding"]]}, "one"))
-        self._pending.append((_query("claim_direct__with_events"), params, later))
+        self._pending.append((_query(self._direct_claim), params, later))
         return later
 
 

@@ -119,6 +119,23 @@ WITH c AS (
 )
 SELECT id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta FROM c
 
+-- name: claim_direct__asynchronous
+-- claim_direct__with_events where the store was opened with asynchronous_claims: a claimed at-least-once
+-- job's transaction commits without waiting for its flush (synchronous_commit off for this transaction
+-- only). A crash may lose the claim: the job runs again, and the lost claim's attempt number is taken
+-- again by the re-run's claim, whose writes are fenced by their claim (lease owner and started_at), so
+-- the first run's late report is stale. An at-most-once claim is committed durably as ever.
+WITH c AS (
+    {claim_direct_update}
+), e AS (
+    INSERT INTO jobloom_events (at, job_id, binding, kind, attempt, duration, n, top, bucket)
+    SELECT :now, id, binding, 'started', attempt, NULL, 1, NULL, NULL FROM c
+), s AS (
+    SELECT set_config('synchronous_commit', 'off', true) AS v FROM c WHERE c.delivery = 'at_least_once'
+)
+SELECT id, binding, payload, attempt, max_attempts, timeout, delivery, run_id, node, run_at, meta FROM c
+WHERE (SELECT count(v) FROM s) >= 0  -- reads s, so that its set_config runs
+
 -- name: claim_batch
 -- returns: ClaimRow
 -- claim, for a batch performer's binding: the jobs claimed together are one batch, named by :batch.
