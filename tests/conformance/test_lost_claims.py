@@ -8,6 +8,7 @@ state directly, by setting the row back as it was before the claim, without a se
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from typing import Any
@@ -19,8 +20,27 @@ from jobloom.core import lifecycle
 from jobloom.engine import coordinator
 from jobloom.engine.jobs import Claimed, Outcome, ReportResult
 from jobloom.engine.steps import StepContext
+from tests.helpers import eventually
 
 from .performers import Echo
+
+STARTED: list[int] = []
+CANCELLED: list[int] = []
+GATE: list[asyncio.Event] = []
+
+
+class Waits(jobloom.Performer[dict[str, Any], str]):
+    """Each run waits for ``GATE[0]`` and returns ``"run N"`` (N: the how-manieth run it is)."""
+
+    async def perform(self, payload: dict[str, Any]) -> str:
+        STARTED.append(len(STARTED) + 1)
+        n = len(STARTED)
+        try:
+            await GATE[0].wait()
+        except asyncio.CancelledError:
+            CANCELLED.append(n)
+            raise
+        return f"run {n}"
 
 LOSE = ("UPDATE jobloom_jobs SET state = 'queued', attempt = attempt - 1, lease_owner = NULL, "
         "lease_expires = NULL, started_at = NULL WHERE id = {p}")
@@ -28,7 +48,10 @@ LOSE = ("UPDATE jobloom_jobs SET state = 'queued', attempt = attempt - 1, lease_
 
 @pytest.fixture
 async def app(store_url: str):
-    app = jobloom.App(store_url, performers=[Echo], auto_migrate=True, lease=30.0)
+    STARTED.clear()
+    CANCELLED.clear()
+    GATE[:] = [asyncio.Event()]
+    app = jobloom.App(store_url, performers=[Echo, Waits], auto_migrate=True, lease=30.0)
     await app.register_bindings()
     yield app
     await app.close()
@@ -157,3 +180,24 @@ async def test_a_lost_claims_snooze_steps_and_last_resort_are_fenced(app: jobloo
     assert await store.transact(lambda t: new_steps.save_in(t, "charge", '"re-run"'))
     assert (await report(app, outcome(rerun, "w2", lifecycle.SNOOZED, retry_after=60.0))).applied == 1
     assert (await app.get_job(job.id)).state == "scheduled"
+
+
+async def test_a_worker_that_claims_its_own_lost_claim_again_stops_the_first_run(
+    app: jobloom.App, store_url: str,
+) -> None:
+    """The worker that made the lost claim claims the job again (same attempt number): it stops the run
+    of the lost claim at once, and only the re-run's outcome is applied, even in one report with the
+    first run's."""
+    job = await app.enqueue(Waits, {})
+    worker = jobloom.Worker(app, concurrency=4, bindings=["Waits"], name="w1")
+    await worker.cycle.run(claim=True)
+    await eventually(lambda: STARTED == [1], what="the first run started")
+    lose_claim(store_url, job.id)
+    await worker.cycle.run(claim=True)
+    await eventually(lambda: STARTED == [1, 2] and CANCELLED == [1], what="the first run stopped, the re-run on")
+    GATE[0].set()
+    await eventually(lambda: len(worker.completer.outcomes) == 2, what="both runs' outcomes")
+    await worker.cycle.run(claim=False)
+    done = await app.get_job(job.id)
+    assert done.state == "succeeded" and done.result == "run 2" and done.attempt == 1
+    assert await history(app, job.id) == [(1, "w1", "succeeded", None)]

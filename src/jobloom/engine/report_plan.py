@@ -28,10 +28,11 @@ _FAILED = lifecycle.Transition("failed")
 
 
 def unique(outcomes: Iterable[Outcome]) -> list[Outcome]:
-    """The outcomes, the first of each (job, attempt) only: a repeated report is applied once."""
-    first: dict[tuple[int, int], Outcome] = {}
+    """The outcomes, the first of each claim only (job, attempt, worker, started_at): a repeated report is
+    applied once. Two claims of one attempt (a lost one and the re-run's) are two outcomes."""
+    first: dict[tuple[int, int, str, float], Outcome] = {}
     for o in outcomes:
-        first.setdefault((o.job_id, o.attempt), o)
+        first.setdefault((o.job_id, o.attempt, o.worker, o.started_at), o)
     return list(first.values())
 
 

@@ -42,14 +42,14 @@ def model_report(
     snoozes: dict[int, int],
 ) -> tuple[dict[tuple[int, int], Expected], list[tuple[int, int]]]:
     """The applied outcomes by (job, attempt) and the stale ones, in report order."""
-    seen: set[tuple[int, int]] = set()
+    seen: set[tuple[int, int, str, float]] = set()
     moved: set[int] = set()
     applied: dict[tuple[int, int], Expected] = {}
     stale: list[tuple[int, int]] = []
     for o in outcomes:
-        if (o.job_id, o.attempt) in seen:
+        if (o.job_id, o.attempt, o.worker, o.started_at) in seen:
             continue
-        seen.add((o.job_id, o.attempt))
+        seen.add((o.job_id, o.attempt, o.worker, o.started_at))
         row = rows.get(o.job_id)
         if (row is None or row.state != "running" or row.attempt != o.attempt or row.lease_owner != o.worker
                 or row.started_at != o.started_at or o.job_id in moved):
@@ -184,10 +184,12 @@ def test_a_flow_node_whose_child_failed_fails_with_its_error_and_one_with_a_chil
 
 def test_a_second_outcome_of_a_job_in_one_report_is_stale() -> None:
     outcomes = [Outcome(1, 1, lifecycle.FAILED, "w1", NOW - 5, NOW - 1),
+                Outcome(1, 1, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1),
                 Outcome(1, 1, lifecycle.SUCCEEDED, "w2", NOW - 5, NOW - 1),
                 Outcome(1, 2, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1)]
     plan, stale = run_plan(outcomes, {1: _row(1, run_id=None, node=None)}, {}, {})
-    assert stale == [(1, 2)]  # the repeated (job, attempt) is dropped; attempt 2 is not the running one
+    # the repeated claim is dropped; another claim of the attempt and attempt 2 are not the running one
+    assert stale == [(1, 1), (1, 2)]
     assert [(f["id"], f["state"]) for f in plan.finishes] == [(1, "scheduled")]
 
 
@@ -199,5 +201,9 @@ def test_an_outcome_of_another_claim_of_the_same_attempt_is_stale() -> None:
                 Outcome(2, 1, lifecycle.SUCCEEDED, "w1", NOW - 5, NOW - 1, result="2")]
     plan, stale = run_plan(outcomes, rows, {}, {})
     assert stale == [(1, 1), (2, 1)] and plan.applied == 0
+    # both claims' outcomes in one report: the first run's is stale, the re-run's applied
+    both = [outcomes[0], Outcome(1, 1, lifecycle.SUCCEEDED, "w2", NOW - 3, NOW - 1, result="3")]
+    plan, stale = run_plan(both, rows, {}, {})
+    assert stale == [(1, 1)] and [(f["id"], f["worker"]) for f in plan.finishes] == [(1, "w2")]
     plan, stale = run_plan([Outcome(1, 1, lifecycle.SUCCEEDED, "w2", NOW - 3, NOW - 1, result="1")], rows, {}, {})
     assert stale == [] and [(f["id"], f["worker"], f["started_at"]) for f in plan.finishes] == [(1, "w2", NOW - 3)]

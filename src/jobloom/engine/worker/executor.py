@@ -107,8 +107,16 @@ class Executor:
 
     # -- attempts -----------------------------------------------------------------------------------
 
+    def _supersede(self, key: Key) -> None:
+        """Stop this worker's run of an attempt that it has just claimed again: that run's claim was lost
+        with the server (the job went back to queued below it), and its report would be stale."""
+        if key in self.running:
+            log.warning("job %d attempt %d: claimed again, its claim lost; stopping the earlier run", *key)
+            self.stop_job(key, "lease_lost")
+
     def _start(self, claimed: Claimed, lease_until: float) -> None:
         key = (claimed.id, claimed.attempt)
+        self._supersede(key)
         rec = self.running[key] = Running(claimed, lease_until, key)
         loop = asyncio.get_running_loop()
         rec.task = loop.create_task(self._execute(rec))
@@ -122,6 +130,7 @@ class Executor:
         task = asyncio.get_running_loop().create_task(self._execute_batch(recs))
         for rec in recs:
             rec.task = task
+            self._supersede(rec.key)
             self.running[rec.key] = rec
         self._batched += len(recs) - 1
         task.add_done_callback(lambda _t: self._ended_unstarted(recs))
