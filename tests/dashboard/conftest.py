@@ -1,7 +1,8 @@
 """Fixtures of the dashboard's browser tests: a real ``jobloom serve`` of ``dashapp`` with a real worker
 process, on each store, and Debian's Chromium driven by Playwright; one server per store for the
 whole run (it takes seconds to start; the tests leave the bindings, limits and schedules as they found
-them), one browser per module, a fresh browser context (no cookies) per test."""
+them), one browser while a test process runs its browser tests, one login with the ``ops`` token per
+store, and a fresh browser context per test (with that login's cookie for the ``page`` fixture)."""
 
 from __future__ import annotations
 
@@ -153,27 +154,77 @@ def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             sys.path.remove(str(folder))
 
 
-@pytest.fixture(scope="module")
-def browser(site: Site) -> Iterator[Any]:
-    """Chromium (Debian's, headless), one per module and store. Not longer: while Playwright's sync API is
-    active it runs an event loop in the test thread, and the async tests that xdist may give the same worker
-    next need that thread free."""
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+class Browsers:
+    """Chromium (Debian's, headless), launched for the first browser test a test process runs and closed
+    as soon as the next test is not a browser test (``pytest_runtest_teardown`` below): while Playwright's
+    sync API is active it runs an event loop in the test thread, and the async tests that xdist gives the
+    same process next need that thread free. The browser tests of a store run one after the other (one
+    xdist group), so they share one launch."""
+
+    def __init__(self) -> None:
+        self.playwright: Any = None
+        self.chromium: Any = None
+
+    def get(self) -> Any:
+        """The running browser, launched if there is none."""
+        if self.chromium is None:
+            self.playwright = sync_api.sync_playwright().start()
+            self.chromium = self.playwright.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS)
+        return self.chromium
+
+    def close(self) -> None:
+        """Close the browser and stop Playwright's loop, if running."""
+        chromium, playwright, self.chromium, self.playwright = self.chromium, self.playwright, None, None
         try:
-            yield chromium
+            if chromium is not None:
+                chromium.close()
         finally:
-            chromium.close()
+            if playwright is not None:
+                playwright.stop()
+
+
+BROWSERS = Browsers()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a browser test's own teardown: close the browser unless the next test is one too."""
+    yield
+    if nextitem is None or Path(str(nextitem.path)).parent != HERE:
+        BROWSERS.close()
+
+
+@pytest.fixture
+def browser(site: Site) -> Any:
+    """The process's Chromium (:class:`Browsers`)."""
+    return BROWSERS.get()
+
+
+def _new_context(browser: Any, **options: Any) -> Any:
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800}, **options)
+    ctx.set_default_timeout(TIMEOUT_MS)
+    sync_api.expect.set_options(timeout=TIMEOUT_MS)
+    return ctx
 
 
 @pytest.fixture
 def context(browser: Any) -> Iterator[Any]:
     """A fresh browser context (no cookies) at 1280 x 800."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-    ctx.set_default_timeout(TIMEOUT_MS)
-    sync_api.expect.set_options(timeout=TIMEOUT_MS)
+    ctx = _new_context(browser)
     try:
         yield ctx
+    finally:
+        ctx.close()
+
+
+@pytest.fixture(scope="session")
+def ops_session(site: Site) -> Any:
+    """The cookies of one login with the ``ops`` token through the login page, once per store's site (the
+    login itself is tested in test_session.py; logging out there ends only that test's own session)."""
+    ctx = _new_context(BROWSERS.get())
+    try:
+        login(ctx.new_page(), site)
+        return ctx.storage_state()
     finally:
         ctx.close()
 
@@ -187,11 +238,14 @@ def login(page: Any, site: Site, token: str = "ops", then: str = "/") -> None:
 
 
 @pytest.fixture
-def page(context: Any, site: Site) -> Any:
-    """A page logged in with the ``ops`` token (read and operate)."""
-    p = context.new_page()
-    login(p, site)
-    return p
+def page(browser: Any, ops_session: Any) -> Iterator[Any]:
+    """A page logged in with the ``ops`` token (read and operate), in a context of its own that starts
+    with the site's ``ops`` session."""
+    ctx = _new_context(browser, storage_state=ops_session)
+    try:
+        yield ctx.new_page()
+    finally:
+        ctx.close()
 
 
 def screenshot(page: Any, site: Site, name: str) -> None:
