@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -9,10 +10,12 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import jobloom
+from tests.zygote import ZYGOTE, forkable
 
 HERE = Path(__file__).parent
 
@@ -26,7 +29,7 @@ class Processes:
     def __init__(self, url: str, state_dir: Path) -> None:
         self.url = url
         self.state_dir = state_dir
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[Any] = []  # subprocess.Popen, or tests.zygote.Forked
         shutil.copy(HERE / "itapp.py", state_dir / "itapp.py")
         # the caller's PYTHONPATH is kept behind the app's folder (a worktree's src runs in the workers too)
         path = os.pathsep.join(p for p in (str(state_dir), os.environ.get("PYTHONPATH", "")) if p)
@@ -34,13 +37,25 @@ class Processes:
                     "JOBLOOM_IT_DIR": str(state_dir)}
 
     def worker(self, *, concurrency: int = 16, grace: float = 5.0, lease: float = 1.0,
-               env: dict[str, str] | None = None, prefix: list[str] | None = None) -> subprocess.Popen[bytes]:
+               env: dict[str, str] | None = None, prefix: list[str] | None = None) -> Any:
+        """A worker process of APP (:meth:`spawn`)."""
         env = {**self.env, "JOBLOOM_IT_LEASE": str(lease), **(env or {})}
-        proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "jobloom.process", self.APP, "--concurrency", str(concurrency),
-             "--grace", str(grace), "--log-level", "warning"],
-            env=env, cwd=self.state_dir,
-        )
+        argv = [self.APP, "--concurrency", str(concurrency), "--grace", str(grace), "--log-level", "warning"]
+        return self.spawn(argv, env, prefix=prefix)
+
+    def spawn(self, argv: list[str], env: dict[str, str], *, prefix: list[str] | None = None,
+              stderr: Path | None = None) -> Any:
+        """``python -m jobloom.process *argv`` in the test's folder, registered for cleanup: forked from the
+        zygote (``tests/zygote.py``) unless it must be a process of its own from ``exec`` on (a command
+        prefix, ``faketime``). Handled as a ``subprocess.Popen``; its stderr into the file ``stderr``."""
+        proc: Any
+        if prefix is None and forkable(env):
+            proc = ZYGOTE.start(argv, env, str(self.state_dir), stderr=None if stderr is None else str(stderr))
+        else:
+            with contextlib.ExitStack() as stack:
+                err = None if stderr is None else stack.enter_context(open(stderr, "wb"))
+                proc = subprocess.Popen([*(prefix or []), sys.executable, "-m", "jobloom.process", *argv], env=env,
+                                        cwd=self.state_dir, stderr=err)
         self.procs.append(proc)
         return proc
 

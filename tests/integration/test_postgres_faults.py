@@ -15,7 +15,6 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -49,16 +48,11 @@ class LoggedProcesses(Processes):
         self.logs: dict[int, Path] = {}
 
     def worker(self, *, concurrency: int = 16, grace: float = 5.0, lease: float = 1.0,
-               log_level: str = "warning") -> subprocess.Popen[bytes]:
+               log_level: str = "warning") -> Any:
         env = {**self.env, "JOBLOOM_IT_LEASE": str(lease)}
         log = self.state_dir / f"worker-{len(self.procs)}.log"
-        with open(log, "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "jobloom.process", "itapp:app", "--concurrency", str(concurrency),
-                 "--grace", str(grace), "--log-level", log_level],
-                env=env, cwd=self.state_dir, stderr=err,
-            )
-        self.procs.append(proc)
+        proc = self.spawn(["itapp:app", "--concurrency", str(concurrency), "--grace", str(grace), "--log-level",
+                           log_level], env, stderr=log)
         self.logs[proc.pid] = log
         return proc
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -80,17 +78,12 @@ class Workers:
         self.procs = procs
         (procs.state_dir / "schedapp.py").write_text(APP_SOURCE)
 
-    def start(self, **env: str) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jobloom.process", "schedapp:app", "--concurrency", "8", "--grace", "2",
-             "--log-level", "warning"],
-            env={**self.procs.env, **env}, cwd=self.procs.state_dir,
-        )
-        self.procs.procs.append(proc)
-        return proc
+    def start(self, **env: str) -> Any:
+        return self.procs.spawn(["schedapp:app", "--concurrency", "8", "--grace", "2", "--log-level", "warning"],
+                                {**self.procs.env, **env})
 
     @staticmethod
-    def stop(proc: subprocess.Popen[bytes]) -> None:
+    def stop(proc: Any) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
 
