@@ -366,6 +366,8 @@ async def test_a_failing_projector_never_changes_a_job(app: jobloom.App, monkeyp
         raise RuntimeError("read model unavailable")
 
     monkeypatch.setattr(projector, "fold_batch", broken)
+    # a failed pass is tried again after `idle` (5 s by default): shorter here, where the wait is not the point
+    app.housekeepers[:] = [projector.Projector(idle=0.5) if k.name == "projector" else k for k in app.housekeepers]
     worker = jobloom.Worker(app, grace=2.0)
     task = asyncio.create_task(worker.run())
     try:
