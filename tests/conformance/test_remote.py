@@ -14,7 +14,6 @@ import pytest
 import jobloom
 from jobloom.engine import coordinator
 from jobloom.testing import TestClock
-from tests.helpers import eventually
 
 
 class Video(pydantic.BaseModel):
@@ -108,10 +107,20 @@ async def test_heartbeats_keep_the_lease(clocked: tuple[jobloom.App, TestClock])
     assert (again.id, again.attempt) == (job.id, 2)
 
 
-async def test_a_stale_completion_returns_false_and_changes_nothing(app: jobloom.App) -> None:
+async def _lost_then_claimed(app: jobloom.App, clock: TestClock, worker: str) -> jobloom.RemoteJob:
+    """The job held by a silent worker, claimed by ``worker`` once its lease is lost and its retry is due."""
+    clock.jump(1.0 + coordinator.LEASE_GRACE + 0.25)  # no heartbeat for longer than the lease: lost
+    assert await app.remote_claim(worker, ["Transcode"], max=1) == []  # found lost, retried after its backoff
+    clock.jump(0.1)
+    (claimed,) = await app.remote_claim(worker, ["Transcode"], max=1)
+    return claimed
+
+
+async def test_a_stale_completion_returns_false_and_changes_nothing(clocked: tuple[jobloom.App, TestClock]) -> None:
+    app, clock = clocked
     job = await app.enqueue(TRANSCODE, {"url": "v"})
     (old,) = await app.remote_claim("old", ["Transcode"], max=1)
-    (current,) = await app.remote_claim("new", ["Transcode"], max=1, wait=10)  # after "old" lost its lease
+    current = await _lost_then_claimed(app, clock, "new")
     assert current.attempt == 2
     before = await app.get_job(job.id)
     history = [(a.attempt, a.outcome, a.error) for a in await app.attempts(job.id)]
@@ -233,12 +242,15 @@ def test_declarations_are_checked() -> None:
         jobloom.App("sqlite:///:memory:", performers=[jobloom.RemoteBinding("R")], flows=[flow])
 
 
-async def test_a_reaped_job_is_retried_even_when_only_remote_workers_serve_the_store(app: jobloom.App) -> None:
+async def test_a_reaped_job_is_retried_even_when_only_remote_workers_serve_the_store(
+    clocked: tuple[jobloom.App, TestClock]
+) -> None:
     """No local worker runs: remote claims reap and promote by themselves."""
+    app, clock = clocked
     job = await app.enqueue(TRANSCODE, {"url": "v"})
     await app.remote_claim("gone", ["Transcode"], max=1)
-    await eventually(lambda: app.remote_claim("alive", ["Transcode"], max=1), timeout=10, what="claimed again")
-    assert (await app.get_job(job.id)).attempt == 2
+    again = await _lost_then_claimed(app, clock, "alive")
+    assert again.id == job.id and (await app.get_job(job.id)).attempt == 2
 
 
 async def test_a_remote_worker_is_registered_by_its_claims_and_counted_by_the_diagnosis(app: jobloom.App) -> None:
