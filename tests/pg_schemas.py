@@ -14,7 +14,8 @@ migration's row, left a worker running) and the schema is dropped, as every sche
 
 A schema is emptied on a thread of the pool's own while the next test runs on another schema (most of
 the emptying is the server creating files for the truncated tables, and waiting for a test's last
-connections to go): the pool keeps :data:`KEEP` schemas so that one is ready while the other is emptied.
+connections to go): the pool keeps :data:`KEEP` schemas so that one is ready while another is emptied,
+and takes whichever is emptied first.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Coroutine, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class SchemaPool:
         self.made = 0
         self._lock = threading.Lock()
         self._emptying: list[Future[None]] = []
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="schema-pool")
+        self._thread = ThreadPoolExecutor(max_workers=KEEP, thread_name_prefix="schema-pool")
 
     def url(self, schema: str) -> str:
         """A URL whose connections use ``schema`` and name it as their ``application_name``."""
@@ -125,13 +126,15 @@ class SchemaPool:
             self._drop(self.free.pop())
 
     def _take(self) -> str:
-        """A free schema; else, once KEEP are made, the next one emptied; else a new one."""
-        if not self.free and self.made >= KEEP:
-            self.settle()
-        with self._lock:
-            if self.free:
-                return self.free.pop()
-        return self._create()
+        """A free schema; else, once KEEP are made, the first one emptied meanwhile; else a new one."""
+        while True:
+            with self._lock:
+                if self.free:
+                    return self.free.pop()
+            emptying = [f for f in self._emptying if not f.done()]
+            if self.made < KEEP or not emptying:
+                return self._create()
+            wait(emptying, return_when=FIRST_COMPLETED)
 
     def _give_back(self, schema: str) -> None:
         if self._reset(schema):
