@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from typing import Any
 
@@ -201,3 +202,46 @@ async def test_a_worker_that_claims_its_own_lost_claim_again_stops_the_first_run
     done = await app.get_job(job.id)
     assert done.state == "succeeded" and done.result == "run 2" and done.attempt == 1
     assert await history(app, job.id) == [(1, "w1", "succeeded", None)]
+
+
+SYNC_GATE = threading.Event()
+
+
+class WaitsInThread(jobloom.Performer[dict[str, Any], str]):
+    """A sync performer with a timeout: a thread that is told to stop runs on until ``SYNC_GATE`` opens."""
+
+    timeout = 30.0
+
+    def perform(self, payload: dict[str, Any]) -> str:  # a plain def: runs in a thread
+        STARTED.append(len(STARTED) + 1)
+        SYNC_GATE.wait(30)
+        return "done"
+
+
+async def test_a_superseded_runs_timeout_cannot_stop_the_re_run(store_url: str) -> None:
+    """The run of a lost claim may outlive its stop (a thread runs on). Its timeout clock is keyed by job
+    and attempt, which the re-run shares: it is disarmed when the run is superseded, so that only the
+    re-run's own timeout can stop the re-run."""
+    STARTED.clear()
+    SYNC_GATE.clear()
+    app = jobloom.App(store_url, performers=[WaitsInThread], auto_migrate=True, lease=30.0)
+    worker = jobloom.Worker(app, concurrency=4, bindings=["WaitsInThread"], name="w1")
+    try:
+        job = await app.enqueue(WaitsInThread, {})
+        await worker.cycle.run(claim=True)
+        await eventually(lambda: STARTED == [1], what="the first run's thread started")
+        key = (job.id, 1)
+        first = worker.executor.running[key]
+        await eventually(lambda: first.timer is not None, what="the first run's timeout armed")
+        lose_claim(store_url, job.id)
+        await worker.cycle.run(claim=True)
+        await eventually(lambda: STARTED == [1, 2], what="the re-run's thread started")
+        rerun = worker.executor.running[key]
+        assert rerun is not first and first.stop_reason == "lease_lost"
+        assert first.timer is None  # disarmed: left armed it would fire stop_job(key) at the re-run
+        assert rerun.timer is not None and not rerun.timer.cancelled() and rerun.stop_reason is None
+    finally:
+        SYNC_GATE.set()
+        await eventually(lambda: not worker.executor.running, what="both threads ended")
+        await worker.executor.close()
+        await app.close()

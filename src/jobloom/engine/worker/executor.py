@@ -110,9 +110,13 @@ class Executor:
     def _supersede(self, key: Key) -> None:
         """Stop this worker's run of an attempt that it has just claimed again: that run's claim was lost
         with the server (the job went back to queued below it), and its report would be stale."""
-        if key in self.running:
+        rec = self.running.get(key)
+        if rec is not None:
             log.warning("job %d attempt %d: claimed again, its claim lost; stopping the earlier run", *key)
             self.stop_job(key, "lease_lost")
+            if rec.timer is not None:  # it stops the attempt by key: left armed, it would stop the new run
+                rec.timer.cancel()
+                rec.timer = None
 
     def _start(self, claimed: Claimed, lease_until: float) -> None:
         key = (claimed.id, claimed.attempt)
