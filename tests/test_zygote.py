@@ -4,6 +4,7 @@ request's environment, folder and ``PYTHONPATH``, the app imported in the child,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.zygote import ZYGOTE, forkable
+from tests.zygote import ORPHAN_STATUS, ZYGOTE, Zygote, forkable
 
 APP = '''
+import contextlib
 import os
 from pathlib import Path
 
@@ -84,3 +86,25 @@ def test_faketime_workers_are_not_forked(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delenv("JOBLOOM_TEST_NO_ZYGOTE", raising=False)
     assert forkable({"PATH": "/bin"})
     assert not forkable({"LD_PRELOAD": "/usr/lib/faketime/libfaketime.so.1", "FAKETIME": "+2m"})
+
+
+def test_a_worker_outliving_its_zygote_is_still_waited_for(tmp_path: Path) -> None:
+    """A zygote that dies reports no more exits: its children's handles watch the pids themselves
+    (a wait would otherwise last for ever)."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "zapp.py").write_text(APP)
+    zygote = Zygote()
+    proc = zygote.start(["zapp:app", "--log-level", "warning"], _env(tmp_path, ZYGOTE_MARK="orphan"), str(tmp_path))
+    try:
+        _until("the app imported in the child", (tmp_path / "seen.txt").exists)
+        assert zygote.proc is not None
+        zygote.proc.kill()
+        zygote.proc.wait(timeout=30)
+        _until("the zygote's children orphaned", lambda: proc.pid in zygote.orphans)
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == ORPHAN_STATUS
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)

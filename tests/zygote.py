@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 _SERVE = r"""
@@ -175,6 +176,7 @@ class Zygote:
         self.changed = threading.Condition()
         self.exits: dict[int, int] = {}
         self.started: list[int] = []
+        self.orphans: set[int] = set()  # children of a zygote that died: nobody reports their exits
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, *, stderr: str | None = None) -> Forked:
         """Fork ``python -m jobloom.process *argv`` with ``env`` in ``cwd`` (its stderr into the file
@@ -194,8 +196,15 @@ class Zygote:
     def status(self, pid: int, timeout: float | None) -> int | None:
         """``pid``'s exit status once the zygote has reaped it, waiting up to ``timeout`` (None: forever)."""
         with self.changed:
-            self.changed.wait_for(lambda: pid in self.exits, timeout=timeout)
-            return self.exits.get(pid)
+            self.changed.wait_for(lambda: pid in self.exits or pid in self.orphans, timeout=timeout)
+            if pid in self.exits or pid not in self.orphans:
+                return self.exits.get(pid)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while _alive(pid):  # the zygote died before this child: watch the pid itself
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+        return ORPHAN_STATUS
 
     def _spawn(self) -> None:
         ours, theirs = socket.socketpair()
@@ -217,6 +226,22 @@ class Zygote:
                     else:
                         self.exits[int(message["pid"])] = int(message["status"])
                     self.changed.notify_all()
+        with self.changed:  # the zygote is gone: the children it did not report are no longer its own
+            self.orphans.update(set(self.started) - set(self.exits))
+            self.changed.notify_all()
+
+
+ORPHAN_STATUS = -255
+"""The status reported for a child that ended after its zygote died (its real status is lost)."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie that its new parent has not reaped yet counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
 
 
 ZYGOTE = Zygote()
