@@ -81,6 +81,20 @@ async def cycle(worker: jobloom.Worker, *, claim: bool) -> None:
     await worker.cycle.run(claim=claim)
 
 
+async def finish(worker: jobloom.Worker, run: int, what: str, *, claim: bool = False) -> None:
+    """Open the gate of the ``run``-th run, wait for its outcome on ``worker`` and report it in a cycle
+    (which claims too if ``claim``)."""
+    GATES[run].set()
+    await eventually(lambda: len(worker.completer.outcomes) == 1, what=what)
+    await cycle(worker, claim=claim)
+
+
+def assert_the_re_run_won(url: str, job_id: int, worker: str) -> None:
+    """The job ended with the re-run's result, and its history holds the re-run's row alone."""
+    assert row(url, job_id) == ("succeeded", 1, None, '"run 2"')
+    assert history(url, job_id) == [(1, worker, "succeeded")]
+
+
 async def lost_claim(url: str, server: PrivateServer) -> tuple[jobloom.App, jobloom.Worker, int]:
     """An app with ``asynchronous_claims``, whose worker w1 claimed an at-least-once job directly and
     an at-most-once one too, and the server crashed after both claims; the at-least-once job's id."""
@@ -112,17 +126,12 @@ async def test_the_first_runs_late_report_does_not_end_the_re_run(server: Privat
         await eventually(lambda: len(RAN) == 2, what="the re-run started")
         assert row(url, job_id)[:3] == ("running", 1, "w2")  # the lost claim's attempt number again
 
-        GATES[1].set()  # the first run ends, and w1 reports it
-        await eventually(lambda: len(w1.completer.outcomes) == 1, what="the first run's outcome")
-        await cycle(w1, claim=False)
+        await finish(w1, 1, "the first run's outcome")  # the first run ends, and w1 reports it
         assert row(url, job_id) == ("running", 1, "w2", None)
         assert history(url, job_id) == []
 
-        GATES[2].set()
-        await eventually(lambda: len(w2.completer.outcomes) == 1, what="the re-run's outcome")
-        await cycle(w2, claim=False)
-        assert row(url, job_id) == ("succeeded", 1, None, '"run 2"')
-        assert history(url, job_id) == [(1, "w2", "succeeded")]
+        await finish(w2, 2, "the re-run's outcome")
+        assert_the_re_run_won(url, job_id, "w2")
     finally:
         await app.close()
 
@@ -131,17 +140,14 @@ async def test_the_first_run_reporting_before_the_re_run_leaves_no_history(serve
     url = server.url
     app, w1, job_id = await lost_claim(url, server)
     try:
-        GATES[1].set()  # the first run ends before any re-run: the job is queued, at attempt 0
-        await eventually(lambda: len(w1.completer.outcomes) == 1, what="the first run's outcome")
-        await cycle(w1, claim=True)  # its report, stale, and the re-run claimed by the same worker
+        # the first run ends before any re-run (the job is queued, at attempt 0); the cycle sends its
+        # report, stale, and the same worker claims the re-run
+        await finish(w1, 1, "the first run's outcome", claim=True)
         assert history(url, job_id) == []
         await eventually(lambda: len(RAN) == 2, what="the re-run started")
         assert row(url, job_id)[:3] == ("running", 1, "w1")
 
-        GATES[2].set()
-        await eventually(lambda: len(w1.completer.outcomes) == 1, what="the re-run's outcome")
-        await cycle(w1, claim=False)
-        assert row(url, job_id) == ("succeeded", 1, None, '"run 2"')
-        assert history(url, job_id) == [(1, "w1", "succeeded")]
+        await finish(w1, 2, "the re-run's outcome")
+        assert_the_re_run_won(url, job_id, "w1")
     finally:
         await app.close()
