@@ -285,3 +285,18 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     if IN_CI and report.skipped:
         report.outcome = "failed"
         report.longrepr = _ci_failure(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Shortly before pytest-timeout would end the test, print where its asyncio tasks wait."""
+    from tests.hang_dump import watch
+
+    marker = item.get_closest_marker("timeout")
+    timeout = marker.args[0] if marker is not None and marker.args else item.config.getini("timeout")
+    timer = watch(item.nodeid, float(timeout) if timeout else None)
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
