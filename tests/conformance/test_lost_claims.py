@@ -20,6 +20,7 @@ import jobloom
 from jobloom.core import lifecycle
 from jobloom.engine import coordinator
 from jobloom.engine.jobs import Claimed, Outcome, ReportResult
+from jobloom.engine.links import Links
 from jobloom.engine.steps import StepContext
 from tests.helpers import eventually
 
@@ -202,6 +203,22 @@ async def test_a_worker_that_claims_its_own_lost_claim_again_stops_the_first_run
     done = await app.get_job(job.id)
     assert done.state == "succeeded" and done.result == "run 2" and done.attempt == 1
     assert await history(app, job.id) == [(1, "w1", "succeeded", None)]
+
+
+async def test_a_lost_claims_run_adds_nothing_to_its_batch(app: jobloom.App, store_url: str) -> None:
+    """``ctx.batch.add`` is fenced by the claim too: the run of a lost claim (same attempt number as the
+    re-run's) is refused, and the re-run adds."""
+    batch = await app.batch([(Echo, {})])
+    [job_id] = batch.job_ids
+    t0 = time.time()
+    first = await claim(app, "w1", t0)
+    lose_claim(store_url, job_id)
+    rerun = await claim(app, "w2", t0 + 1)
+    links = Links(app.store, app.spec)
+    with pytest.raises(jobloom.InvalidTransition, match="not running attempt 1 under this claim"):
+        await links.batch_add(job_id, 1, [(Echo, {"late": True})], worker="w1", started_at=first.started_at)
+    [added] = await links.batch_add(job_id, 1, [(Echo, {"n": 2})], worker="w2", started_at=rerun.started_at)
+    assert set((await app.get_batch(batch.id)).job_ids) == {job_id, added.id}
 
 
 SYNC_GATE = threading.Event()

@@ -205,7 +205,7 @@ class Q:
     lock_run = Query("lock_run", RunRow)
     lock_run_skip = Query("lock_run_skip", RunIdRow)
     lock_running = Query("lock_running", RunningRow)
-    lock_running_attempt = Query("lock_running_attempt", JobIdRow)
+    lock_running_claim = Query("lock_running_claim", JobIdRow)
     lock_schedule_row = Query("lock_schedule_row", StoredScheduleRow)
     lock_unique = Statement("lock_unique")
     next_expiry = Query("next_expiry", MomentRow)

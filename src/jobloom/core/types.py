@@ -222,8 +222,10 @@ class JobLinks(Protocol):
         """The jobs that job ``job_id`` depends on, by id."""
         ...
 
-    def batch_add(self, job_id: int, attempt: int, items: Any) -> Awaitable[list[Job]]:
-        """Add jobs to the batch of job ``job_id``, whose attempt ``attempt`` runs."""
+    def batch_add(self, job_id: int, attempt: int, items: Any, *, worker: str,
+                  started_at: float | None) -> Awaitable[list[Job]]:
+        """Add jobs to the batch of job ``job_id``, whose attempt ``attempt`` runs under the claim that
+        ``worker`` made at ``started_at``."""
         ...
 
 
@@ -240,7 +242,8 @@ class BatchOfJob:
         ctx = self._ctx
         if ctx.links is None:
             raise RuntimeError("ctx.batch is only available inside a running job (not in a process-isolated one)")
-        call = ctx.links.batch_add(ctx.job_id, ctx.attempt, list(items))
+        call = ctx.links.batch_add(ctx.job_id, ctx.attempt, list(items), worker=ctx.worker,
+                                   started_at=ctx.started_at)
         return ctx.control.call(call) if ctx.control is not None and ctx.control.sync else call
 
 

@@ -45,11 +45,14 @@ async def insert(tx: Tx, members: Sequence[NewJob], on_complete: NewJob | None, 
     return batch_id, ids, by_policy.get(RUN), by_policy.get(SKIP)
 
 
-async def add(tx: Tx, job_id: int, attempt: int, members: Sequence[NewJob], now: float) -> list[int]:
-    """Add jobs to the batch of job ``job_id``, whose attempt ``attempt`` must still be running (its row
-    is locked: its own ending waits, so the batch cannot complete meanwhile). The new jobs' ids."""
-    if await tx.fetchone(Q.lock_running_attempt, {"id": job_id, "attempt": attempt}) is None:
-        raise InvalidTransition(job_id, f"not running attempt {attempt}", "add to its batch")
+async def add(tx: Tx, job_id: int, attempt: int, members: Sequence[NewJob], now: float, *, worker: str,
+              started_at: float | None) -> list[int]:
+    """Add jobs to the batch of job ``job_id``, whose attempt ``attempt`` must still be running under the
+    claim of ``worker`` made at ``started_at`` (its row is locked: its own ending waits, so the batch
+    cannot complete meanwhile). The new jobs' ids."""
+    claim = {"id": job_id, "attempt": attempt, "worker": worker, "started_at": started_at}
+    if await tx.fetchone(Q.lock_running_claim, claim) is None:
+        raise InvalidTransition(job_id, f"not running attempt {attempt} under this claim", "add to its batch")
     found = await tx.fetchone(Q.batch_of_job, {"id": job_id})
     if found is None:
         raise InvalidOption("ctx.batch", job_id, "a job of a batch (this job is in none)")

@@ -46,15 +46,18 @@ class Links:
         """The jobs that job ``job_id`` depends on, by id."""
         return await read_dependencies(await self._store(), job_id)
 
-    async def batch_add(self, job_id: int, attempt: int, items: Any) -> list[Job]:
-        """Add jobs to the batch of job ``job_id`` (its attempt ``attempt`` running); the new jobs."""
+    async def batch_add(self, job_id: int, attempt: int, items: Any, *, worker: str,
+                        started_at: float | None) -> list[Job]:
+        """Add jobs to the batch of job ``job_id`` (its attempt ``attempt`` running, claimed by ``worker``
+        at ``started_at``); the new jobs."""
         store = await self._store()
         jobs = build_items(self._spec, list(items), store.now(), "ctx.batch.add")
         notified = False
 
         async def work(tx: Tx) -> list[int]:
             nonlocal notified
-            ids = await job_batches.add(tx, job_id, attempt, jobs, store.now())
+            ids = await job_batches.add(tx, job_id, attempt, jobs, store.now(), worker=worker,
+                                        started_at=started_at)
             notified = tx.notified
             return ids
 

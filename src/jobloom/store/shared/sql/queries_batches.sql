@@ -39,10 +39,13 @@ SELECT job_id AS id FROM jobloom_batch_jobs WHERE batch_id = :id ORDER BY job_id
 -- returns: JobIdRow
 SELECT batch_id AS id FROM jobloom_batch_jobs WHERE job_id = :id ORDER BY batch_id LIMIT 1
 
--- name: lock_running_attempt
+-- name: lock_running_claim
 -- returns: JobIdRow
--- The job of a running attempt, locked: what it adds to its batch is added before its own ending.
-SELECT id FROM jobloom_jobs WHERE id = :id AND attempt = :attempt AND state = 'running' FOR UPDATE
+-- The job of a running attempt, locked: what it adds to its batch is added before its own ending. Fenced
+-- by the claim (owner and started_at), as the attempt's report is: the run of a lost claim adds nothing.
+SELECT id FROM jobloom_jobs
+WHERE id = :id AND attempt = :attempt AND state = 'running' AND lease_owner = :worker AND started_at = :started_at
+FOR UPDATE
 
 -- name: count_up_dependencies
 -- returns: CountdownRow
