@@ -19,6 +19,7 @@ from jobloom.app.bindings import register_bindings
 from jobloom.app.runtime import Runtime
 from jobloom.core import options as opt
 from jobloom.core.errors import InvalidOption, UnknownBinding
+from jobloom.core.tasks import cancel_and_wait
 from jobloom.core.text import MAX_ERROR_BYTES, MAX_NAME_BYTES, check_name, checked_id, storable_text
 from jobloom.engine import coordinator, registry, remote
 from jobloom.engine.remote import OUTCOMES, RemoteJob
@@ -253,6 +254,4 @@ async def _first(wait: Coroutine[Any, Any, Any], gone: asyncio.Event | None) -> 
     try:
         await asyncio.wait([waiting, leaving], return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (waiting, leaving):
-            task.cancel()
-        await asyncio.gather(waiting, leaving, return_exceptions=True)
+        await cancel_and_wait([waiting, leaving])

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from jobloom.core.codecs import decode_opt
 from jobloom.core.queries import Q
 from jobloom.core.rows import HookRow
+from jobloom.core.tasks import cancel_and_wait
 from jobloom.core.types import JobContext
 
 if TYPE_CHECKING:
@@ -118,9 +119,7 @@ class HookRunner:
         """Give the hooks held ``timeout`` seconds to end, then stop them (their rows bring them back)."""
         if self._tasks:
             await asyncio.wait(list(self._tasks.values()), timeout=timeout)
-        for task in list(self._tasks.values()):
-            task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        await cancel_and_wait(list(self._tasks.values()))
 
     async def _run(self, key: tuple[int, int, str], row: HookRow) -> None:
         try:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from jobloom.core.errors import InvalidOption
+from jobloom.core.tasks import cancel_and_wait
 from jobloom.engine import logs
 from jobloom.engine.housekeeper import run_due
 from jobloom.engine.performer import check_local
@@ -33,12 +35,16 @@ from jobloom.store.base import Wakeups
 if TYPE_CHECKING:
     from jobloom.engine.host import Host
 
+log = logging.getLogger("jobloom.worker")
+
 IDLE_CAP = 5.0  # an idle worker re-checks at least this often, whatever it was told
 DEFAULT_CONCURRENCY = 100
 """Jobs at once per worker process by default. An async job waiting for I/O costs a task (a few KB)
 and no thread, and each cycle claims up to the free slots: 100 lets one cycle claim a full batch."""
 HOOKS_GRACE = 5.0
 """Seconds a stopping worker gives its lifecycle hooks still running (their rows bring back those cut off)."""
+HELPERS_GRACE = 5.0
+"""Seconds a stopping worker waits for its heartbeat, lease watch and other background tasks to end."""
 DEFAULT_SYNC_CONCURRENCY = 16
 """Of those, jobs of sync performers at once by default: each holds a thread (or a child process)."""
 
@@ -191,9 +197,7 @@ class Worker:
                 raise
         finally:
             self.completer.closed = True
-            self.leases.stop()
-            for task in helpers:
-                task.cancel()
+            await self._stop_helpers([*helpers, *self.leases.stop()])
             self.executor.cancel_running()
             await self.completer.hooks.close(HOOKS_GRACE)
             with contextlib.suppress(Exception):
@@ -253,12 +257,16 @@ class Worker:
                     await self.completer.hooks.wait()  # a hook may enqueue jobs: look again after it
 
         finally:
-            helpers += self.leases.stop()
-            for task in helpers:
-                task.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            await self._stop_helpers([*helpers, *self.leases.stop()])
             await self.executor.close()
         return self.attempts_run
+
+    async def _stop_helpers(self, helpers: list[asyncio.Task[None]]) -> None:
+        """Stop the tasks beside the loop, and wait for them: a heartbeat left running would go on
+        renewing leases, and this worker's row, after the worker has stopped."""
+        if not await cancel_and_wait(helpers, timeout=HELPERS_GRACE):
+            log.warning("worker %s: a background task did not stop within %.0f s of its cancel", self.name,
+                        HELPERS_GRACE)
 
     # -- housekeeping and wake-ups ----------------------------------------------------------------
 

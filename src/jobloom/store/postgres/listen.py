@@ -19,6 +19,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from jobloom.core.retrying import Delays
+from jobloom.core.tasks import cancel_and_wait
 from jobloom.store.base import Wakeups, read_hint, wait_event
 
 if TYPE_CHECKING:
@@ -159,9 +160,7 @@ class Listener:
         """Stop listening and close the connection; subscribers are woken one last time."""
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancel_and_wait([self._task])
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 await self.conn.close()
