@@ -15,6 +15,12 @@ WAL mode, ``synchronous = NORMAL`` as jobloom sets it):
   plus an events row per job: the database's share of ``enqueue_many``.
 
 Each prints rows (or calls) per second, wall and client CPU per row.
+
+``--paced RATE`` measures instead what one call costs when calls come ``RATE`` times a second (the
+latency protocol's pacing: the server and this process are idle between calls), against the same
+calls back to back: the PostgreSQL insert with its durable commit, the same with
+``synchronous_commit = off``, and a Redis ``RPUSH`` (db 13, the peers' db; its key deleted after), the
+round trip under Huey's enqueue. Each prints p50 and p99 in ms.
 """
 
 from __future__ import annotations
@@ -151,6 +157,76 @@ def sqlite(n: int) -> None:
         conn.close()
 
 
+def percentiles(label: str, ms: list[float]) -> None:
+    """One line: p50 and p99 of ``ms``."""
+    ms = sorted(ms)
+    print(f"{label:<80} p50 {ms[len(ms) // 2]:7.3f} ms  p99 {ms[min(len(ms) - 1, int(len(ms) * 0.99))]:7.3f} ms")
+
+
+def paced_calls(call: Callable[[], None], n: int, rate: float) -> list[float]:
+    """``call()`` ``n`` times, one every 1/``rate`` s (back to back with ``rate`` 0); each call's ms."""
+    out, due = [], time.perf_counter()
+    for _ in range(n):
+        if rate:
+            due += 1 / rate
+            time.sleep(max(0.0, due - time.perf_counter()))
+        t = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def redis_rpush(host: str = "127.0.0.1", port: int = 6379) -> tuple[Callable[[], None], Callable[[], None]]:
+    """A bare RESP ``RPUSH`` on db 13 over one socket, and a function that deletes its key and closes."""
+    import socket
+
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    reader = sock.makefile("rb")
+
+    def command(*words: str) -> None:
+        sock.sendall(f"*{len(words)}\r\n".encode() + b"".join(
+            f"${len(w)}\r\n{w}\r\n".encode() for w in words))
+        reader.readline()
+
+    command("SELECT", "13")
+
+    def close() -> None:
+        command("DEL", "jobloom:floor:paced")
+        sock.close()
+
+    return lambda: command("RPUSH", "jobloom:floor:paced", "x"), close
+
+
+def paced(url: str, n: int, rate: float) -> None:
+    """One call's latency at ``rate`` calls a second against back to back."""
+    import psycopg
+
+    insert = ("INSERT INTO floor_jobs (binding, state, payload, run_at, max_attempts, delivery) "
+              "VALUES ('Noop', 'queued', '{}', 0, 3, 'x') RETURNING id")
+    schema = f"floor_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as conn:
+            conn.execute(f"CREATE TABLE floor_jobs ({JOBS_COLUMNS})")
+            for sync in ("on", "off"):
+                conn.execute(f"SET synchronous_commit = {sync}")
+                for r in (rate, 0.0):
+                    percentiles(f"postgres: INSERT, synchronous_commit {sync}, "
+                                f"{f'{r:g}/s' if r else 'back to back'}",
+                                paced_calls(lambda: conn.execute(insert).fetchone() and None, n, r))
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    push, close = redis_rpush()
+    try:
+        for r in (rate, 0.0):
+            percentiles(f"redis: RPUSH, {f'{r:g}/s' if r else 'back to back'}", paced_calls(push, n, r))
+    finally:
+        close()
+
+
 def main() -> None:
     """Measure the floors and print them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -158,7 +234,12 @@ def main() -> None:
                                                                  "postgresql://postgres@127.0.0.1:5432/test"))
     parser.add_argument("-n", type=int, default=20_000, help="rows (or calls) per measurement")
     parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--paced", type=float, metavar="RATE",
+                        help="one call's latency at RATE calls/s against back to back (PostgreSQL, Redis)")
     args = parser.parse_args()
+    if args.paced:
+        paced(args.postgres_url, args.n, args.paced)
+        return
     if "sqlite" in args.stores:
         sqlite(args.n)
     if "postgres" in args.stores:
