@@ -47,6 +47,36 @@ def _timed_query(method: Callable[..., Any], kind: str) -> Callable[..., Any]:
     return wrapper
 
 
+def _timed_batch(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    async def wrapper(self: Any, queries: Any) -> Any:
+        t0 = time.perf_counter()
+        result = await method(self, queries)
+        seconds = time.perf_counter() - t0
+        _add(f"[{', '.join(name for name, _ in queries)}] (batch)", len(queries), seconds)
+        key = id(self)
+        if key in OPEN:
+            OPEN[key] += seconds
+        return result
+
+    return wrapper
+
+
+def _timed_flush(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    async def wrapper(self: Any) -> Any:
+        t0 = time.perf_counter()
+        result = await method(self)
+        seconds = time.perf_counter() - t0
+        _add("(flush)", 1, seconds)
+        key = id(self)
+        if key in OPEN:
+            OPEN[key] += seconds
+        return result
+
+    return wrapper
+
+
 def _timed_transact(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     async def wrapper(self: Any, fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -84,6 +114,8 @@ def install() -> None:
     for tx_cls, store_cls in classes:
         for kind in ("fetch_rows", "execute", "executemany", "insert_many"):
             setattr(tx_cls, kind, _timed_query(getattr(tx_cls, kind), kind))
+        tx_cls.fetch_rows_batch = _timed_batch(tx_cls.fetch_rows_batch)
+        tx_cls.flush = _timed_flush(tx_cls.flush)
         store_cls.transact = _timed_transact(store_cls.transact)
 
 
