@@ -62,6 +62,7 @@ def test_the_policy_columns_that_claim_direct_checks_are_all_the_policys() -> No
     assert PolicyRow._fields == (
         "concurrency", "key_concurrency", "rate", "burst", "priority_aging", "backoff", "overrides", "tokens",
         "tokens_at", "paused", "batch_size", "batch_wait", "key_rules", "turn_key", "turn_used",
+        "key_full_at",  # not a limit: the key buckets' state, set only by a dispatch under a key rate
     )
 
 

@@ -30,6 +30,12 @@ ROUNDS = 8
 READ_EXTRA = 16
 """Candidates read beyond the number a dispatch may start: room for jobs whose key is full. Under turns,
 the most keys read beyond the starts (:attr:`Ask.turn_extra`)."""
+KEY_BUCKET_SKIP = 0.001
+"""Seconds: a key's bucket that had no row and is full again this soon after a dispatch spent from it is
+not saved (a key rate far above the key's starts costs no write per start). The binding's row keeps
+when the last such bucket is full (:attr:`Plan.key_full_at`), and no later dispatch of the binding
+records its starts before then: at every later dispatch's time, a key without a row is a full bucket,
+as it would be had its row been written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +168,8 @@ class Plan:
     batch not due): only ``next_token_at``, ``batch`` and ``contended`` are reported then. ``restart``:
     the binding's row changed while it read candidates; dispatch again from these rows, with ``capacity``
     and ``at``, and nothing from this plan applied. ``turn``, ``key_buckets``: the turn between keys and
-    the keys' buckets to save (``key_rate``: the buckets of idle keys full a while are deleted)."""
+    the keys' buckets to save (``key_rate``: the buckets of idle keys full a while are deleted);
+    ``key_full_at``: when the last of the keys' buckets left unsaved is full (:data:`KEY_BUCKET_SKIP`)."""
 
     selected: tuple[int, ...] = ()
     at: float = 0.0
@@ -179,6 +186,7 @@ class Plan:
     key_buckets: dict[str, Bucket] = field(default_factory=dict)  # with a key rate: the buckets to save
     key_rate: RateLimit | None = None  # with a key rate: the buckets full a while by ``at`` are deleted
     passed: int = 0  # under turns: the keys read whose turns passed (full, or their tokens spent)
+    key_full_at: float | None = None  # with a key rate: no later dispatch records its starts before then
 
 
 Steps = Generator[Need, Any, Plan]
@@ -223,6 +231,7 @@ class Rounds:
     key_buckets: dict[str, Bucket] = field(default_factory=dict)  # as read (a missing key: a full bucket)
     spent: dict[str, Bucket] = field(default_factory=dict)  # the keys' buckets to save
     bucket_keys: set[str] = field(default_factory=set)  # the keys whose buckets were read
+    stored: set[str] = field(default_factory=set)  # the keys whose buckets were read from a row
     unread: frozenset[str] = frozenset()  # under turns: keys of the last read that may have more jobs
     edge: tuple[str, bool] | None = None  # under turns: the last key read before keys left unread
     passed: int = 0  # keys skipped by the decisions (full, or their tokens spent)
@@ -285,10 +294,11 @@ class Rounds:
     def done(self) -> Plan:
         """The plan once no round is left."""
         save = self.bucket if self.policy.rate is not None else None
+        keys, full_at = unsaved(self.spent, self.stored, self.policy.key_rate)
         return Plan(tuple(self.selected), self.now, save, self.next_token_at, self.policy.batch_size is not None,
                     self.decided_at, self.locked, self.contended, complete=True,
-                    turn=self.turn if self.policy.fairness is not None else None, key_buckets=self.spent,
-                    key_rate=self.policy.key_rate, passed=self.passed)
+                    turn=self.turn if self.policy.fairness is not None else None, key_buckets=keys,
+                    key_rate=self.policy.key_rate, passed=self.passed, key_full_at=full_at)
 
     def turn_read(self, want: int) -> TurnRead | None:
         """How a round reads candidates under round-robin fairness (None without it)."""
@@ -313,8 +323,28 @@ class Rounds:
         """Note the keys' buckets read."""
         for r in rows:
             self.key_buckets.setdefault(r.concurrency_key, Bucket(r.tokens, r.tokens_at))
+            self.stored.add(r.concurrency_key)
             if not self.selected:  # starts are recorded no earlier than their keys' buckets' last update
                 self.now = max(self.now, r.tokens_at)
+
+
+def unsaved(
+    spent: dict[str, Bucket], stored: set[str], rate: RateLimit | None
+) -> tuple[dict[str, Bucket], float | None]:
+    """The keys' buckets a dispatch saves, of those it spent from (``stored``: the keys read from a row),
+    and when the last of the others is full: a bucket without a row that is full again within
+    :data:`KEY_BUCKET_SKIP` of its last spend is left unsaved (None: none is)."""
+    if rate is None:
+        return spent, None
+    keys: dict[str, Bucket] = {}
+    full_at: float | None = None
+    for key, b in spent.items():
+        refill = max(0.0, rate.burst - b.tokens) / rate.rate
+        if key in stored or refill > KEY_BUCKET_SKIP:
+            keys[key] = b
+        elif full_at is None or b.updated_at + refill > full_at:
+            full_at = b.updated_at + refill
+    return keys, full_at
 
 
 def _admit(ask: Ask, binding_rows: list[PolicyRow]) -> Generator[Need, Any, Plan | Rounds]:
@@ -351,6 +381,9 @@ def _admit(ask: Ask, binding_rows: list[PolicyRow]) -> Generator[Need, Any, Plan
             return Plan()
         if policy.rate is not None or policy.key_rate is not None:  # under the lock: starts are recorded at
             now = dispatch_time((yield ReadClock()) if ask.has_clock else now, bucket)  # times that never go back
+        full_at = lock_rows[0].key_full_at if lock_rows and policy.key_rate is not None else None
+        if full_at is not None:  # the keys' buckets an earlier dispatch left unsaved are full by then
+            now = max(now, full_at)
     if policy.concurrency is not None and running is None:
         running = yield CountRunning(batches)
     return _start(ask, policy, bucket, now, running or 0, locked, turn)

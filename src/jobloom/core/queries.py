@@ -273,6 +273,7 @@ class Q:
     runs_past_deadline = Query("runs_past_deadline", RunIdRow)
     save_bucket = Statement("save_bucket")
     save_key_bucket = Statement("save_key_bucket")
+    save_key_full_at = Statement("save_key_full_at")
     save_projector = Statement("save_projector")
     save_schedule_state = Statement("save_schedule_state")
     save_step = Statement("save_step")

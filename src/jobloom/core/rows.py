@@ -441,6 +441,7 @@ class PolicyRow(NamedTuple):
     key_rules: str | None = None
     turn_key: str | None = None
     turn_used: int | None = None
+    key_full_at: float | None = None
 
 
 class PriorAttemptRow(NamedTuple):

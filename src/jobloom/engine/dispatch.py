@@ -332,12 +332,15 @@ _pruned: dict[str, float] = {}  # binding: when this process last pruned its key
 
 
 async def save_keys(tx: Tx, binding: str, chosen: Plan) -> None:
-    """Save what a plan changed between keys: the turn, the keys' buckets spent from, and, every
-    :data:`KEY_BUCKET_PRUNE_EVERY` seconds, delete the buckets of keys full for :data:`KEY_BUCKET_KEEP`
-    (a missing bucket is a full one: idle keys keep no row)."""
+    """Save what a plan changed between keys: the turn, the keys' buckets spent from (but those full again
+    at once: when the last of them is full, :attr:`~jobloom.core.dispatch_plan.Plan.key_full_at`), and,
+    every :data:`KEY_BUCKET_PRUNE_EVERY` seconds, delete the buckets of keys full for
+    :data:`KEY_BUCKET_KEEP` (a missing bucket is a full one: idle keys keep no row)."""
     if chosen.turn is not None:
         await tx.executemany(Q.save_turn, [{"binding": binding, "turn_key": chosen.turn.key,
-                                            "turn_used": chosen.turn.used}])
+                                            "turn_used": chosen.turn.used, "key_full_at": chosen.key_full_at}])
+    elif chosen.key_full_at is not None:
+        await tx.executemany(Q.save_key_full_at, [{"binding": binding, "key_full_at": chosen.key_full_at}])
     rate = chosen.key_rate
     if rate is None:
         return

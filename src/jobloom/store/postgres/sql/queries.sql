@@ -37,7 +37,7 @@ WHERE state IN ('waiting', 'failed', 'stalled', 'cancelled') GROUP BY binding, s
 -- transaction creates it at the same moment, the upsert waits for it and then takes the lock.
 WITH locked AS (
     SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, key_rules, turn_key, turn_used
+       batch_size, batch_wait, key_rules, turn_key, turn_used, key_full_at
     FROM jobloom_bindings WHERE binding = :binding
     FOR UPDATE
 ), created AS (
@@ -46,7 +46,7 @@ WITH locked AS (
     WHERE NOT EXISTS (SELECT 1 FROM locked)
     ON CONFLICT (binding) DO UPDATE SET binding = excluded.binding
     RETURNING concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, key_rules, turn_key, turn_used
+       batch_size, batch_wait, key_rules, turn_key, turn_used, key_full_at
 )
 SELECT * FROM locked
 UNION ALL

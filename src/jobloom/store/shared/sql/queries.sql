@@ -91,11 +91,12 @@ FROM jobloom_attempts WHERE job_id = :id ORDER BY attempt
 --   priority_aging: float | None, backoff: str | None, overrides: str | None, tokens: float | None
 --   tokens_at: float | None, paused: bool, batch_size: int | None, batch_wait: float | None
 --   key_rules: str | None = None, turn_key: str | None = None, turn_used: int | None = None
+--   key_full_at: float | None = None
 
 -- name: get_binding
 -- returns: PolicyRow
 SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, key_rules, turn_key, turn_used
+       batch_size, batch_wait, key_rules, turn_key, turn_used, key_full_at
 FROM jobloom_bindings WHERE binding = :binding
 
 -- row: BindingRow
@@ -117,7 +118,7 @@ FROM jobloom_bindings ORDER BY binding
 -- dispatching the binding now and takes the token due; no row then, and this dispatch waits for the next.
 -- (SQLite: one writer at a time holds the store, so the binding is this transaction's already.)
 SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, key_rules, turn_key, turn_used
+       batch_size, batch_wait, key_rules, turn_key, turn_used, key_full_at
 FROM jobloom_bindings WHERE binding = :binding
 FOR UPDATE SKIP LOCKED
 

@@ -24,7 +24,15 @@ WHERE binding = :binding AND state = 'queued' AND concurrency_key IS NULL
 ORDER BY priority DESC, run_at, id LIMIT :limit
 
 -- name: save_turn
-UPDATE jobloom_bindings SET turn_key = :turn_key, turn_used = :turn_used WHERE binding = :binding
+-- The turn between keys, and (unless None) when the last key's bucket this dispatch did not save is full.
+UPDATE jobloom_bindings SET turn_key = :turn_key, turn_used = :turn_used,
+    key_full_at = COALESCE(:key_full_at, key_full_at)
+WHERE binding = :binding
+
+-- name: save_key_full_at
+-- Without turns: when the last key's bucket a dispatch did not save is full (no later dispatch of the
+-- binding records its starts before then).
+UPDATE jobloom_bindings SET key_full_at = :key_full_at WHERE binding = :binding
 
 -- row: KeyBucketRow
 -- The token bucket of one concurrency key (``key_rate_limit``).

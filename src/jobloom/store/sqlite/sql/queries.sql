@@ -24,7 +24,7 @@ WHERE (state = 'waiting' OR state = 'failed' OR state = 'stalled' OR state = 'ca
 -- name: lock_binding
 -- returns: PolicyRow
 SELECT concurrency, key_concurrency, rate, burst, priority_aging, backoff, overrides, tokens, tokens_at, paused,
-       batch_size, batch_wait, key_rules, turn_key, turn_used
+       batch_size, batch_wait, key_rules, turn_key, turn_used, key_full_at
 FROM jobloom_bindings WHERE binding = :binding
 
 -- name: claim
