@@ -58,8 +58,9 @@ CHOICES = {
     "beat": lambda: jobloom.Schedule("beat", cron="* * * * * *", performer=Beat, payload=at, overlap="allow",
                                      catch_up="all"),
     "hold": lambda: jobloom.Schedule("hold", every=1, performer=Hold, payload={}),
-    "catch": lambda: jobloom.Schedule("catch", every=1, performer=Beat, payload=at, overlap="allow",
-                                      catch_up=os.environ.get("CATCH_UP", "latest")),
+    **{f"catch_{mode}": lambda mode=mode: jobloom.Schedule(f"catch_{mode}", every=1, performer=Beat, payload=at,
+                                                           overlap="allow", catch_up=mode)
+       for mode in ("latest", "all", "none")},
     "daily": lambda: jobloom.Schedule("daily", cron="0 3 * * *", performer=Beat, payload={},
                                       timezone="Europe/Berlin"),
 }
@@ -182,34 +183,47 @@ async def _at_least(app: jobloom.App, name: str, n: int) -> bool:
     return len(await jobs_of(app, name)) >= n
 
 
-@pytest.mark.parametrize("catch_up", ["latest", "all", "none"])
-async def test_catch_up_after_the_workers_were_stopped(app: jobloom.App, workers: Workers, catch_up: str) -> None:
-    worker = workers.start(SCHEDULES="catch", CATCH_UP=catch_up)
-    await eventually(lambda: _at_least(app, "catch", 2), timeout=60, what="two ticks' jobs")
+CATCH_UPS = ("latest", "all", "none")
+CATCHES = ",".join(f"catch_{mode}" for mode in CATCH_UPS)
+
+
+async def test_catch_up_after_the_workers_were_stopped(app: jobloom.App, workers: Workers) -> None:
+    """One schedule per ``catch_up``, every second, in one worker process: stopped, then started again
+    once each schedule missed three ticks. Each mode's jobs after the restart are checked on their own."""
+    worker = workers.start(SCHEDULES=CATCHES)
+    for mode in CATCH_UPS:
+        await eventually(lambda m=mode: _at_least(app, f"catch_{m}", 2), timeout=60, what=f"two {mode} ticks' jobs")
     workers.stop(worker)
-    before = {tick_of(j) for j in await jobs_of(app, "catch")}
-    last = max(before)
+    last = {mode: max(tick_of(j) for j in await jobs_of(app, f"catch_{mode}")) for mode in CATCH_UPS}
 
     async def three_ticks_missed() -> bool:
-        info = await schedule(app, "catch")
-        return info.next_run is not None and info.next_run.timestamp() <= time.time() - 3
+        infos = {i.name: i for i in await app.list_schedules()}
+        due = [infos[f"catch_{mode}"].next_run for mode in CATCH_UPS]
+        return all(d is not None and d.timestamp() <= time.time() - 3 for d in due)
 
     await eventually(three_ticks_missed, timeout=30, what="three ticks missed while no worker runs")
     restarted_at = time.time()
-    workers.start(SCHEDULES="catch", CATCH_UP=catch_up)
+    workers.start(SCHEDULES=CATCHES)
+    for mode in CATCH_UPS:
+        await _check_catch_up(app, mode, last[mode], restarted_at)
+
+
+async def _check_catch_up(app: jobloom.App, mode: str, last: int, restarted_at: float) -> None:
+    """The jobs of schedule ``catch_{mode}`` after a restart at ``restarted_at``; its last tick before: ``last``."""
+    name = f"catch_{mode}"
 
     async def new_jobs() -> list[int]:
-        return sorted(tick_of(j) for j in await jobs_of(app, "catch") if tick_of(j) > last)
+        return sorted(tick_of(j) for j in await jobs_of(app, name) if tick_of(j) > last)
 
-    fresh = await eventually(new_jobs, timeout=60, what="a job after the restart")
+    fresh = await eventually(new_jobs, timeout=60, what=f"a {mode} job after the restart")
     missed = list(range(last + 1, int(restarted_at) + 1))
-    assert len(missed) >= 3
-    if catch_up == "all":
-        await eventually(lambda: _covers(app, last + 1, int(restarted_at) + 2), timeout=30, what="every tick")
-        got = sorted(tick_of(j) for j in await jobs_of(app, "catch"))
+    assert len(missed) >= 3, mode
+    if mode == "all":
+        await eventually(lambda: _covers(app, name, last + 1, int(restarted_at) + 2), timeout=30, what="every tick")
+        got = sorted(tick_of(j) for j in await jobs_of(app, name))
         assert len(got) == len(set(got)) and set(missed) <= set(got)
-    elif catch_up == "latest":
-        await eventually(lambda: _covers_after(app, int(restarted_at) + 2), timeout=30, what="the ticks go on")
+    elif mode == "latest":
+        await eventually(lambda: _covers_after(app, name, int(restarted_at) + 2), timeout=30, what="the ticks go on")
         got = await new_jobs()
         in_gap = [t for t in got if t <= fresh[0]]
         assert in_gap == [fresh[0]] and fresh[0] >= restarted_at - 1  # one job for the missed ticks: the latest
@@ -218,13 +232,13 @@ async def test_catch_up_after_the_workers_were_stopped(app: jobloom.App, workers
         assert fresh[0] > restarted_at, "catch_up='none' made a job for a tick missed while stopped"
 
 
-async def _covers(app: jobloom.App, lo: int, hi: int) -> bool:
-    got = {tick_of(j) for j in await jobs_of(app, "catch")}
+async def _covers(app: jobloom.App, name: str, lo: int, hi: int) -> bool:
+    got = {tick_of(j) for j in await jobs_of(app, name)}
     return set(range(lo, hi + 1)) <= got
 
 
-async def _covers_after(app: jobloom.App, tick: int) -> bool:
-    return any(tick_of(j) >= tick for j in await jobs_of(app, "catch"))
+async def _covers_after(app: jobloom.App, name: str, tick: int) -> bool:
+    return any(tick_of(j) >= tick for j in await jobs_of(app, name))
 
 
 async def test_overlap_skip_makes_no_job_while_the_last_one_runs(app: jobloom.App, workers: Workers,
