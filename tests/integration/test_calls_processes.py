@@ -22,32 +22,39 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=10)
 
 
-async def _one_child(app: jobloom.App, caller: int) -> jobloom.Job:
+async def _one_child(app: jobloom.App, caller: int, callers: int = 1) -> jobloom.Job:
+    """The one child ``caller`` made, among as many children as there are ``callers``."""
     children = list(await app.list_jobs(binding="CallChild"))
-    assert len(children) == 1, [(c.id, c.unique_key) for c in children]
-    assert children[0].unique_key == f"call:{caller}:#1"
-    return children[0]
+    assert len(children) == callers, [(c.id, c.unique_key) for c in children]
+    mine = [c for c in children if (c.unique_key or "").startswith(f"call:{caller}:")]
+    assert [c.unique_key for c in mine] == [f"call:{caller}:#1"], [(c.id, c.unique_key) for c in children]
+    return mine[0]
 
 
-@pytest.mark.parametrize("moment", ["made", "resumed"])
-async def test_kill_9_of_the_callers_worker_makes_no_child_twice(app: jobloom.App, procs: Processes,
-                                                                  moment: str) -> None:
-    """Killed with the child made but the caller not suspended yet, or with the child's result in hand but
-    not reported: the caller runs again, finds its child, and returns its result."""
-    job = await app.enqueue("Calling", {"n": 4, "hang": moment})
+async def test_kill_9_of_the_callers_worker_makes_no_child_twice(app: jobloom.App, procs: Processes) -> None:
+    """One worker killed with one caller's child made but the caller not suspended yet, and another's
+    child's result in hand but not reported: each caller runs again, finds its child, and returns its result."""
+    jobs = {moment: await app.enqueue("Calling", {"n": n, "hang": moment})
+            for moment, n in (("made", 4), ("resumed", 5))}
     victim = procs.worker()
-    await eventually(lambda: len(procs.read(f"hung-{moment}")) == 1, timeout=30, what=f"the caller hangs ({moment})")
+    for moment in jobs:
+        await eventually(lambda m=moment: len(procs.read(f"hung-{m}")) == 1, timeout=30,
+                         what=f"the caller hangs ({moment})")
     _kill(victim)
     procs.worker()
-    done = await app.wait(job.id, timeout=30)
-    assert done.state == "succeeded" and done.result == 40
-    child = await _one_child(app, job.id)
-    assert child.state == "succeeded" and child.result == 40
-    # made once (it may run twice: a child whose worker died before reporting it is run again)
-    assert {line.split()[0] for line in procs.read("child")} == {str(child.id)}
-    assert [line.split()[1] for line in procs.read("caller")] == ["40"]
-    outcomes = [a.outcome for a in await app.attempts(job.id)]
-    assert outcomes.count("lost") == 1 and outcomes[-1] == "succeeded", outcomes
+    children = []
+    for moment, job in jobs.items():
+        done = await app.wait(job.id, timeout=30)
+        result = job.payload["n"] * 10
+        assert done.state == "succeeded" and done.result == result, (moment, done)
+        child = await _one_child(app, job.id, callers=len(jobs))
+        assert child.state == "succeeded" and child.result == result, (moment, child)
+        children.append(child)
+        outcomes = [a.outcome for a in await app.attempts(job.id)]
+        assert outcomes.count("lost") == 1 and outcomes[-1] == "succeeded", (moment, outcomes)
+    # each made once (it may run twice: a child whose worker died before reporting it is run again)
+    assert {line.split()[0] for line in procs.read("child")} == {str(c.id) for c in children}
+    assert sorted(line.split()[1] for line in procs.read("caller")) == ["40", "50"]  # each caller returned once
 
 
 async def test_kill_9_of_the_childs_worker_resumes_the_caller_once_the_child_ends(app: jobloom.App,
