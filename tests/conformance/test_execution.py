@@ -406,7 +406,7 @@ async def test_concurrency_set_to_zero_and_back_at_run_time(app: jobloom.App) ->
 
 
 async def test_heartbeats_keep_a_long_job_alive(app: jobloom.App) -> None:
-    job = await app.enqueue(Nap, {"n": "long", "seconds": 2.5})  # lease is 1 s
+    job = await app.enqueue(Nap, {"n": "long", "seconds": 1.5})  # half again the lease of 1 s
     worker, task = await run_worker(app)
     try:
         done = await app.wait(job.id, timeout=15)
