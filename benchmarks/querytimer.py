@@ -31,6 +31,13 @@ def _add(name: str, rows: int, seconds: float) -> None:
     entry[2] += seconds
 
 
+def _spent(tx: Any, name: str, rows: int, seconds: float) -> None:
+    """Count a statement's (or batch's, or flush's) time, and add it to its open transaction's."""
+    _add(name, rows, seconds)
+    if id(tx) in OPEN:
+        OPEN[id(tx)] += seconds
+
+
 def _timed_query(method: Callable[..., Any], kind: str) -> Callable[..., Any]:
     @functools.wraps(method)
     async def wrapper(self: Any, name: str, params: Any = None) -> Any:
@@ -38,10 +45,7 @@ def _timed_query(method: Callable[..., Any], kind: str) -> Callable[..., Any]:
         result = await method(self, name, params) if params is not None else await method(self, name)
         seconds = time.perf_counter() - t0
         rows = len(params) if kind in ("executemany", "insert_many") and params is not None else 1
-        _add(f"{name} ({kind})", rows, seconds)
-        key = id(self)
-        if key in OPEN:
-            OPEN[key] += seconds
+        _spent(self, f"{name} ({kind})", rows, seconds)
         return result
 
     return wrapper
@@ -53,10 +57,7 @@ def _timed_batch(method: Callable[..., Any]) -> Callable[..., Any]:
         t0 = time.perf_counter()
         result = await method(self, queries)
         seconds = time.perf_counter() - t0
-        _add(f"[{', '.join(name for name, _ in queries)}] (batch)", len(queries), seconds)
-        key = id(self)
-        if key in OPEN:
-            OPEN[key] += seconds
+        _spent(self, f"[{', '.join(name for name, _ in queries)}] (batch)", len(queries), seconds)
         return result
 
     return wrapper
@@ -68,10 +69,7 @@ def _timed_flush(method: Callable[..., Any]) -> Callable[..., Any]:
         t0 = time.perf_counter()
         result = await method(self)
         seconds = time.perf_counter() - t0
-        _add("(flush)", 1, seconds)
-        key = id(self)
-        if key in OPEN:
-            OPEN[key] += seconds
+        _spent(self, "(flush)", 1, seconds)
         return result
 
     return wrapper
