@@ -78,7 +78,10 @@ def test_an_outcome_line_written_directly_is_the_line_its_record_gives(tmp_path:
     handler.setFormatter(SecondFormatter())
     root = logging.getLogger()
     saved = root.handlers[:], root.level
-    root.handlers, root.level = [handler], logging.INFO  # the worker's configure_logging, without pytest's
+    # the worker's configure_logging, without pytest's; setLevel, not an assignment: it also clears the
+    # loggers' cached isEnabledFor answers, which an earlier test at WARNING may have left
+    root.handlers = [handler]
+    root.setLevel(logging.INFO)
     monkeypatch.setattr(time, "time", lambda: 1764633600.987654)  # the record and the direct line read it
     claimed = Claimed(7, "Mail'er", "{}", 2, 3, None, "at_least_once", 1764633600.5, run_id="r1", node="n")
     outcomes = [Outcome(7, 2, "succeeded", "w1", 1764633600.5, 1764633600.5123),
@@ -100,7 +103,8 @@ def test_an_outcome_line_written_directly_is_the_line_its_record_gives(tmp_path:
                                  "duration_ms=12.3\n")
         assert """error="ValueError: 'bad'\\nline two"\n""" in direct  # one line, as the record's
     finally:
-        root.handlers, root.level = saved
+        root.handlers = saved[0]
+        root.setLevel(saved[1])
         handler.close()
 
 
