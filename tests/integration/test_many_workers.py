@@ -1,5 +1,5 @@
-"""Many worker processes, few connections: 32 ``jobloom worker --pool-max 2`` processes against one
-PostgreSQL with ``max_connections`` as shipped (100), all connected, drain 1,000 jobs with a binding's
+"""Many worker processes, few connections: 32 worker processes as ``jobloom worker --pool-max 2`` makes
+them, against one PostgreSQL with ``max_connections`` as shipped (100), all connected, drain 1,000 jobs with a binding's
 limit exact;
 a worker whose connections do not fit the server's budget fails at start, saying so.
 
@@ -15,13 +15,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
 import jobloom
+from jobloom.app.loading import POOL_MAX_ENV
 from tests.helpers import eventually
 from tests.pg_private import PrivateServer
+from tests.zygote import ZYGOTE, forkable
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +59,9 @@ def gauge(delta: int) -> None:
 
 class Noop(jobloom.Performer[dict[str, Any], None]):
     async def perform(self, payload: dict[str, Any]) -> None:
-        return None
+        # a read of the store from the job: 20 at once in a process would take 20 of its connections
+        # if its pool were not capped (the worker's own cycles alone never need more than two)
+        await app.get_job(payload["i"] + 1)
 
 
 class Gated(jobloom.Performer[dict[str, Any], None]):
@@ -83,12 +88,30 @@ def server() -> Iterator[PrivateServer]:
         s.destroy()
 
 
+def _env(folder: Path, url: str, name: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(folder), "JOBLOOM_MW_URL": url, "JOBLOOM_MW_DIR": str(folder),
+            "PGAPPNAME": name}
+
+
 def _worker(folder: Path, url: str, name: str, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(folder), "JOBLOOM_MW_URL": url, "JOBLOOM_MW_DIR": str(folder),
-           "PGAPPNAME": name}
+    """``jobloom worker mwapp:app ARGS``, the command itself."""
     return subprocess.Popen([sys.executable, "-m", "jobloom.cli", "worker", "mwapp:app", "--log-level", "warning",
-                             *args], cwd=folder, env=env, stdout=(folder / f"{name}.log").open("w"),
-                            stderr=subprocess.STDOUT)
+                             *args], cwd=folder, env=_env(folder, url, name),
+                            stdout=(folder / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
+
+
+def _forked_worker(folder: Path, url: str, name: str, pool_max: int, concurrency: int) -> Any:
+    """The worker process ``jobloom worker mwapp:app --pool-max P`` becomes, forked from the test zygote
+    (``tests/zygote.py``) unless the tests start every worker with ``exec``: the command passes
+    ``--pool-max`` to its process in the environment, which the process applies itself. 32 commands
+    started with ``exec`` spend most of this test's time importing jobloom twice each (the command,
+    then the process); the command's own path is the next test's."""
+    env = {**_env(folder, url, name), POOL_MAX_ENV: str(pool_max)}
+    argv = ["mwapp:app", "--concurrency", str(concurrency), "--log-level", "warning"]
+    if forkable(env):
+        return ZYGOTE.start(argv, env, str(folder), stderr=str(folder / f"{name}.log"))
+    return subprocess.Popen([sys.executable, "-m", "jobloom.process", *argv], cwd=folder, env=env,
+                            stdout=(folder / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
 
 
 async def _app(folder: Path, url: str) -> jobloom.App:
@@ -113,7 +136,7 @@ async def _app(folder: Path, url: str) -> jobloom.App:
 async def test_32_worker_processes_with_capped_pools_drain_1000_jobs_with_exact_limits(
         server: PrivateServer, tmp_path: Path) -> None:
     app = await _app(tmp_path, server.url)
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[Any] = []  # tests.zygote.Forked, or subprocess.Popen
     peaks: dict[str, int] = {}
     total_peak = [0]
     sampling = threading.Event()
@@ -132,8 +155,7 @@ async def test_32_worker_processes_with_capped_pools_drain_1000_jobs_with_exact_
     try:
         sampler.start()
         launched = time.monotonic()
-        procs = [_worker(tmp_path, server.url, f"w{i}", "--pool-max", str(POOL_MAX), "--concurrency", "20")
-                 for i in range(PROCESSES)]
+        procs = [_forked_worker(tmp_path, server.url, f"w{i}", POOL_MAX, 20) for i in range(PROCESSES)]
         await eventually(lambda: sum(name.startswith("w") for name in list(peaks)) == PROCESSES, timeout=120,
                          interval=0.2, what=f"all {PROCESSES} worker processes connected")
         started = time.monotonic()
