@@ -30,8 +30,9 @@ PRELOAD = ("jobloom.cli.main", "jobloom.store.sqlite", "jobloom.store.postgres",
 then what nearly every command imports once it has them (a store, typer's parameter adapters and
 pydantic's plugin loader: about 0.15 s a command). One that cannot be imported is left to the command."""
 
-_WARM = r"""
+WARM = r"""
 import gc
+import sys
 
 
 def _warm(preload):
@@ -41,12 +42,11 @@ def _warm(preload):
             __import__(name)
         except ImportError:  # not installed: the command that needs it says so itself
             pass
-    try:  # typer builds the click command from the functions' signatures (about 0.15 s), the same each time
+    if "jobloom.cli.main" in sys.modules:  # (a worker's zygote imports no command line)
+        # typer builds the click command from the functions' signatures (about 0.15 s), the same each time
         import typer.main
         from jobloom.cli.main import cli
-    except ImportError:
-        pass
-    else:
+
         build = typer.main.get_command
 
         def registered():
@@ -58,9 +58,11 @@ def _warm(preload):
             return built if typer_instance is cli and registered() == seen else build(typer_instance)
 
         typer.main.get_command = get_command
+    gc.collect()
     gc.freeze()  # what is loaded now is never garbage: a fork's collections, and its exit, need not walk it
 """
-"""Run by a server before it forks any command (the servers below are this, then their own code)."""
+"""Run by a server before it forks any command (the servers below, and ``tests/zygote.py``'s, are this, then
+their own code)."""
 
 _SERVER = r'''
 import json, os, socket, sys
@@ -121,7 +123,7 @@ class ForkServer:
         if os.environ.get("PYTHONPATH"):
             own["PYTHONPATH"] = os.environ["PYTHONPATH"]
         ours, theirs = socket.socketpair()
-        self.proc = subprocess.Popen([sys.executable, "-c", _WARM + _SERVER, str(theirs.fileno()), *preload],
+        self.proc = subprocess.Popen([sys.executable, "-c", WARM + _SERVER, str(theirs.fileno()), *preload],
                                      env=own, pass_fds=[theirs.fileno()], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir())
         theirs.close()
@@ -324,7 +326,7 @@ class ShellServer:
     ``env``; ``port`` is where it listens (pass it as ``FORKCLI_PORT``)."""
 
     def __init__(self, env: Mapping[str, str], preload: Sequence[str] = PRELOAD) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", _WARM + _SHELL_SERVER, *preload], env=dict(env),
+        self.proc = subprocess.Popen([sys.executable, "-c", WARM + _SHELL_SERVER, *preload], env=dict(env),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      cwd=tempfile.gettempdir())
         assert self.proc.stdout is not None

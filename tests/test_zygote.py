@@ -1,20 +1,25 @@
 """The zygote's workers (``tests/zygote.py``) are what ``python -m jobloom.process`` would be: the
 request's environment, folder and ``PYTHONPATH``, the app imported in the child, and the exit status
-``subprocess.Popen`` would give (a signal as ``-N``)."""
+``subprocess.Popen`` would give (a signal as ``-N``); its ``jobloom serve`` is what the exec'd one is."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.zygote import ORPHAN_STATUS, ZYGOTE, Zygote, forkable
+from tests.zygote import ORPHAN_STATUS, ZYGOTE, Forked, Zygote, forkable, start_cli
 
 APP = '''
 import contextlib
@@ -108,3 +113,100 @@ def test_a_worker_outliving_its_zygote_is_still_waited_for(tmp_path: Path) -> No
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
+
+
+SERVE_APP = '''
+import json
+import os
+import sys
+from pathlib import Path
+
+import jobloom
+
+Path("seen.json").write_text(json.dumps({"mark": os.environ["ZYGOTE_MARK"], "cwd": os.getcwd(),
+                                         "path": sys.path[:2], "file": __file__}))
+app = jobloom.App(f"sqlite:///{os.getcwd()}/s.db", auto_migrate=True)
+'''
+
+
+def _cli(tmp_path: Path, name: str, argv: list[str], monkeypatch: pytest.MonkeyPatch, *, forked: bool,
+         max_files: int | None = None) -> tuple[Any, Path]:
+    """``jobloom ARGS`` started by ``tests.zygote.start_cli`` in the folder ``name``: forked, or exec'd (as under
+    ``JOBLOOM_TEST_NO_ZYGOTE=1``); the handle and the log."""
+    if forked:
+        monkeypatch.delenv("JOBLOOM_TEST_NO_ZYGOTE", raising=False)
+    else:
+        monkeypatch.setenv("JOBLOOM_TEST_NO_ZYGOTE", "1")
+    work, log = tmp_path / name, tmp_path / f"{name}.log"
+    work.mkdir()
+    proc = start_cli(argv, env=_env(tmp_path, ZYGOTE_MARK=name), cwd=work, log=log, new_session=True,
+                     max_files=max_files)
+    assert isinstance(proc, Forked) is forked
+    return proc, log
+
+
+def _answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_and_stop(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch, *, forked: bool) -> tuple[int, str]:
+    """Start ``jobloom serve --app sapp:app``, check what it is, SIGTERM it: its status and its log (pids and
+    port replaced)."""
+    port = _free_port()
+    proc, log = _cli(tmp_path, name, ["serve", "--app", "sapp:app", "--port", str(port), "--log-level", "info"],
+                     monkeypatch, forked=forked, max_files=300)
+
+    def up() -> bool:
+        assert proc.poll() is None, log.read_text()
+        return _answers(port)
+
+    try:
+        _until(f"the {name} server to answer", up, timeout=60)
+        assert os.getsid(proc.pid) == os.getpgid(proc.pid) == proc.pid  # a session of its own, it leads
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        assert re.search(r"Max open files\s+300\s+300\s", limits), limits
+        seen = json.loads((tmp_path / name / "seen.json").read_text())
+        assert seen == {"mark": name, "cwd": str(tmp_path / name), "file": str(tmp_path / "lib" / "sapp.py"),
+                        "path": [str(tmp_path / name), str(tmp_path / "lib")]}
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    said = [line for line in log.read_text().splitlines() if "GET /v1/health" not in line]  # as often as polled
+    return status, re.sub(r"\[\d+\]", "[PID]", "\n".join(said)).replace(str(port), "PORT")
+
+
+def test_a_forked_serve_is_the_execd_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``jobloom serve`` forked by ``start_cli`` has what the exec'd command has: a pid and a session of its own,
+    its descriptor limit, folder, environment and ``sys.path``, both streams in its log; and SIGTERM ends
+    it with the same status and the same last words."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "sapp.py").write_text(SERVE_APP)
+    forked = _serve_and_stop(tmp_path, "forked", monkeypatch, forked=True)
+    execd = _serve_and_stop(tmp_path, "execd", monkeypatch, forked=False)
+    assert forked == execd
+    assert forked[0] == -signal.SIGTERM and "Finished server process [PID]" in forked[1]
+    assert "note: no token exists" in forked[1]  # what it wrote to stderr
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["jobs", "list", "--limit", "many"], ["nosuchcommand"]])
+def test_a_forked_command_writes_and_exits_as_the_execd_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            argv: list[str]) -> None:
+    done = {}
+    for name, forked in (("forked", True), ("execd", False)):
+        proc, log = _cli(tmp_path, name, argv, monkeypatch, forked=forked)
+        done[name] = (proc.wait(timeout=60), log.read_text())
+    assert done["forked"] == done["execd"]
+    assert done["forked"][1]
