@@ -8,11 +8,12 @@ import json
 import signal
 import socket
 import sqlite3
-import subprocess
 from collections.abc import Iterator
 
+from tests import forkcli
 from tests.cli.test_cli import Env, cli, wait_for
 from tests.http.conftest import httpx
+from tests.zygote import start_cli
 
 __all__ = ["cli"]
 
@@ -26,9 +27,9 @@ def free_port() -> int:
 @contextlib.contextmanager
 def serving(env: Env, *args: str) -> Iterator[str]:
     port = free_port()
-    log = (env.path / "serve.log").open("w")
-    proc = subprocess.Popen(env.command("serve", *args, "--port", str(port)), cwd=env.path, env=env.env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # forked from a Python that has imported the web stack (tests/zygote.py)
+    proc = start_cli(["serve", *args, "--port", str(port)], env=env.env, cwd=env.path, log=env.path / "serve.log",
+                     new_session=True)
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
@@ -44,7 +45,6 @@ def serving(env: Env, *args: str) -> Iterator[str]:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)
-        log.close()
 
 
 def test_tokens_are_shown_once_and_stored_as_hashes(cli: Env) -> None:
@@ -72,7 +72,8 @@ def test_serve_refuses_an_open_api_off_loopback(cli: Env) -> None:
 def test_serve_a_bare_store_enqueues_by_name_and_always_requires_tokens(cli: Env) -> None:
     cli.run("jobs", "list", "--url", cli.url)
     code = "import asyncio, jobs_app; asyncio.run(jobs_app.app.register_bindings())"
-    subprocess.run([cli.command()[0], "-c", code], cwd=cli.path, env=cli.env, check=True, timeout=60)
+    done = forkcli.run([], code=code, cwd=cli.path, env=cli.env, timeout=60)  # a process of its own
+    assert done.returncode == 0, done.stderr
     with serving(cli, "--url", cli.url) as url:
         r = httpx.post(f"{url}/v1/jobs", json={"binding": "SendMail", "payload": {"to": "a"}})
         assert r.status_code == 401, r.text  # no token exists: nothing is open

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 
 from tests.conftest import STORES, private_schema, require_module
 from tests.dashboard.conftest import free_port, wait_until
+from tests.zygote import Forked, start_cli
 
 httpx = require_module("httpx", 'pip install -e ".[dev]" to run the security tests')
 
@@ -39,7 +38,7 @@ class Served:
     store_url: str
     app: jobloom.App
     log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
+    proc: Forked | subprocess.Popen[bytes] | None = None  # forked from a zygote (tests/zygote.py), or not
     tokens: dict[str, str] = field(default_factory=dict)
 
     def run(self, coro: Any) -> Any:
@@ -86,7 +85,8 @@ def serve(store_url: str, folder: Path, *args: str, tokens: dict[str, str] | Non
           max_files: int | None = None) -> Iterator[Served]:
     """Migrate the store, make ``tokens`` (name: scopes), then run ``jobloom serve --app secapp`` on it
     (``bare``: ``jobloom serve --url``, without the app; ``env`` added to its environment; ``max_files``:
-    its descriptor limit, as ``ulimit -n``)."""
+    its descriptor limit, as ``ulimit -n``), a process of its own forked from a Python that has imported
+    the web stack (``tests/zygote.py``'s ``start_cli``)."""
     app = make_app(store_url)
     port = free_port()
     served = Served(f"http://127.0.0.1:{port}", store_url, app, folder / f"serve-{port}.log")
@@ -95,16 +95,12 @@ def serve(store_url: str, folder: Path, *args: str, tokens: dict[str, str] | Non
         app.run_sync(app.register_bindings())
         for name, scopes in (tokens or {}).items():
             served.token(name, scopes)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "JOBLOOM_SEC_URL": store_url, **(env or {})}
+        # the caller's PYTHONPATH is kept behind the root (a worktree's src is what the server runs too)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "JOBLOOM_SEC_URL": store_url, **(env or {})}
         target = ["--url", store_url] if bare else ["--app", "tests.security.secapp:app"]
-        command = [sys.executable, "-m", "jobloom.cli", "serve", *target, "--port", str(port), "--log-level",
-                   "warning", *args]
-        with served.log_path.open("w") as log:
-            limit = None if max_files is None else (
-                lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files)))
-            served.proc = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                           preexec_fn=limit,
-                                           start_new_session=True)
+        served.proc = start_cli(["serve", *target, "--port", str(port), "--log-level", "warning", *args], env=env,
+                                cwd=folder, log=served.log_path, new_session=True, max_files=max_files)
 
         def up() -> bool:
             assert served.proc is not None and served.proc.poll() is None, served.log()

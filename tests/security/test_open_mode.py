@@ -4,11 +4,11 @@ sites (Host check against DNS rebinding, no state change from a cross-site form)
 
 from __future__ import annotations
 
+import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+from tests import forkcli
 from tests.dashboard.conftest import free_port, wait_until
 from tests.security.conftest import ROOT, httpx, serve, store_for
 
@@ -48,9 +48,9 @@ def test_a_server_without_tokens_refuses_everything(store: str, tmp_path: Path) 
 
 
 def test_insecure_no_auth_is_refused_off_loopback(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "jobloom.cli", "serve", "--url", f"sqlite:///{tmp_path}/x.db", "--host",
-               "0.0.0.0", "--port", str(free_port()), "--insecure-no-auth"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    args = ["serve", "--url", f"sqlite:///{tmp_path}/x.db", "--host", "0.0.0.0", "--port", str(free_port()),
+            "--insecure-no-auth"]
+    done = forkcli.run(args, cwd=ROOT, env=os.environ, timeout=60)  # a process of its own
     assert done.returncode != 0
     assert "refusing --insecure-no-auth on 0.0.0.0" in done.stderr, done.stderr
 
