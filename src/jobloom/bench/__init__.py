@@ -17,7 +17,7 @@ import time
 from jobloom.bench.catalog import WORKLOADS
 from jobloom.bench.defaults import defaults as defaults_workload
 from jobloom.bench.model import TARGETS, Measurement, Report, environment, now_iso, with_target
-from jobloom.bench.processes import BenchError
+from jobloom.bench.processes import BenchError, Launcher, popen
 from jobloom.bench.progress import Reporter, RichReporter
 from jobloom.bench.sandbox import Target, dialect_of, redact
 from jobloom.bench.workloads import Context, Params
@@ -27,13 +27,13 @@ WORKLOADS["defaults"] = defaults_workload  # it builds on workloads' pieces, so 
 
 
 async def run_async(workload: str, url: str, params: Params | None = None,
-                    progress: Reporter | None = None) -> Report:
+                    progress: Reporter | None = None, launcher: Launcher = popen) -> Report:
     """Run one workload (or ``"all"``) against the store at ``url``; see :func:`run`."""
     if workload != ALL and workload not in WORKLOADS:
         raise BenchError(f"unknown workload {workload!r}: one of {', '.join([*WORKLOADS, ALL])}")
     params = params or Params()
     target = Target(url)
-    ctx = Context(target, params, progress or Reporter())
+    ctx = Context(target, params, progress or Reporter(), launcher)
     started, t0 = now_iso(), time.perf_counter()
     names = list(WORKLOADS) if workload == ALL else [workload]
     measurements: list[Measurement] = []
@@ -55,9 +55,11 @@ async def run_async(workload: str, url: str, params: Params | None = None,
     )
 
 
-def run(workload: str, url: str, params: Params | None = None, progress: Reporter | None = None) -> Report:
-    """Run one workload (or ``"all"``) against the store at ``url`` and return its report."""
-    return asyncio.run(run_async(workload, url, params, progress))
+def run(workload: str, url: str, params: Params | None = None, progress: Reporter | None = None,
+        launcher: Launcher = popen) -> Report:
+    """Run one workload (or ``"all"``) against the store at ``url`` and return its report (``launcher``
+    starts the worker and producer processes: see :class:`~jobloom.bench.processes.Launcher`)."""
+    return asyncio.run(run_async(workload, url, params, progress, launcher))
 
 
 __all__ = [

@@ -78,7 +78,8 @@ async def _drain(ctx: Context, n: int) -> tuple[float, float | None, int, float 
         after = box.last_id()
         await fill(box, n, Noop, ctx.progress.update)
         ctx.progress.end()
-        group = WorkerGroup(box, processes=None, concurrency=None, app_ref=NOOP_APP_REF, flags=False)
+        group = WorkerGroup(box, processes=None, concurrency=None, app_ref=NOOP_APP_REF, flags=False,
+                            launcher=ctx.launcher)
         group.start()
         try:
             await wait_finished(ctx, box, after, n, "defaults: drain", group.check, group.output)
@@ -95,7 +96,8 @@ async def _drain(ctx: Context, n: int) -> tuple[float, float | None, int, float 
 
 async def _latency(ctx: Context, jobs: int) -> list[float]:
     box = await ctx.sandbox()
-    group = WorkerGroup(box, processes=None, concurrency=None, app_ref=LATENCY_APP_REF, flags=False)
+    group = WorkerGroup(box, processes=None, concurrency=None, app_ref=LATENCY_APP_REF, flags=False,
+                        launcher=ctx.launcher)
     try:
         return await start_delays(ctx, box, group, jobs, ctx.params.rate, "defaults: latency")
     finally:

@@ -34,7 +34,7 @@ async def flows(ctx: Context) -> list[Measurement]:
         finally:
             await app.close()
         ctx.progress.end()
-        group = WorkerGroup(box, processes=1, concurrency=c, app_ref=FLOW_APP_REF)
+        group = WorkerGroup(box, processes=1, concurrency=c, app_ref=FLOW_APP_REF, launcher=ctx.launcher)
         group.start()
         try:
             await wait_for(ctx, box.runs_finished, runs, f"flows: {runs:,} diamond runs", group.check,
@@ -65,7 +65,8 @@ async def fan_outs(ctx: Context) -> list[Measurement]:
     per_child: dict[int, float] = {}
     try:
         app = box.app(flows=True)
-        group = WorkerGroup(box, processes=1, concurrency=ctx.params.concurrency, app_ref=FLOW_APP_REF)
+        group = WorkerGroup(box, processes=1, concurrency=ctx.params.concurrency, app_ref=FLOW_APP_REF,
+                            launcher=ctx.launcher)
         group.start()
         try:
             for n in (1, *sizes):  # the first one, untimed, waits for the worker process to start

@@ -77,7 +77,8 @@ async def _batch(ctx: Context, box: Sandbox, n: int) -> tuple[float, float]:
         enqueue = (time.perf_counter() - began) / n
     finally:
         await app.close()
-    group = WorkerGroup(box, processes=1, concurrency=ctx.params.concurrency, bindings=["Noop"])
+    group = WorkerGroup(box, processes=1, concurrency=ctx.params.concurrency, bindings=["Noop"],
+                        launcher=ctx.launcher)
     group.start()
     try:
         await wait_finished(ctx, box, after, n + 1, f"batches: {n:,} jobs and a callback", group.check,
@@ -103,7 +104,8 @@ async def _chain(ctx: Context, box: Sandbox, n: int) -> float:
     finally:
         await app.close()
     ctx.progress.end()
-    group = WorkerGroup(box, processes=1, concurrency=ctx.params.concurrency, bindings=["Noop"])
+    group = WorkerGroup(box, processes=1, concurrency=ctx.params.concurrency, bindings=["Noop"],
+                        launcher=ctx.launcher)
     group.start()
     try:
         await wait_finished(ctx, box, after, n, f"dependencies: a chain of {n:,}", group.check, group.output)

@@ -2,6 +2,8 @@
 
 Every process is started with its output captured to a temporary file (shown when it fails) and is
 stopped by :meth:`stop` (SIGTERM, then SIGKILL after a deadline), also when a measurement fails.
+A :class:`Launcher` starts them: :func:`popen` (a new Python each, as users run them) unless the
+caller passes another.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import IO
+from typing import IO, Any, Protocol
 
 import psutil  # type: ignore[import-untyped,unused-ignore]
 
@@ -42,14 +44,54 @@ class BenchError(JobloomError):
     """A measurement could not be completed (a process died, or jobs did not finish in time)."""
 
 
+class Child(Protocol):
+    """A started process, handled as :class:`subprocess.Popen` handles one."""
+
+    @property
+    def pid(self) -> int:
+        """Its process id."""
+
+    @property
+    def args(self) -> Any:
+        """The command line it was started with."""
+
+    def poll(self) -> int | None:
+        """Its exit status once it has ended, else None."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for it to end (``subprocess.TimeoutExpired`` past ``timeout`` seconds)."""
+
+    def send_signal(self, sig: int) -> None:
+        """Send it ``sig``."""
+
+    def kill(self) -> None:
+        """SIGKILL it."""
+
+
+class Launcher(Protocol):
+    """Starts one of the bench's processes: the command line ``args`` with the environment ``env``, its
+    standard output and error into ``output``, its standard input empty.
+
+    Another launcher may start the same program otherwise (the test suite forks it from a Python that
+    has imported jobloom already), provided the returned :attr:`Child.args` is the command line of what
+    the process runs: a worker process (``jobloom.process``) is then sampled as one from its start."""
+
+    def __call__(self, args: list[str], env: dict[str, str], output: IO[bytes]) -> Child:
+        """Start the process."""
+
+
+def popen(args: list[str], env: dict[str, str], output: IO[bytes]) -> Child:
+    """The default :class:`Launcher`: ``subprocess.Popen``, a new Python for each process."""
+    return subprocess.Popen(args, env=env, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
 class _Proc:
     """One child process with its output in a temporary file."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str], name: str) -> None:
+    def __init__(self, cmd: list[str], env: dict[str, str], name: str, launcher: Launcher = popen) -> None:
         self.name = name
         self.log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = launcher(cmd, env, self.log)
 
     @property
     def pid(self) -> int:
@@ -96,11 +138,13 @@ class WorkerGroup:
     The supervisor itself is not counted there;
     :attr:`peak_total_rss_mb` is the largest sum of every process of the group (supervisor included)
     at one sample. With ``flags=False`` the command is ``jobloom worker APP`` alone: every default.
+    ``launcher`` starts the command (see :class:`Launcher`).
     """
 
     def __init__(self, box: Sandbox, *, processes: int | None, concurrency: int | None, app_ref: str = APP_REF,
-                 bindings: list[str] | None = None, flags: bool = True) -> None:
+                 bindings: list[str] | None = None, flags: bool = True, launcher: Launcher = popen) -> None:
         self.box = box
+        self.launcher = launcher
         self.app_ref = app_ref
         self.bindings = bindings
         self.processes = processes
@@ -128,7 +172,7 @@ class WorkerGroup:
 
     def start(self) -> None:
         """Start the supervisor and the sampler thread."""
-        self._proc = _Proc(self.command(), self.box.env(), "jobloom worker")
+        self._proc = _Proc(self.command(), self.box.env(), "jobloom worker", self.launcher)
         self._sampling.set()
         self._sampler = threading.Thread(target=self._sample, name="bench-rss", daemon=True)
         self._sampler.start()
@@ -139,7 +183,9 @@ class WorkerGroup:
             root = psutil.Process(self._proc.pid)
         except psutil.Error:
             return
-        root_works = False  # the root is a worker process once `jobloom worker` has exec'd it (one process)
+        # the root is a worker process once `jobloom worker` has exec'd it (one process), or from its start
+        # when a launcher started the worker process itself
+        root_works = _works(self._proc.proc.args)
         while True:
             # once stopping, one last sample while the processes still run (stop() ends them after this
             # thread): a drain shorter than the interval still has a sample after its end
@@ -147,7 +193,7 @@ class WorkerGroup:
             try:
                 children = root.children(recursive=True)
                 if not root_works:
-                    root_works = "jobloom.process" in root.cmdline()
+                    root_works = _works(root.cmdline())
             except psutil.Error:
                 return
             total, cpu = 0, 0.0
@@ -235,12 +281,17 @@ class WorkerGroup:
             self._proc.stop(timeout=20)
 
 
+def _works(cmdline: Any) -> bool:
+    """Whether a process of this command line is a worker process (``python -m jobloom.process ...``)."""
+    return isinstance(cmdline, list | tuple) and "jobloom.process" in cmdline
+
+
 class Producer:
     """``python -m jobloom.bench.producer``: enqueues ``count`` jobs at a steady ``rate`` per second."""
 
-    def __init__(self, box: Sandbox, *, rate: float, count: int) -> None:
+    def __init__(self, box: Sandbox, *, rate: float, count: int, launcher: Launcher = popen) -> None:
         cmd = [sys.executable, "-m", "jobloom.bench.producer", "--rate", str(rate), "--count", str(count)]
-        self._proc = _Proc(cmd, box.env(), "the producer")
+        self._proc = _Proc(cmd, box.env(), "the producer", launcher)
 
     def done(self) -> bool:
         """Whether it has finished successfully (raises :class:`BenchError` if it failed)."""

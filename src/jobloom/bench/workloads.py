@@ -19,7 +19,7 @@ from typing import Any
 import jobloom
 from jobloom.bench.model import Measurement
 from jobloom.bench.performers import ACTIVE_KEYS, LATENCY_APP_REF, Limited, Noop, Stamped, Turns
-from jobloom.bench.processes import BenchError, Producer, WorkerGroup
+from jobloom.bench.processes import BenchError, Launcher, Producer, WorkerGroup, popen
 from jobloom.bench.progress import Reporter
 from jobloom.bench.sandbox import Sandbox, Target
 from jobloom.engine.performer import Performer
@@ -58,11 +58,13 @@ class Params:
 
 @dataclass(slots=True)
 class Context:
-    """What a workload works with: the user's store, the parameters and the progress reporter."""
+    """What a workload works with: the user's store, the parameters, the progress reporter, and what
+    starts its worker and producer processes."""
 
     target: Target
     params: Params
     progress: Reporter = field(default_factory=Reporter)
+    launcher: Launcher = popen
 
     async def sandbox(self) -> Sandbox:
         """A fresh, migrated private store."""
@@ -213,7 +215,7 @@ async def drain_once(
     await fill(box, n, performer, ctx.progress.update, extra)
     ctx.progress.end()
     group = WorkerGroup(box, processes=processes, concurrency=ctx.params.concurrency,
-                        bindings=[performer.binding or performer.__name__])
+                        bindings=[performer.binding or performer.__name__], launcher=ctx.launcher)
     t0 = time.perf_counter()
     group.start()
     try:
@@ -277,7 +279,7 @@ async def stamped_jobs(ctx: Context, box: Sandbox, group: WorkerGroup, n: int, r
     await wait_finished(ctx, box, warm, 1, f"{what}: warm-up job", group.check, group.output)
     await asyncio.sleep(0.5)  # let the worker go idle: what is measured is waking it
     after = box.last_id()
-    producer = Producer(box, rate=rate, count=n)
+    producer = Producer(box, rate=rate, count=n, launcher=ctx.launcher)
     try:
         def alive() -> None:
             group.check()
@@ -296,7 +298,8 @@ async def latency(ctx: Context) -> list[Measurement]:
     worker's cycle claimed it: the time between is part of what a job waits."""
     n, rate, c = ctx.params.n(DEFAULT_LATENCY_JOBS), ctx.params.rate, ctx.params.concurrency
     box = await ctx.sandbox()
-    group = WorkerGroup(box, processes=1, concurrency=c, app_ref=LATENCY_APP_REF, bindings=[Stamped.__name__])
+    group = WorkerGroup(box, processes=1, concurrency=c, app_ref=LATENCY_APP_REF, bindings=[Stamped.__name__],
+                        launcher=ctx.launcher)
     try:
         ctx.progress.begin("latency: worker warming up", None)
         delays = await start_delays(ctx, box, group, n, rate, "latency")
