@@ -14,6 +14,8 @@ from jobloom.bench import WORKLOADS, Params, run
 from jobloom.bench.performers import Stamped
 from jobloom.bench.sandbox import Target
 
+from .forking import fork_launcher
+
 pytestmark = pytest.mark.slow
 
 TINY = Params(jobs=40, concurrency=20, processes=(1, 2), tasks=8, batch=16, rate=100.0, history_rows=2_000,
@@ -45,7 +47,11 @@ def test_every_workload_has_a_smoke_test() -> None:
 
 @pytest.mark.parametrize("workload", list(EXPECTED))
 def test_workload_runs_and_reports(workload: str, store_url: str) -> None:
-    report = run(workload, store_url, {"latency": LATENCY, "dependencies": CHAINS}.get(workload, TINY))
+    """Each workload through the bench's own code, its one-process workers and its producer forked from a
+    Python that has imported jobloom (``forking.py``); `drain`'s two processes, and the tests below, start
+    them as users do."""
+    params = {"latency": LATENCY, "dependencies": CHAINS}.get(workload, TINY)
+    report = run(workload, store_url, params, launcher=fork_launcher)
     assert [m.key for m in report.measurements] == EXPECTED[workload]
     assert report.dialect in ("sqlite", "postgres")
     for m in report.measurements:
