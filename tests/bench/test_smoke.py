@@ -18,9 +18,11 @@ from .forking import fork_launcher
 
 pytestmark = pytest.mark.slow
 
+# ``poll`` and ``idle``: the bench's waits are sized for 20,000 jobs; for these few, a count every 20 ms and a
+# worker left idle 50 ms before the latency jobs come
 TINY = Params(jobs=40, concurrency=20, processes=(1, 2), tasks=8, batch=16, rate=100.0, history_rows=2_000,
-              pairs=1, timeout=60.0)
-LATENCY = Params(jobs=10, concurrency=20, rate=100.0, timeout=60.0)
+              pairs=1, timeout=60.0, poll=0.02, idle=0.05)
+LATENCY = Params(jobs=10, concurrency=20, rate=100.0, timeout=60.0, poll=0.02, idle=0.05)
 CHAINS = replace(TINY, jobs=20)  # chains (and batches) of 2 and 20: a chain runs one job at a time
 EXPECTED = {
     "enqueue": ["enqueue.sequential", "enqueue.concurrent", "enqueue.many"],

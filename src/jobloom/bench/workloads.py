@@ -28,6 +28,7 @@ DEFAULT_JOBS = 20_000
 DEFAULT_LATENCY_JOBS = 500
 FILL_BATCH = 5_000
 POLL = 0.3  # each poll counts the measured jobs: polling less often loads the measured machine less
+IDLE = 0.5  # what the latency workloads measure is waking an idle worker: it is left idle this long first
 
 
 @dataclass(slots=True)
@@ -35,6 +36,9 @@ class Params:
     """The knobs of a run. ``jobs=None`` means each workload's default (20,000; latency 500).
 
     ``pairs``: how many times limits and history alternate their two drains (the ratio is of medians).
+    ``poll``: seconds between two counts of the jobs a workload waits for; ``idle``: seconds the latency
+    workloads leave their worker idle after its warm-up job, before the jobs they time (both sized for
+    thousands of jobs: a run of a few dozen may shorten them).
     """
 
     jobs: int | None = None
@@ -46,6 +50,8 @@ class Params:
     history_rows: int = 1_000_000
     pairs: int = 3
     timeout: float | None = None
+    poll: float = POLL
+    idle: float = IDLE
 
     def n(self, default: int = DEFAULT_JOBS) -> int:
         """The job count for a workload whose default is ``default``."""
@@ -201,7 +207,7 @@ async def wait_for(
             said = output().strip()
             raise BenchError(f"{label}: only {finished} of {n} {what} finished within {ctx.params.deadline(n):.0f} s"
                              + (f"; the workers said:\n{said}" if said else ""))
-        await asyncio.sleep(POLL)
+        await asyncio.sleep(ctx.params.poll)
     ctx.progress.end()
 
 
@@ -277,7 +283,7 @@ async def stamped_jobs(ctx: Context, box: Sandbox, group: WorkerGroup, n: int, r
     finally:
         await app.close()
     await wait_finished(ctx, box, warm, 1, f"{what}: warm-up job", group.check, group.output)
-    await asyncio.sleep(0.5)  # let the worker go idle: what is measured is waking it
+    await asyncio.sleep(ctx.params.idle)  # let the worker go idle: what is measured is waking it
     after = box.last_id()
     producer = Producer(box, rate=rate, count=n, launcher=ctx.launcher)
     try:
