@@ -121,7 +121,7 @@ def test_the_floor_script_runs_and_reports() -> None:
     require_postgres()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run(
-        [sys.executable, os.path.join(root, "benchmarks", "floor.py"), "-n", "1000", "--postgres-url", POSTGRES_URL],
+        [sys.executable, os.path.join(root, "benchmarks", "floor.py"), "-n", "200", "--postgres-url", POSTGRES_URL],
         capture_output=True, text=True, timeout=120, check=True,
     )
     lines = out.stdout.splitlines()
