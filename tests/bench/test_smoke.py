@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -162,3 +165,38 @@ def test_cpu_is_counted_finer_than_a_clock_tick() -> None:
     sum(i * i for i in range(20_000))
     after = cpu_seconds(me)
     assert after > before or sys.platform != "linux"  # elsewhere ticks: the same reading is possible
+
+
+async def test_a_drain_that_opens_before_the_first_sample_still_has_its_cpu(sqlite_url: str) -> None:
+    """A worker forked at once may run its first jobs before the sampler's first sample: the CPU its group
+    used from the moment it was launched is still read (a window that opened before any sample gave
+    ``None``, and ``defaults.cpu`` failed the smoke test now and then)."""
+    from jobloom.bench.performers import NOOP_APP_REF
+    from jobloom.bench.processes import WorkerGroup
+
+    target = Target(sqlite_url)
+    launched: list[float] = []
+
+    def launcher(args: list[str], env: dict[str, str], output: Any) -> Any:
+        launched.append(time.time())  # after the group's start, before its sampler's first sample
+        return fork_launcher(args, env, output)
+
+    try:
+        box = target.sandbox()
+        await box.prepare()
+        group = WorkerGroup(box, processes=None, concurrency=None, app_ref=NOOP_APP_REF, flags=False,
+                            launcher=launcher)
+        group.start()
+        try:
+            deadline = time.monotonic() + 30
+            while group.peak_total_rss_mb is None:  # sampled once, after the launch
+                assert time.monotonic() < deadline, "the sampler took no sample"
+                await asyncio.sleep(0.02)
+            end = time.time()
+        finally:
+            group.stop()  # samples once more, after `end`
+            box.close()
+        used = group.cpu_between(launched[0], end)
+    finally:
+        target.close()
+    assert used is not None and used >= 0, used

@@ -172,6 +172,10 @@ class WorkerGroup:
 
     def start(self) -> None:
         """Start the supervisor and the sampler thread."""
+        # the group's first CPU reading, exact: a process not started yet has used none. A worker that
+        # starts at once (forked by a launcher) may run its first jobs before the sampler's first sample,
+        # and a drain window opening then would otherwise have no reading before it
+        self._cpu.append((time.time(), 0.0))
         self._proc = _Proc(self.command(), self.box.env(), "jobloom worker", self.launcher)
         self._sampling.set()
         self._sampler = threading.Thread(target=self._sample, name="bench-rss", daemon=True)
