@@ -24,7 +24,8 @@ import jobloom
 from jobloom.app.loading import POOL_MAX_ENV
 from tests.helpers import eventually
 from tests.pg_private import PrivateServer
-from tests.zygote import ZYGOTE, forkable
+
+from .conftest import Processes
 
 pytestmark = pytest.mark.slow
 
@@ -100,18 +101,15 @@ def _worker(folder: Path, url: str, name: str, *args: str) -> subprocess.Popen[b
                             stdout=(folder / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
 
 
-def _forked_worker(folder: Path, url: str, name: str, pool_max: int, concurrency: int) -> Any:
-    """The worker process ``jobloom worker mwapp:app --pool-max P`` becomes, forked from the test zygote
-    (``tests/zygote.py``) unless the tests start every worker with ``exec``: the command passes
-    ``--pool-max`` to its process in the environment, which the process applies itself. 32 commands
-    started with ``exec`` spend most of this test's time importing jobloom twice each (the command,
-    then the process); the command's own path is the next test's."""
-    env = {**_env(folder, url, name), POOL_MAX_ENV: str(pool_max)}
+def _forked_worker(spawner: Processes, url: str, name: str, pool_max: int, concurrency: int) -> Any:
+    """The worker process ``jobloom worker mwapp:app --pool-max P`` becomes, started as the integration
+    tests start theirs (:meth:`Processes.spawn`: forked from the test zygote unless the tests start every
+    worker with ``exec``): the command passes ``--pool-max`` to its process in the environment, which the
+    process applies itself. 32 commands started with ``exec`` spend most of this test's time importing
+    jobloom twice each (the command, then the process); the command's own path is the next test's."""
+    env = {**_env(spawner.state_dir, url, name), POOL_MAX_ENV: str(pool_max)}
     argv = ["mwapp:app", "--concurrency", str(concurrency), "--log-level", "warning"]
-    if forkable(env):
-        return ZYGOTE.start(argv, env, str(folder), stderr=str(folder / f"{name}.log"))
-    return subprocess.Popen([sys.executable, "-m", "jobloom.process", *argv], cwd=folder, env=env,
-                            stdout=(folder / f"{name}.log").open("w"), stderr=subprocess.STDOUT)
+    return spawner.spawn(argv, env, stderr=spawner.state_dir / f"{name}.log")
 
 
 async def _app(folder: Path, url: str) -> jobloom.App:
@@ -155,7 +153,8 @@ async def test_32_worker_processes_with_capped_pools_drain_1000_jobs_with_exact_
     try:
         sampler.start()
         launched = time.monotonic()
-        procs = [_forked_worker(tmp_path, server.url, f"w{i}", POOL_MAX, 20) for i in range(PROCESSES)]
+        spawner = Processes(server.url, tmp_path)
+        procs = [_forked_worker(spawner, server.url, f"w{i}", POOL_MAX, 20) for i in range(PROCESSES)]
         await eventually(lambda: sum(name.startswith("w") for name in list(peaks)) == PROCESSES, timeout=120,
                          interval=0.2, what=f"all {PROCESSES} worker processes connected")
         started = time.monotonic()
