@@ -96,6 +96,10 @@ class SchemaPool:
         self._lock = threading.Lock()
         self._emptying: list[Future[None]] = []
         self._thread = ThreadPoolExecutor(max_workers=KEEP, thread_name_prefix="schema-pool")
+        # one connection per emptying thread, kept from test to test: a new one would cost the server a
+        # backend's start and cold catalog caches, about as much as the emptying itself
+        self._local = threading.local()
+        self._conns: list[Connection[Any]] = []
 
     def url(self, schema: str) -> str:
         """A URL whose connections use ``schema`` and name it as their ``application_name``."""
@@ -122,6 +126,8 @@ class SchemaPool:
         """Drop every schema kept."""
         self.settle()
         self._thread.shutdown()
+        for conn in self._conns:
+            conn.close()
         while self.free:
             self._drop(self.free.pop())
 
@@ -161,28 +167,50 @@ class SchemaPool:
     def _reset(self, schema: str) -> bool:
         """Empty ``schema`` back to its state right after migration; False if that cannot be proved."""
         import psycopg
+
+        for attempt in (1, 2):
+            conn = self._connection()
+            try:
+                return _connections_gone(conn, schema) and self._empty(conn, schema)
+            except _NotAsNew:
+                return False
+            except psycopg.Error:
+                self._local.conn = None
+                conn.close()  # not kept: the next emptying starts from a new connection
+                if not conn.broken or attempt == 2:  # a kept connection the server closed: once more, anew
+                    return False
+        return False
+
+    def _empty(self, conn: Connection[Any], schema: str) -> bool:
+        """Truncate what the test wrote, restore the planner's figures, and compare the catalog."""
         from psycopg.types.json import Jsonb
 
         expected, figures, sizes = self.fresh[schema]
-        try:
-            with psycopg.connect(self.base_url, autocommit=True) as conn:
-                if not _connections_gone(conn, schema):
-                    return False
-                with conn.transaction():
-                    conn.execute("SET LOCAL lock_timeout = '5s'")
-                    conn.execute("SET LOCAL synchronous_commit = off")  # the schema is scratch: no need to wait
-                    conn.execute(f'SET LOCAL search_path TO "{schema}"')
-                    written = conn.execute(_WRITTEN, {"schema": schema, "sizes": Jsonb(sizes)}).fetchall()
-                    if written:
-                        conn.execute(f"TRUNCATE {', '.join(r[0] for r in written)} RESTART IDENTITY CASCADE")
-                    if _rows(conn, schema):
-                        raise _NotAsNew
-                    _restore_figures(conn, figures)
-                    if _fingerprint(conn, schema) != expected:
-                        raise _NotAsNew
-            return True
-        except (_NotAsNew, psycopg.Error):
-            return False
+        with conn.transaction():
+            conn.execute("SET LOCAL lock_timeout = '5s'")
+            conn.execute("SET LOCAL synchronous_commit = off")  # the schema is scratch: no need to wait
+            conn.execute(f'SET LOCAL search_path TO "{schema}"')
+            written = conn.execute(_WRITTEN, {"schema": schema, "sizes": Jsonb(sizes)}).fetchall()
+            if written:
+                conn.execute(f"TRUNCATE {', '.join(r[0] for r in written)} RESTART IDENTITY CASCADE")
+            if _rows(conn, schema):
+                raise _NotAsNew
+            _restore_figures(conn, figures)
+            if _fingerprint(conn, schema) != expected:
+                raise _NotAsNew
+        return True
+
+    def _connection(self) -> Connection[Any]:
+        """This emptying thread's own connection to the base URL (made on first use, or again once closed)."""
+        import psycopg
+
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = psycopg.connect(self.base_url, autocommit=True)
+            self._local.conn = conn
+            with self._lock:
+                self._conns.append(conn)
+        return conn
 
     def _drop(self, schema: str) -> None:
         import psycopg

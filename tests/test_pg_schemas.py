@@ -81,3 +81,24 @@ def test_a_schema_still_in_use_is_dropped(pool: SchemaPool, monkeypatch: pytest.
         assert pool.free == []
     finally:
         left.close()
+
+
+def test_the_emptying_connection_is_kept_and_made_again_once_the_server_closed_it(pool: SchemaPool) -> None:
+    import psycopg
+
+    with pool.lease() as url:
+        _write(url)
+    pool.settle()
+    kept = [c.info.backend_pid for c in pool._conns if not c.closed]
+    with pool.lease() as url:
+        _write(url)
+    pool.settle()
+    assert [c.info.backend_pid for c in pool._conns if not c.closed] == kept, "one connection, kept"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [kept])
+    with pool.lease() as url:
+        schema = url.rsplit("=", 1)[1]
+        _write(url)
+    pool.settle()
+    assert pool.free == [schema], "emptied through a new connection, and kept"
+    assert len([c for c in pool._conns if not c.closed]) == 1
