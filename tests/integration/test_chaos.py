@@ -1,5 +1,5 @@
 """Chaos: three worker processes under a supervisor, one of them killed with SIGKILL every second for
-20 s, and on PostgreSQL the app's connections terminated twice. Every at-least-once job succeeds, no
+12 s, and on PostgreSQL the app's connections terminated twice. Every at-least-once job succeeds, no
 at-most-once job starts twice, the concurrency limit is never exceeded (measured from inside the jobs),
 and nothing is left running or queued."""
 
@@ -26,6 +26,9 @@ from tests.helpers import eventually
 from .conftest import Processes
 
 pytestmark = pytest.mark.slow
+
+WINDOW = 12
+"""Seconds of kills: one a second."""
 
 
 
@@ -57,12 +60,14 @@ async def test_chaos(app: jobloom.App, procs: Processes) -> None:
     if postgres:
         procs.env["JOBLOOM_IT_URL"] = procs.url + f"&application_name={tag}"
     rng = random.Random(7)
-    least = await app.enqueue_many([("LoggedAtLeastOnce", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, 18)))
-                                     for _ in range(2000)])
-    most = await app.enqueue_many([("LoggedAtMostOnce", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, 18)))
-                                    for _ in range(400)])
-    gated = await app.enqueue_many([("Spanned", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, 18)))
-                                     for _ in range(300)])
+    # due over the kill window at the same density as ever (about 150 jobs a second), so that each kill
+    # still lands among running attempts of every kind
+    least = await app.enqueue_many([("LoggedAtLeastOnce", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, WINDOW - 2)))
+                                     for _ in range(1200)])
+    most = await app.enqueue_many([("LoggedAtMostOnce", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, WINDOW - 2)))
+                                    for _ in range(240)])
+    gated = await app.enqueue_many([("Spanned", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, WINDOW - 2)))
+                                     for _ in range(180)])
     env = {**procs.env, "JOBLOOM_IT_LEASE": "1.0"}
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "jobloom.cli", "worker", "itapp:app", "--processes", "3", "--concurrency", "8",
@@ -74,14 +79,14 @@ async def test_chaos(app: jobloom.App, procs: Processes) -> None:
         await eventually(lambda: len(sup.children()) == 3, timeout=30, what="three worker processes")
         t0 = time.monotonic()
         terminated = 0
-        while time.monotonic() - t0 < 20:
+        while time.monotonic() - t0 < WINDOW:
             await asyncio.sleep(1.0)
             children = sup.children()
             if children:
                 victim = rng.choice(children)
                 deaths[victim.pid] = time.time()
                 os.kill(victim.pid, signal.SIGKILL)
-            if postgres and terminated < 2 and time.monotonic() - t0 > 7 * (terminated + 1):
+            if postgres and terminated < 2 and time.monotonic() - t0 > 4 * (terminated + 1):
                 import psycopg
 
                 with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
@@ -100,14 +105,15 @@ async def test_chaos(app: jobloom.App, procs: Processes) -> None:
             supervisor.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(supervisor.pid, signal.SIGKILL)
-    assert len(deaths) >= 15, f"only {len(deaths)} processes were killed"
-    for job in least:
-        done = await app.get_job(job.id)
-        assert done.state == "succeeded", done
+    assert len(deaths) >= WINDOW - 3, f"only {len(deaths)} processes were killed"
+    if postgres:
+        assert terminated == 2
+    # the store is the test's own: every job of these bindings is one enqueued above
+    counts = await app.counts(finished=True)
+    assert counts.get("LoggedAtLeastOnce") == {"succeeded": len(least)}, counts
+    assert counts.get("Spanned") == {"succeeded": len(gated)}, counts
+    ended = counts.get("LoggedAtMostOnce", {})
+    assert set(ended) <= {"succeeded", "stalled"} and sum(ended.values()) == len(most), counts
     starts = Counter(int(line.split()[0]) for line in procs.read("starts-most"))
     assert starts and max(starts.values()) == 1, "an at-most-once job started twice"
-    for job in most:
-        assert (await app.get_job(job.id)).state in ("succeeded", "stalled")
-    for job in gated:
-        assert (await app.get_job(job.id)).state == "succeeded"
     assert _peak(procs.read("spans"), deaths) <= 3
