@@ -94,3 +94,30 @@ async def _is(app: jobloom.App, job_id: int, state: str) -> bool:
 
 async def _all_done(app: jobloom.App, jobs: list[jobloom.Job]) -> bool:
     return all([await _is(app, j.id, "succeeded") for j in jobs])
+
+
+async def test_a_stopping_worker_ends_its_heartbeats_before_it_leaves_the_registry(
+    app: jobloom.App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heartbeat that committed after the worker's row was deleted would write the row again, and the
+    stopped worker would be listed until pruned: its heartbeats have ended when the row is deleted."""
+    from jobloom.engine import registry
+
+    forget = registry.forget
+    beating: list[bool] = []
+
+    async def watched(tx: Any, name: str) -> None:
+        beating.append(worker.leases.beating)
+        await forget(tx, name)
+
+    monkeypatch.setattr(registry, "forget", watched)
+    worker, task = await run_worker(app, concurrency=2)
+    await eventually(lambda: _listed(app, worker.name), what="the worker in the registry")
+    assert worker.leases.beating
+    await stop(worker, task)
+    assert beating == [False]
+    assert not await _listed(app, worker.name)
+
+
+async def _listed(app: jobloom.App, name: str) -> bool:
+    return name in (await _binding(app, "Echo")).workers

@@ -8,6 +8,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from jobloom.core.tasks import cancel_and_wait
 from jobloom.engine import coordinator, registry
 from jobloom.engine.progress import ProgressBuffer
 from jobloom.engine.running import Key
@@ -49,6 +50,17 @@ class Leases:
         for task in tasks:
             task.cancel()
         return tasks
+
+    async def halt(self, timeout: float | None = None) -> bool:
+        """Stop the heartbeat and the lease watch and wait until they have ended (a heartbeat in a
+        transaction is rolled back): from then on nothing renews a lease or the registry row. Whether
+        both ended within ``timeout`` s."""
+        return await cancel_and_wait(self.stop(), timeout=timeout)
+
+    @property
+    def beating(self) -> bool:
+        """Whether the heartbeat task is running (started and not yet stopped and ended)."""
+        return any(not task.done() for task in self._tasks)
 
     async def _heartbeats(self) -> None:
         """Renew the leases of this worker's attempts every lease/3 (with one batched statement)."""

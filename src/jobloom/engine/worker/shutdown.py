@@ -18,6 +18,7 @@ from jobloom.engine.running import Key
 from jobloom.engine.worker.completer import Completer
 from jobloom.engine.worker.cycle import Cycle
 from jobloom.engine.worker.executor import Executor
+from jobloom.engine.worker.leases import Leases
 from jobloom.engine.worker.shared import Clock, Stopping, Wakes
 from jobloom.store.base import Store, Tx
 
@@ -47,13 +48,14 @@ class Shutdown:
     """The shutdown sequence of a worker: its stop, the grace period, and what it does with the jobs left."""
 
     def __init__(self, app: Host, name: str, *, grace: float, executor: Executor, completer: Completer,
-                 cycle: Cycle, clock: Clock, stopping: Stopping, wakes: Wakes) -> None:
+                 cycle: Cycle, leases: Leases, clock: Clock, stopping: Stopping, wakes: Wakes) -> None:
         self._app = app
         self._name = name
         self.grace = grace
         self._executor = executor
         self._completer = completer
         self._cycle = cycle
+        self._leases = leases
         self._clock = clock
         self._stopping = stopping
         self._wakes = wakes
@@ -180,10 +182,12 @@ class Shutdown:
                         "until their leases expire; the reaper then handles them", len(unreported),
                         sorted({j for j, _ in unreported}))
         # the registry row goes with the worker, within what is left of the stop's budget (a store that
-        # does not answer leaves it to be pruned as stale)
+        # does not answer leaves it to be pruned as stale); the heartbeats stop first, since one that
+        # committed after the row's removal would write it again
         budget = min(1.0, deadline + ABANDON_MARGIN - time.monotonic())
         if budget > 0 and not self.abandoned:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(budget):
                     await store.notify()
+                    await self._leases.halt()
                     await store.transact(lambda tx: registry.forget(tx, self._name))

@@ -115,7 +115,8 @@ class Worker:
                            completer=self.completer, telemetry=self.telemetry, clock=self.clock,
                            stopping=self._stopping)
         self.shutdown = Shutdown(app, self.name, grace=grace, executor=self.executor, completer=self.completer,
-                                 cycle=self.cycle, clock=self.clock, stopping=self._stopping, wakes=self._wakes)
+                                 cycle=self.cycle, leases=self.leases, clock=self.clock, stopping=self._stopping,
+                                 wakes=self._wakes)
 
     # -- what the process sees ----------------------------------------------------------------------
 
