@@ -112,9 +112,14 @@ async def test_a_stopping_worker_ends_its_heartbeats_before_it_leaves_the_regist
 
     monkeypatch.setattr(registry, "forget", watched)
     worker, task = await run_worker(app, concurrency=2)
-    await eventually(lambda: _listed(app, worker.name), what="the worker in the registry")
-    assert worker.leases.beating
-    await stop(worker, task)
+
+    async def started() -> bool:  # (the row is written before the heartbeat starts)
+        return worker.leases.beating and await _listed(app, worker.name)
+
+    try:
+        await eventually(started, what="the worker in the registry, its heartbeat running")
+    finally:
+        await stop(worker, task)
     assert beating == [False]
     assert not await _listed(app, worker.name)
 
