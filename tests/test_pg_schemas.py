@@ -102,3 +102,30 @@ def test_the_emptying_connection_is_kept_and_made_again_once_the_server_closed_i
     pool.settle()
     assert pool.free == [schema], "emptied through a new connection, and kept"
     assert len([c for c in pool._conns if not c.closed]) == 1
+
+
+def test_the_catalogs_are_vacuumed_every_so_many_schemas_given_back(
+    pool: SchemaPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from tests.helpers import eventually_sync
+
+    monkeypatch.setattr("tests.pg_schemas.VACUUM_EVERY", 2)
+
+    def vacuums() -> int:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            row = conn.execute("SELECT vacuum_count FROM pg_stat_sys_tables WHERE relname = 'pg_attribute'").fetchone()
+            return int(row[0]) if row else 0
+
+    before = vacuums()
+    with pool.lease() as url:
+        _write(url)
+    pool.settle()
+    assert pool.vacuums == 0, "not yet"
+    with pool.lease() as url:
+        _write(url)
+    pool.settle()
+    assert pool.vacuums == 1
+    # (other test processes' pools may vacuum meanwhile too)
+    eventually_sync(lambda: vacuums() > before, timeout=10, what="the server's count of pg_attribute's vacuums")
