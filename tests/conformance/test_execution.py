@@ -216,6 +216,7 @@ async def test_a_full_key_never_blocks_other_keys(app: jobloom.App) -> None:
         await stop(worker, task)
 
 
+@pytest.mark.serial  # a time bound: six starts within 1 s (a loaded host delayed one by 0.64 s)
 async def test_rate_limit_spaces_dispatches(app: jobloom.App) -> None:
     for i in range(6):
         await app.enqueue(Throttled, {"n": i})
