@@ -162,7 +162,7 @@ async def test_schedules_fire_on_time_while_the_worker_drains_a_backlog(
     behind = 3.0  # seconds the read model may be behind the jobs (its projector folds every second)
     seen: list[tuple[float, int, int, int]] = []  # (when, jobs taken, started in the read model, pending events)
     try:
-        while time.time() - t0 < 12.0:  # 10 ticks measured: one late one still leaves 90 %
+        while time.time() - t0 < 8.0:  # 6 ticks measured, of which at most one late
             taken = (await backlog.taken())[0]
             stats = await app.stats()
             noop = stats.bindings.get("Noop")
@@ -179,7 +179,7 @@ async def test_schedules_fire_on_time_while_the_worker_drains_a_backlog(
     expected = int(busy_until - 1) - int(t0 + 1)
     on_time = [j for j in ticks if j.created_at.timestamp() - j.payload["tick"] <= 1.0]
     late = [round(j.created_at.timestamp() - j.payload["tick"], 3) for j in ticks]
-    assert len(on_time) >= 0.9 * expected, (len(on_time), expected, late)
+    assert expected >= 5 and len(on_time) >= expected - 1, (len(on_time), expected, late)
     # the read model keeps up: what it counts at each look, the jobs had reached `behind` seconds earlier
     for when, _, started, _ in seen:
         earlier = [taken for t, taken, _, _ in seen if t <= when - behind]
