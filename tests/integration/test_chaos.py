@@ -60,14 +60,15 @@ async def test_chaos(app: jobloom.App, procs: Processes) -> None:
     if postgres:
         procs.env["JOBLOOM_IT_URL"] = procs.url + f"&application_name={tag}"
     rng = random.Random(7)
-    # due over the kill window at the same density as ever (about 150 jobs a second), so that each kill
-    # still lands among running attempts of every kind
-    least = await app.enqueue_many([("LoggedAtLeastOnce", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, WINDOW - 2)))
-                                     for _ in range(1200)])
-    most = await app.enqueue_many([("LoggedAtMostOnce", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, WINDOW - 2)))
-                                    for _ in range(240)])
-    gated = await app.enqueue_many([("Spanned", {}, jobloom.EnqueueOptions(delay=rng.uniform(0, WINDOW - 2)))
-                                     for _ in range(180)])
+
+    def due(binding: str, n: int) -> list[tuple[str, dict[str, object], jobloom.EnqueueOptions]]:
+        """``n`` jobs due over the kill window at the same density as ever (about 150 jobs a second in
+        all), so that each kill still lands among running attempts of every kind."""
+        return [(binding, {}, jobloom.EnqueueOptions(delay=rng.uniform(0, WINDOW - 2))) for _ in range(n)]
+
+    least = await app.enqueue_many(due("LoggedAtLeastOnce", 1200))
+    most = await app.enqueue_many(due("LoggedAtMostOnce", 240))
+    gated = await app.enqueue_many(due("Spanned", 180))
     env = {**procs.env, "JOBLOOM_IT_LEASE": "1.0"}
     supervisor = subprocess.Popen(
         [sys.executable, "-m", "jobloom.cli", "worker", "itapp:app", "--processes", "3", "--concurrency", "8",
