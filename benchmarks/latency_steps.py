@@ -43,7 +43,7 @@ SITE = HERE / "latency_steps"
 Record = tuple[str, float, float, str, int]  # name, start, end, statement, the task that made the call
 
 
-async def run(url: str, n: int, rate: float, out: str | None) -> list[tuple[int, float, float]]:
+async def run(url: str, n: int, rate: float, out: str | None, params: Params) -> list[tuple[int, float, float]]:
     """One latency run; (id, created_at, perform began) per job. ``out``: stamp into this folder."""
     target = Target(url)
     box = target.sandbox()
@@ -60,7 +60,7 @@ async def run(url: str, n: int, rate: float, out: str | None) -> list[tuple[int,
         box.env = env  # type: ignore[method-assign]
     group = WorkerGroup(box, processes=None, concurrency=None, app_ref=LATENCY_APP_REF, flags=False)
     try:
-        after = await stamped_jobs(Context(target, Params()), box, group, n, rate, "latency steps")
+        after = await stamped_jobs(Context(target, params), box, group, n, rate, "latency steps")
         return [(int(i), float(c), float(json.loads(r))) for i, c, r in box.rows(
             f"SELECT id, created_at, result FROM jobloom_jobs WHERE id > {after} AND state = 'succeeded' ORDER BY id")]
     finally:
@@ -172,15 +172,21 @@ def main() -> int:
     parser.add_argument("--url", default=None, help="store URL (default: a temporary SQLite file)")
     parser.add_argument("-n", type=int, default=300)
     parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--stamped-only", action="store_true",
+                        help="skip the unstamped run printed first for comparison (a quick check of the tracing)")
+    parser.add_argument("--idle", type=float, default=Params().idle,
+                        help="seconds the worker is left idle after its warm-up job, before the timed jobs")
     args = parser.parse_args()
+    params = Params(idle=args.idle)
     with tempfile.TemporaryDirectory(prefix="jobloom-steps-") as folder:
         url = args.url or f"sqlite:///{folder}/steps.db"
-        plain = asyncio.run(run(url, args.n, args.rate, None))
-        d = sorted((b - c) * 1000 for _, c, b in plain)
-        print(f"unstamped: p50 {statistics.median(d):.3f} ms, p99 {d[int(len(d) * 0.99)]:.3f} ms ({len(d)} jobs)")
+        if not args.stamped_only:
+            plain = asyncio.run(run(url, args.n, args.rate, None, params))
+            d = sorted((b - c) * 1000 for _, c, b in plain)
+            print(f"unstamped: p50 {statistics.median(d):.3f} ms, p99 {d[int(len(d) * 0.99)]:.3f} ms ({len(d)} jobs)")
         stamps = os.path.join(folder, "stamps")
         os.makedirs(stamps)
-        jobs = asyncio.run(run(url, args.n, args.rate, stamps))
+        jobs = asyncio.run(run(url, args.n, args.rate, stamps, params))
         d = sorted((b - c) * 1000 for _, c, b in jobs)
         print(f"stamped:   p50 {statistics.median(d):.3f} ms, p99 {d[int(len(d) * 0.99)]:.3f} ms")
         worker, producer = load(stamps)
