@@ -8,6 +8,7 @@ every request is signed so that the receiver can tell a tampered one.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import time
@@ -19,6 +20,7 @@ import pytest
 
 import jobloom
 from jobloom.engine.push import retry_after
+from jobloom.testing import TestClock
 from tests.receiver import Answer, Receiver, Request
 
 SECRET = "test-secret-0123456789abcdef"
@@ -163,8 +165,12 @@ async def test_5xx_and_connection_errors_are_retried_with_backoff(running: list[
         assert "ConnectError" in (failed.error or "")
 
 
-@pytest.mark.serial  # a time bound: a retry without Retry-After within 0.9 s
-async def test_429_and_503_retry_when_retry_after_says(running: list[Any], store_url: str) -> None:
+async def test_429_and_503_retry_when_retry_after_says(store_url: str) -> None:
+    """Retry-After in seconds and as an HTTP date each hold the next attempt back that long; a 503 without
+    it retries after the backoff. Time is the test clock's, so the gaps are exact however busy the host:
+    the attempts are run by ``clock.advance`` (``app.drain()`` at each moment a retry comes due)."""
+    clock = TestClock()
+
     def later() -> Answer:  # an HTTP date has whole seconds: 2 s on, from 1 s to 2 s away
         return 503, {"Retry-After": formatdate(time.time() + 2, usegmt=True)}, b""
 
@@ -174,16 +180,21 @@ async def test_429_and_503_retry_when_retry_after_says(running: list[Any], store
             max_attempts = 5
             backoff = jobloom.Backoff.fixed(0.05)
 
-        app = await start(running, store_url, Busy)
-        job = await app.enqueue(Busy, {})
-        done = await app.wait(job.id, timeout=15)
-        assert done.state == "succeeded" and done.attempt == 4
-        at = [r.at for r in rx.requests]
-        assert at[1] - at[0] >= 0.95, "Retry-After: 1 (seconds) was not honoured"
-        assert at[2] - at[1] >= 0.9, "Retry-After as an HTTP date was not honoured"
-        assert at[3] - at[2] < 0.9, "without Retry-After the backoff (0.05 s) applies"
-        outcomes = [a.outcome for a in await app.attempts(job.id)]
-        assert outcomes == ["retry", "retry", "retry", "succeeded"]
+        app = jobloom.App(store_url, performers=[Busy], auto_migrate=True, signing_secret=SECRET, clock=clock)
+        try:
+            job = await app.enqueue(Busy, {})
+            await clock.advance(10)
+            done = await app.get_job(job.id)
+            assert done.state == "succeeded" and done.attempt == 4 and len(rx.requests) == 4
+            attempts = await app.attempts(job.id)
+            assert [a.outcome for a in attempts] == ["retry", "retry", "retry", "succeeded"]
+            gaps = [(b.started_at - a.finished_at).total_seconds()  # type: ignore[operator]
+                    for a, b in itertools.pairwise(attempts)]
+            assert gaps[0] >= 1.0, f"Retry-After: 1 (seconds) was not honoured: {gaps}"
+            assert gaps[1] >= 0.9, f"Retry-After as an HTTP date was not honoured: {gaps}"
+            assert gaps[2] < 0.9, f"without Retry-After the backoff (0.05 s) applies: {gaps}"
+        finally:
+            await app.close()
 
 
 async def test_other_4xx_fail_at_once_with_status_and_body(running: list[Any], store_url: str) -> None:
