@@ -17,6 +17,7 @@ import jobloom
 from jobloom.engine import coordinator
 from jobloom.engine.jobs import Claimed, Outcome
 from jobloom.engine.worker import ABANDON_MARGIN
+from jobloom.store.sqlite.store import wake_folder
 from tests.helpers import eventually
 
 from .conftest import Processes
@@ -92,7 +93,8 @@ async def test_sigterm_stops_a_worker_within_its_grace_while_sqlite_is_stuck(sql
     await app.close()
     worker = procs.worker(grace=2.0)
     path = sqlite_url.removeprefix("sqlite:///")
-    await eventually(lambda: os.path.isdir(path + ".wake") and os.listdir(path + ".wake"), what="worker listening")
+    wakes = wake_folder(path)  # beside the file, or under the temp folder when that path is too long
+    await eventually(lambda: os.path.isdir(wakes) and os.listdir(wakes), what="worker listening")
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")  # every write transaction of the worker now waits
     try:
