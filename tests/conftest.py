@@ -229,14 +229,29 @@ def pooled_store_url(request: pytest.FixtureRequest) -> str:
 # store) first, largest first, then the other tests one by one in collection order: a test of a minute
 # handed out last keeps one process busy while the others have nothing left to do. So the tests marked
 # ``slow`` (several seconds each: processes, servers, fuzzing) are collected first, and the others fill
-# in around them; within each part the order stays as collected.
+# in around them, as collected. The slow ones take turns by module: the first of each module, then the
+# second of each, and so on. A module's slow tests are often alike: several that mostly wait (schedules
+# coming due, a server's outage) ran side by side in every process at once and left the CPU half idle
+# for 40 s of the parallel run; spread out, each waits beside another module's busy test.
+
+
+def _slow_first(items: list[pytest.Item]) -> None:
+    """Sort ``items``: the slow tests first, taking turns by module, then the others as collected."""
+    turn: dict[pytest.Item, int] = {}
+    seen: dict[str, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            module = str(item.path)
+            turn[item] = seen.get(module, 0)
+            seen[module] = turn[item] + 1
+    items.sort(key=lambda item: (item not in turn, turn.get(item, 0)))  # stable: modules keep their order
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Move the tests marked ``slow`` to the front (a stable sort); name the groups of an xdist worker's
-    items in their ids where pytest-xdist could not."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Move the tests marked ``slow`` to the front, taking turns by module (:func:`_slow_first`); name the
+    groups of an xdist worker's items in their ids where pytest-xdist could not."""
+    _slow_first(items)
     if getattr(config.option, "loadgroup", False):  # an xdist worker, under --dist loadgroup
         _name_groups(items)
 
