@@ -61,7 +61,21 @@ class Slow(jobloom.Performer[dict[str, Any], None]):
         await self.wait_for_event("never")
 
 
-PERFORMERS = [SendMail, FlakyOnce, AlwaysFails, Nap, Tick, Slow]
+class RetryNow(jobloom.Performer[dict[str, Any], int]):
+    async def perform(self, payload: dict[str, Any]) -> int:
+        if self.ctx.attempt == 1:
+            raise jobloom.Retry(0)
+        return self.ctx.attempt
+
+
+class SnoozeNow(jobloom.Performer[dict[str, Any], int]):
+    async def perform(self, payload: dict[str, Any]) -> int:
+        if self.ctx.attempt == 1:
+            raise jobloom.Snooze(0)
+        return self.ctx.attempt
+
+
+PERFORMERS = [SendMail, FlakyOnce, AlwaysFails, Nap, Tick, Slow, RetryNow, SnoozeNow]
 
 
 @pytest.fixture
@@ -87,6 +101,21 @@ async def test_a_one_hour_backoff_is_tested_in_milliseconds(clocked: tuple[TestC
     done = await app.get_job(job.id)
     assert done.state == "succeeded" and done.attempt == 2 and done.finished_ts == START.timestamp() + 3600
     assert time.monotonic() - began < 3.0
+
+
+@pytest.mark.parametrize("frozen", [True, False], ids=["test_clock", "real_clock"])
+async def test_drain_runs_what_its_own_reports_made_due_at_once(store_url: str, frozen: bool) -> None:
+    clock = TestClock(START) if frozen else None
+    app = jobloom.App(store_url, performers=PERFORMERS, auto_migrate=True, clock=clock)
+    try:
+        again = await app.enqueue(RetryNow, {})
+        snoozed = await app.enqueue(SnoozeNow, {})
+        assert await app.drain() == 4  # each job's first attempt, its due-now retry or snooze's attempt
+        for job, spent in ((again, 2), (snoozed, 1)):  # a snooze spends no attempt
+            done = await app.get_job(job.id)
+            assert (done.state, done.result, done.attempts_spent) == ("succeeded", 2, spent)
+    finally:
+        await app.close()
 
 
 async def test_advance_stops_at_every_moment_on_the_way(clocked: tuple[TestClock, jobloom.App]) -> None:

@@ -49,6 +49,7 @@ class CycleResult:
     expired: list[str] = field(default_factory=list)  # the bindings of the jobs ended expired, unstarted
     contended: list[str] = field(default_factory=list)  # bindings skipped: another transaction held their lock
     began: float = 0.0  # monotonic, read just before the clock the claims' leases count from
+    reported: int = 0  # the outcomes this cycle reported
 
     def add(self, binding: str, got: Dispatched) -> int:
         """Note what one binding's dispatch claimed (claimed now, or deferred): how many jobs."""

@@ -134,6 +134,7 @@ class Cycle:
             self._telemetry.cycle(result.claimed, outcomes, result.reaped, result.expired)
         else:
             self._telemetry.cycle(result.claimed, outcomes, result.reaped)
+        result.reported = len(outcomes)
         self._completer.applied(outcomes)
         if result.notify:
             await store.notify()

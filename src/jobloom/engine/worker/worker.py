@@ -252,7 +252,9 @@ class Worker:
                     kick.clear()
                     await asyncio.sleep(0)
                     continue
-                if not result.claimed and not self.completer.outcomes and not made and not result.contended:
+                # an outcome reported may have made a job due at once (a retry or a snooze of 0 s, a caller
+                # whose child ended before it suspended): the cycle after a report looks for it
+                if not (result.claimed or result.reported or self.completer.outcomes or made or result.contended):
                     if not self.completer.hooks.running:
                         break
                     await self.completer.hooks.wait()  # a hook may enqueue jobs: look again after it
