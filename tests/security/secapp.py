@@ -1,6 +1,5 @@
 """The app the security tests serve with ``jobloom serve --app tests.security.secapp:app`` (the HTTP tests'
-app and two more remote bindings, on the store named by ``JOBLOOM_SEC_URL``; ``JOBLOOM_SEC_SCHEMA`` names its
-PostgreSQL schema)."""
+app and two more remote bindings, on the store named by ``JOBLOOM_SEC_URL``)."""
 
 from __future__ import annotations
 
@@ -16,5 +15,3 @@ WORKER_BINDINGS = (
 """Remote bindings of the worker identity tests (tests/security/test_worker_identity.py)."""
 
 app = make_app(os.environ["JOBLOOM_SEC_URL"], WORKER_BINDINGS)
-if os.environ.get("JOBLOOM_SEC_SCHEMA"):  # its own wake-up channel, not the one other tests' stores share
-    app.store_options["schema"] = os.environ["JOBLOOM_SEC_SCHEMA"]

@@ -30,18 +30,11 @@ QUICK = ("--header-timeout", "1", "--body-timeout", "1", "--max-long-polls", "3"
 """The options of the server of the tests that wait for a limit: short times, small caps."""
 
 
-def own_channel(url: str) -> dict[str, str]:
-    """For a PostgreSQL schema given by ``search_path``, the server's environment that names it: the server
-    then listens on that schema's own channel, not on the one every other test's store shares (whose
-    wake-ups would make its claims look again and again)."""
-    return {"JOBLOOM_SEC_SCHEMA": url.split("search_path%3D", 1)[1]} if "search_path%3D" in url else {}
-
-
 @pytest.fixture(scope="module", params=STORES)
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A server with the default limits, per store."""
     folder = tmp_path_factory.mktemp(f"limits-{request.param}")
-    with store_for(request.param, folder) as url, serve(url, folder, tokens=SCOPED, env=own_channel(url)) as s:
+    with store_for(request.param, folder) as url, serve(url, folder, tokens=SCOPED) as s:
         yield s
 
 
@@ -49,7 +42,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 def quick(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A server with short timeouts and small caps, per store."""
     folder = tmp_path_factory.mktemp(f"quick-{request.param}")
-    with store_for(request.param, folder) as url, serve(url, folder, *QUICK, tokens=SCOPED, env=own_channel(url)) as s:
+    with store_for(request.param, folder) as url, serve(url, folder, *QUICK, tokens=SCOPED) as s:
         yield s
 
 
@@ -238,7 +231,7 @@ def test_a_token_holds_only_so_many_long_polls(quick: Served) -> None:
 
 def test_a_worker_still_claims_when_descriptors_are_few(store: str, tmp_path: Path) -> None:
     """``ulimit -n 400``: another token's 150 long polls neither starve the descriptors nor a worker."""
-    with store_for(store, tmp_path) as url, serve(url, tmp_path, tokens=SCOPED, env=own_channel(url),
+    with store_for(store, tmp_path) as url, serve(url, tmp_path, tokens=SCOPED,
                                                   max_files=400) as s:
         assert "at most 168 connections" in s.log(), s.log()
         with sockets(150, s) as polls:
@@ -253,7 +246,7 @@ def test_a_worker_still_claims_when_descriptors_are_few(store: str, tmp_path: Pa
 
 @pytest.mark.serial
 def test_sigterm_ends_long_polls_at_once(store: str, tmp_path: Path) -> None:
-    with store_for(store, tmp_path) as url, serve(url, tmp_path, tokens=SCOPED, env=own_channel(url)) as s:
+    with store_for(store, tmp_path) as url, serve(url, tmp_path, tokens=SCOPED) as s:
         job = httpx.post(f"{s.url}/v1/jobs", json={"binding": "Echo", "payload": 1}, headers=s.auth("pusher"),
                          timeout=10).json()["id"]
         with sockets(20, s) as claims, sockets(20, s) as waits:

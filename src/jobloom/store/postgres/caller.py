@@ -15,13 +15,13 @@ from psycopg.rows import TupleRow
 
 from jobloom.core.errors import StoreError
 from jobloom.store.base import Tx, run_without_loop
+from jobloom.store.postgres.channel import channel_name
 from jobloom.store.postgres.tx import PostgresTx, SyncPostgresTx
 
 T = TypeVar("T")
 
 
-async def in_callers_transaction(conn: Any, fn: Callable[[Tx], Awaitable[T]], *, channel: str,
-                                 schema: str | None) -> T:
+async def in_callers_transaction(conn: Any, fn: Callable[[Tx], Awaitable[T]], *, schema: str | None) -> T:
     """Run ``fn`` inside the transaction open on the caller's ``psycopg.AsyncConnection``."""
     if not isinstance(conn, psycopg.AsyncConnection):
         raise StoreError(
@@ -30,7 +30,8 @@ async def in_callers_transaction(conn: Any, fn: Callable[[Tx], Awaitable[T]], *,
     if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
         raise StoreError("transactional enqueue needs a connection inside a transaction")
     cur = await conn.execute(_enter_sql(schema))
-    old_path = await _old_search_path(cur)
+    old_path = await _next_value(cur) if schema is not None else None
+    channel = channel_name(await _next_value(cur))
     try:
         tx = PostgresTx(conn, channel=channel)
         result = await fn(tx)
@@ -43,7 +44,7 @@ async def in_callers_transaction(conn: Any, fn: Callable[[Tx], Awaitable[T]], *,
     return result
 
 
-def in_callers_transaction_sync(conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]], *, channel: str,
+def in_callers_transaction_sync(conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]], *,
                                 schema: str | None) -> T:
     """Run ``fn`` (awaiting only the Tx it is given) inside the transaction open on the caller's
     ``psycopg.Connection``, in the calling thread, without an event loop."""
@@ -54,11 +55,8 @@ def in_callers_transaction_sync(conn: Any, fn: Callable[[Tx], Coroutine[Any, Any
     if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
         raise StoreError("transactional enqueue needs a connection inside a transaction")
     cur = conn.execute(_enter_sql(schema))
-    old_path = None
-    if schema is not None:
-        cur.nextset()
-        row = cur.fetchone()
-        old_path = None if row is None else row[0]
+    old_path = _next_value_sync(cur) if schema is not None else None
+    channel = channel_name(_next_value_sync(cur))
     try:
         result = run_without_loop(fn(SyncPostgresTx(conn)))
     except BaseException:
@@ -70,12 +68,14 @@ def in_callers_transaction_sync(conn: Any, fn: Callable[[Tx], Coroutine[Any, Any
 
 
 def _enter_sql(schema: str | None) -> sql.Composed:
-    # One round trip: a savepoint, and (with a schema) this store's search_path for the
-    # transaction, reading the caller's first so that it can be put back.
+    # One round trip: a savepoint, (with a schema) this store's search_path for the transaction,
+    # reading the caller's first so that it can be put back, and the schema the rows go to (whose
+    # channel wakes its workers).
     parts: list[sql.Composable] = [sql.SQL("SAVEPOINT jobloom_enqueue")]
     if schema is not None:
         parts.append(sql.SQL("SELECT current_setting('search_path'), set_config('search_path', {}, true)")
                      .format(sql.Literal(sql.Identifier(schema).as_string(None))))
+    parts.append(sql.SQL("SELECT current_schema()"))
     return sql.SQL("; ").join(parts)
 
 
@@ -91,8 +91,17 @@ def _exit_sql(channel: str, old_path: str | None, *, ok: bool) -> sql.Composed:
     return sql.SQL("; ").join(parts)
 
 
-async def _old_search_path(cur: psycopg.AsyncCursor[TupleRow]) -> str | None:
+async def _next_value(cur: psycopg.AsyncCursor[TupleRow]) -> str | None:
+    """The first value of the next result of ``cur``'s statements."""
     if not cur.nextset():
         return None
     row = await cur.fetchone()
-    return None if row is None else str(row[0])
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def _next_value_sync(cur: psycopg.Cursor[TupleRow]) -> str | None:
+    """:func:`_next_value` of a synchronous cursor."""
+    if not cur.nextset():
+        return None
+    row = cur.fetchone()
+    return None if row is None or row[0] is None else str(row[0])

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -28,6 +27,7 @@ from jobloom.store.base import Store, Tx, Wakeups, retried
 from jobloom.store.migrations import pending
 from jobloom.store.postgres.budget import check_budget
 from jobloom.store.postgres.caller import in_callers_transaction, in_callers_transaction_sync
+from jobloom.store.postgres.channel import channel_name, pool_channel
 from jobloom.store.postgres.connect import ServerClock, connect_when_up
 from jobloom.store.postgres.faults import connection_lost, has_unread, is_transient, safe_url
 from jobloom.store.postgres.hosts import Servers, connection_class
@@ -45,13 +45,6 @@ log = logging.getLogger("jobloom.store.postgres")
 
 _RETRY_DEADLINE = 60.0
 _MIGRATE_LOCK = "jobloom.migrate"
-
-
-def _channel(schema: str) -> str:
-    name = f"jobloom_{schema}"
-    if len(name.encode()) > 63:  # longer names are not valid channels
-        name = "jobloom_" + hashlib.sha1(schema.encode()).hexdigest()[:32]
-    return name
 
 
 class PostgresStore(Store):
@@ -89,7 +82,7 @@ class PostgresStore(Store):
         self.pool_max = pool_max
         self.retry_deadline = retry_deadline
         self.connect_wait = retry_deadline if connect_wait is None else connect_wait
-        self.channel = _channel(schema or "default")
+        self.channel = channel_name(schema)  # without a schema, the one the server resolves (at open)
         self.listen_url = listen_url
         self.reserve = reserve  # check the server's connection budget at open, and open the pool full
         self.asynchronous_claims = bool(asynchronous_claims)
@@ -155,6 +148,8 @@ class PostgresStore(Store):
             )
             try:
                 await pool.open(wait=self.reserve, timeout=30.0)  # reserved: every connection now, or fail
+                if self.schema is None:
+                    self.channel = await pool_channel(pool, self._search_path, 30.0)
             except Exception as exc:
                 await pool.close()
                 raise StoreError(f"could not open {self.pool_min} connections to PostgreSQL at "
@@ -360,7 +355,7 @@ class PostgresStore(Store):
         are notified at commit (``NOTIFY`` is transactional). ``fn`` runs under a savepoint: if it
         fails, its writes are undone and the caller's transaction stays usable.
         """
-        return await in_callers_transaction(conn, self.coded(fn), channel=self.channel, schema=self._callers_schema)
+        return await in_callers_transaction(conn, self.coded(fn), schema=self._callers_schema)
 
     def transact_on_sync(self, conn: Any, fn: Callable[[Tx], Coroutine[Any, Any, T]]) -> T:
         """:meth:`transact_on` for a synchronous ``psycopg.Connection``.
@@ -368,7 +363,7 @@ class PostgresStore(Store):
         ``fn`` is the same kind of coroutine function as for :meth:`transact`, but it must await only
         the Tx it is given: it runs to completion in the calling thread, without an event loop.
         """
-        return in_callers_transaction_sync(conn, self.coded(fn), channel=self.channel, schema=self._callers_schema)
+        return in_callers_transaction_sync(conn, self.coded(fn), schema=self._callers_schema)
 
     # -- wake-ups -----------------------------------------------------------------------------------
 
@@ -400,6 +395,7 @@ class PostgresStore(Store):
 
     async def wakeups(self) -> Wakeups:
         """Subscribe to this schema's channel (one ``LISTEN`` connection per store, shared)."""
+        await self._ready()  # the channel is known once the store is open
         if self.listen_url is None and self.pooled:
             return PollingWakeups()
         if self._listening is None:
