@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow
 async def test_fan_in_queues_the_downstream_node_exactly_once(app: jobloom.App, procs: Processes) -> None:
     flow = app.flows["fan-in"]
     runs = [await app.start(flow, {}, id=f"r{i}") for i in range(100)]
-    for _ in range(3):
-        procs.worker(concurrency=20)
+    for _ in range(3):  # no kill here: a lease no stall of a loaded host outlasts (the default 1 s did, once)
+        procs.worker(concurrency=20, lease=30)
 
     async def all_done() -> bool:
         states = [(await app.get_run(r.id)).state for r in runs]
