@@ -18,6 +18,7 @@ import pytest
 import jobloom
 from jobloom.store.postgres import PostgresStore
 from jobloom.store.postgres.channel import DEFAULT, channel_name
+from tests.conftest import POSTGRES_URL
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.postgres
@@ -85,7 +86,7 @@ async def test_a_commit_wakes_the_workers_of_its_schema_only(
 
 async def test_a_schema_named_or_on_the_search_path_is_one_channel(postgres_url: str) -> None:
     schema = schema_of(postgres_url)
-    base = postgres_url.split("?", 1)[0]
+    base = POSTGRES_URL  # the test server's URL as given, without the schema's search path
     stores = [PostgresStore(base, schema=schema), PostgresStore(postgres_url), PostgresStore(base),
               PostgresStore(base, schema="public")]
     try:

@@ -231,8 +231,7 @@ def test_a_token_holds_only_so_many_long_polls(quick: Served) -> None:
 
 def test_a_worker_still_claims_when_descriptors_are_few(store: str, tmp_path: Path) -> None:
     """``ulimit -n 400``: another token's 150 long polls neither starve the descriptors nor a worker."""
-    with store_for(store, tmp_path) as url, serve(url, tmp_path, tokens=SCOPED,
-                                                  max_files=400) as s:
+    with store_for(store, tmp_path) as url, serve(url, tmp_path, tokens=SCOPED, max_files=400) as s:
         assert "at most 168 connections" in s.log(), s.log()
         with sockets(150, s) as polls:
             for i, sock in enumerate(polls):
