@@ -105,7 +105,9 @@ async def test_workers_turning_over_limited_bindings_never_deadlock(postgres_url
         await main.migrate()
         await main.enqueue_many([(p, {"i": i}) for i in range(JOBS) for p in PERFORMERS])
         for k, app in enumerate(apps):
-            worker = jobloom.Worker(app, concurrency=16, grace=5.0, name=f"w{k}")
+            # 4 slots each, of the bindings' 9: no worker can hold every slot, so each one's first cycle
+            # finds some free, and they contend to the end without depending on other wake-ups
+            worker = jobloom.Worker(app, concurrency=4, grace=5.0, name=f"w{k}")
             workers.append((worker, asyncio.create_task(worker.run())))
 
         import psycopg
