@@ -10,10 +10,14 @@
 
 -- name: candidates_keyless
 -- returns: CandidateRow
--- Under round-robin fairness: the binding's first queued jobs without a key, by priority.
+-- Under round-robin fairness: the binding's first queued jobs without a key, by priority. Read from the
+-- by-key index, where they follow the keyed jobs; on PostgreSQL the key (NULL in every row) leads the order
+-- so that this index alone yields it. Ordered by priority alone, the planner may choose the by-priority
+-- index and filter the key; with statistics older than a backlog of keyed jobs it does, and every
+-- dispatch then reads the whole backlog (5 ms for 10,000 keyed jobs, against 0.03 ms).
 SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs {sqlite: INDEXED BY jobloom_jobs_queued_key}
 WHERE binding = :binding AND state = 'queued' AND concurrency_key IS NULL
-ORDER BY priority DESC, run_at, id LIMIT :limit
+ORDER BY {postgres: concurrency_key COLLATE "C", }priority DESC, run_at, id LIMIT :limit
 FOR UPDATE SKIP LOCKED
 
 -- name: peek_keyless
@@ -21,7 +25,7 @@ FOR UPDATE SKIP LOCKED
 -- The jobs of candidates_keyless, read without claiming them: why a job waits.
 SELECT id, priority, run_at, concurrency_key FROM jobloom_jobs {sqlite: INDEXED BY jobloom_jobs_queued_key}
 WHERE binding = :binding AND state = 'queued' AND concurrency_key IS NULL
-ORDER BY priority DESC, run_at, id LIMIT :limit
+ORDER BY {postgres: concurrency_key COLLATE "C", }priority DESC, run_at, id LIMIT :limit
 
 -- name: save_turn
 -- The turn between keys, and (unless None) when the last key's bucket this dispatch did not save is full.
