@@ -4,13 +4,13 @@ the planner's statistics say."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 import pytest
 
 import jobloom
 from jobloom.store.sql import load_queries
+from tests.conformance.search_support import plan
 
 BACKLOG = 300
 """Queued jobs with a key: what a read of the keyless jobs must not walk through."""
@@ -63,16 +63,14 @@ async def test_the_keyless_jobs_are_read_without_walking_the_keyed_backlog(app: 
     # on PostgreSQL, a store's first backlog before autovacuum has analysed the table: no statistics
     await app.enqueue_many([(Turns, {"k": f"k{i % 50}"}) for i in range(BACKLOG)])
     if store_url.startswith("sqlite:"):
-        sql = load_queries("sqlite")[query]
-        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as conn:
-            steps = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, {"binding": "Turns", "limit": 10})]
-        assert any("INDEX jobloom_jobs_queued_key (binding=? AND concurrency_key=?)" in s for s in steps), steps
-        assert not any("TEMP B-TREE" in s for s in steps), steps  # the index yields the order
+        steps = plan(store_url, query, {"binding": "Turns", "limit": 10})
+        assert "INDEX jobloom_jobs_queued_key (binding=? AND concurrency_key=?)" in steps, steps
+        assert "TEMP B-TREE" not in steps, steps  # the index yields the order
         return
-    for plan in _pg_plans(store_url, query, {"binding": "Turns", "limit": 10}):
-        nodes = _nodes(plan)
-        assert plan["Actual Rows"] == 1, plan
+    for executed in _pg_plans(store_url, query, {"binding": "Turns", "limit": 10}):
+        nodes = _nodes(executed)
+        assert executed["Actual Rows"] == 1, executed
         scans = [n for n in nodes if n["Node Type"] in ("Index Scan", "Index Only Scan")]
-        assert [n["Index Name"] for n in scans] == ["jobloom_jobs_queued_key"], json.dumps(plan, indent=1)
-        assert sum(n.get("Rows Removed by Filter", 0) for n in nodes) == 0, plan
-        assert not any(n["Node Type"] == "Sort" for n in nodes), plan
+        assert [n["Index Name"] for n in scans] == ["jobloom_jobs_queued_key"], json.dumps(executed, indent=1)
+        assert sum(n.get("Rows Removed by Filter", 0) for n in nodes) == 0, executed
+        assert not any(n["Node Type"] == "Sort" for n in nodes), executed
