@@ -1,4 +1,4 @@
-"""The named SQL's generated records and handles (``core/rows.py``, ``core/queries.py``) are what the
+"""The named SQL's generated records and handles (``core/rows/``, ``core/queries.py``) are what the
 annotated SQL generates now, and the SQL loader's translation and markers do what the docs say."""
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ SRC = Path(__file__).resolve().parents[3] / "src" / "jobloom"
 
 
 def test_the_generated_files_are_what_the_sql_generates() -> None:
-    for path, text in codegen.generated().items():
+    files = codegen.generated()
+    for path, text in files.items():
         assert path.read_text() == text, f"{path.name} differs from what the SQL generates: run ./dev gen"
+    made = {path for path in files if path.parent.name == "rows"}
+    assert set((SRC / "core" / "rows").glob("*.py")) == made, "a records module no SQL file makes: run ./dev gen"
 
 
 def test_every_query_of_both_dialects_has_a_handle() -> None:
@@ -68,8 +71,10 @@ def test_markers_and_fragments_resolve_per_dialect() -> None:
 
 def test_a_row_section_declares_a_record() -> None:
     text = "-- Two things.\n--   a: int, b: str | None = None"
-    row = codegen.parse_row(Section("row", "PairRow", text, "shared", "f"))
-    assert row == codegen.Row("PairRow", ["Two things."], [("a", "int", None), ("b", "str | None", "None")])
+    row = codegen.parse_row(Section("row", "PairRow", text, "shared", "queries_pairs.sql"))
+    assert row == codegen.Row("PairRow", ["Two things."], [("a", "int", None), ("b", "str | None", "None")],
+                              "pairs")  # core/rows/pairs.py
+    assert codegen.parse_row(Section("row", "PairRow", text, "shared", "queries.sql")).module == "jobs"
     with pytest.raises(ValueError, match="not 'name: type"):
         codegen.parse_row(Section("row", "BadRow", "-- Bad.\n--   a int", "shared", "f"))
 
