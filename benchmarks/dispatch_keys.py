@@ -88,8 +88,6 @@ async def main() -> None:
     parser.add_argument("-n", "--jobs", type=int, default=10_000)
     parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args()
-    if args.url.startswith("sqlite:"):
-        os.makedirs(os.path.dirname(args.url.removeprefix("sqlite:///")), exist_ok=True)
     for _ in range(args.pairs):
         for keyed in (False, True):
             print(json.dumps(await one(args.url, args.jobs, keyed) | {"load": os.getloadavg()[0]}), flush=True)

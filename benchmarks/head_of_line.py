@@ -80,8 +80,6 @@ async def main() -> None:
     parser.add_argument("--url", default="sqlite:////tmp/jobloom-head-of-line/bench.db")
     parser.add_argument("-n", "--backlog", type=int, nargs="+", default=[1, 20_000, 100_000])
     args = parser.parse_args()
-    if args.url.startswith("sqlite:"):
-        os.makedirs(os.path.dirname(args.url.removeprefix("sqlite:///")), exist_ok=True)
     for n in args.backlog:
         for performer in (ByPriority, ByTurn):
             print(json.dumps(await one(args.url, n, performer) | {"load": os.getloadavg()[0]}), flush=True)

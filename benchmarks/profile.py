@@ -319,8 +319,6 @@ def main() -> int:
         time.sleep(3600)  # stopped by the parent, so that py-spy's output ends with the work
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.url.startswith("sqlite:///"):
-        os.makedirs(os.path.dirname(args.url.removeprefix("sqlite://")), exist_ok=True)
     target = Target(args.url)
     try:
         box = target.sandbox()
